@@ -1,0 +1,7 @@
+"""Command line: each module registers its commands on `healthbench.cli.app.app`; no logic lives here."""
+
+from healthbench.cli import data_cmd as data_cmd
+from healthbench.cli.app import app as app
+from healthbench.cli.app import main as main
+
+__all__ = ["app", "main"]

@@ -1,0 +1,1 @@
+"""HealthBench data: typed records, official sources and the demo dataset."""

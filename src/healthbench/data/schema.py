@@ -1,0 +1,164 @@
+"""Typed HealthBench records and a line-numbered JSONL parser.
+
+`Conversation` is one line of the full / hard / consensus files; `MetaEvalRecord` is one line of the
+meta-eval file. Parsing is pure: it takes lines of text and a source name for error messages.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Annotated, Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
+from pydantic import ValidationError, field_validator, model_validator
+
+from healthbench.errors import DataError
+
+Points = Annotated[StrictInt | StrictFloat, Field(ge=-10, le=10)]
+
+
+class Message(BaseModel):
+    """One chat turn, as the official files and the OpenAI chat format write it."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+    role: StrictStr
+    content: StrictStr
+
+
+class RubricItem(BaseModel):
+    """One physician-written criterion. Points are kept as written (int stays int) so that the
+    judge sees exactly what simple-evals shows it: ``[points] criterion``."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+    criterion: StrictStr
+    points: Points
+    tags: list[StrictStr] = Field(default_factory=list)
+
+    def __str__(self) -> str:
+        return f"[{self.points}] {self.criterion}"
+
+
+class Conversation(BaseModel):
+    """One HealthBench example: the conversation so far and the rubric to grade the next reply."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+    prompt: list[Message]
+    prompt_id: StrictStr
+    rubrics: list[RubricItem]
+    example_tags: list[StrictStr] = Field(default_factory=list)
+    ideal_completions_data: dict[str, Any] | None = None
+    canary: StrictStr | None = None
+
+    @field_validator("prompt")
+    @classmethod
+    def _prompt_not_empty(cls, value: list[Message]) -> list[Message]:
+        if not value:
+            raise ValueError("the conversation has no messages")
+        return value
+
+    @field_validator("rubrics")
+    @classmethod
+    def _rubric_scoreable(cls, value: list[RubricItem]) -> list[RubricItem]:
+        if not value:
+            raise ValueError("the rubric is empty")
+        if not any(item.points > 0 for item in value):
+            raise ValueError("the rubric has no criterion with positive points, so no score can be computed")
+        return value
+
+    @property
+    def themes(self) -> list[str]:
+        return [tag.removeprefix("theme:") for tag in self.example_tags if tag.startswith("theme:")]
+
+
+class MetaEvalRecord(BaseModel):
+    """One meta-eval row: a fixed completion, one consensus criterion and the physicians' labels."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+    prompt: list[Message]
+    completion: StrictStr
+    rubric: StrictStr
+    category: StrictStr
+    binary_labels: list[StrictBool]
+    anonymized_physician_ids: list[StrictStr]
+    prompt_id: StrictStr
+    completion_id: StrictStr
+
+    @model_validator(mode="after")
+    def _labels_match_ids(self) -> MetaEvalRecord:
+        if not self.binary_labels:
+            raise ValueError("binary_labels is empty")
+        if len(self.binary_labels) != len(self.anonymized_physician_ids):
+            raise ValueError(
+                f"binary_labels has {len(self.binary_labels)} labels but anonymized_physician_ids has "
+                f"{len(self.anonymized_physician_ids)} ids"
+            )
+        return self
+
+
+Record = TypeVar("Record", Conversation, MetaEvalRecord)
+
+
+def _field_of(error: ValidationError) -> tuple[str | None, str]:
+    first = error.errors()[0]
+    loc = ".".join(str(part) for part in first["loc"]) or None
+    message = first["msg"].removeprefix("Value error, ")
+    return loc, message
+
+
+def parse_record(line: str, record_type: type[Record], *, source: str, line_number: int) -> Record:
+    """Parse one JSON line into ``record_type``; every failure is a `DataError` naming file and line."""
+    try:
+        raw = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise DataError(f"invalid JSON ({exc.msg} at column {exc.colno})", path=source,
+                        line=line_number) from None
+    if not isinstance(raw, dict):
+        raise DataError(f"expected a JSON object, got {type(raw).__name__}", path=source, line=line_number)
+    try:
+        return record_type.model_validate(raw)
+    except ValidationError as exc:
+        field, message = _field_of(exc)
+        raise DataError(message, path=source, line=line_number, field=field) from None
+
+
+def parse_lines(lines: Iterable[str], record_type: type[Record], *, source: str) -> list[Record]:
+    """Parse JSONL text lines (blank lines skipped). Rejects an empty input and duplicate ids."""
+    records: list[Record] = []
+    seen: dict[str, int] = {}
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        record = parse_record(line, record_type, source=source, line_number=number)
+        key = _identity(record)
+        if key in seen:
+            raise DataError(f"duplicate {key!r} (first seen on line {seen[key]})", path=source,
+                            line=number, field="prompt_id")
+        seen[key] = number
+        records.append(record)
+    if not records:
+        raise DataError("the file contains no records", path=source)
+    return records
+
+
+def _identity(record: Conversation | MetaEvalRecord) -> str:
+    if isinstance(record, Conversation):
+        return record.prompt_id
+    return f"{record.completion_id} / {record.rubric}"
+
+
+def decode_lines(data: bytes, *, source: str) -> list[str]:
+    """Split raw bytes into text lines, naming the first line that is not UTF-8."""
+    lines = data.split(b"\n")
+    out: list[str] = []
+    for number, raw in enumerate(lines, start=1):
+        try:
+            out.append(raw.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise DataError(f"not valid UTF-8 (byte {exc.start + 1})", path=source, line=number) from None
+    return out
+
+
+def dump_records(records: Sequence[BaseModel]) -> str:
+    """Serialize records back to JSONL (used by tests and fixtures)."""
+    return "".join(json.dumps(r.model_dump(mode="json"), ensure_ascii=False) + "\n" for r in records)

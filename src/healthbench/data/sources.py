@@ -1,0 +1,156 @@
+"""Where HealthBench data comes from: the official URLs (downloaded once, cached), local files, the demo.
+
+The official files are fetched with a plain HTTPS GET on first use, written atomically into the cache
+directory (``$HEALTHBENCH_CACHE_DIR`` or the platform's user cache dir), and their sha256 is recorded
+next to them. Nothing is downloaded at import time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Literal
+
+import httpx
+import platformdirs
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+
+from healthbench.data.schema import Conversation, MetaEvalRecord, Record, decode_lines, parse_lines
+from healthbench.errors import DataError, DownloadError
+
+Variant = Literal["full", "hard", "consensus", "meta_eval", "demo", "demo_meta_eval"]
+EVAL_VARIANTS: tuple[str, ...] = ("full", "hard", "consensus", "demo")
+META_VARIANTS: tuple[str, ...] = ("meta_eval", "demo_meta_eval")
+
+_BASE = "https://openaipublic.blob.core.windows.net/simple-evals/healthbench/"
+OFFICIAL_URLS: dict[str, str] = {
+    "full": _BASE + "2025-05-07-06-14-12_oss_eval.jsonl",
+    "hard": _BASE + "hard_2025-05-08-21-00-10.jsonl",
+    "consensus": _BASE + "consensus_2025-05-09-20-00-46.jsonl",
+    "meta_eval": _BASE + "2025-05-07-06-14-12_oss_meta_eval.jsonl",
+}
+DEMO_FILES: dict[str, str] = {"demo": "demo.jsonl", "demo_meta_eval": "demo_meta_eval.jsonl"}
+CACHE_ENV = "HEALTHBENCH_CACHE_DIR"
+
+
+@dataclass(frozen=True)
+class DatasetFile:
+    """A dataset file on disk with where it came from."""
+
+    variant: str
+    path: Path
+    source: str  # URL, "demo" or "local"
+    sha256: str
+
+
+def cache_dir(override: str | os.PathLike[str] | None = None) -> Path:
+    """The data cache directory: the argument, else $HEALTHBENCH_CACHE_DIR, else the platform default."""
+    if override is not None:
+        return Path(override)
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV])
+    return Path(platformdirs.user_cache_dir("healthbench")) / "data"
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _demo_path(variant: str) -> Path:
+    resource = resources.files("healthbench.data") / "demo" / DEMO_FILES[variant]
+    return Path(str(resource))
+
+
+def resolve(variant: str, *, data: str | os.PathLike[str] | None = None,
+            cache: str | os.PathLike[str] | None = None, show_progress: bool = True,
+            transport: httpx.BaseTransport | None = None) -> DatasetFile:
+    """Find (or download once) the file for ``variant``; ``data`` overrides with a local file."""
+    if data is not None:
+        path = Path(data)
+        if not path.is_file():
+            raise DataError("file not found", path=str(path))
+        return DatasetFile(variant, path, "local", sha256_of(path))
+    if variant in DEMO_FILES:
+        path = _demo_path(variant)
+        return DatasetFile(variant, path, "demo", sha256_of(path))
+    if variant not in OFFICIAL_URLS:
+        known = ", ".join([*OFFICIAL_URLS, *DEMO_FILES])
+        raise DataError(f"unknown dataset variant {variant!r} (known: {known})")
+    url = OFFICIAL_URLS[variant]
+    target = cache_dir(cache) / url.rsplit("/", 1)[1]
+    if not target.is_file():
+        download(url, target, show_progress=show_progress, transport=transport)
+    meta = target.with_suffix(target.suffix + ".sha256")
+    digest = meta.read_text().split()[0] if meta.is_file() else sha256_of(target)
+    return DatasetFile(variant, target, url, digest)
+
+
+def download(url: str, target: Path, *, show_progress: bool = True,
+             transport: httpx.BaseTransport | None = None) -> str:
+    """GET ``url`` into ``target`` atomically (temp file + rename); returns and records its sha256."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    digest = hashlib.sha256()
+    handle, temp_name = tempfile.mkstemp(dir=target.parent, prefix=target.name, suffix=".part")
+    try:
+        with os.fdopen(handle, "wb") as out, httpx.Client(transport=transport, follow_redirects=True,
+                                                          timeout=60.0) as client:
+            with client.stream("GET", url) as response:
+                response.raise_for_status()
+                total = int(response.headers.get("content-length", 0)) or None
+                with Progress(TextColumn("[bold]{task.description}"), BarColumn(), DownloadColumn(),
+                              TransferSpeedColumn(), disable=not show_progress, transient=True) as bar:
+                    task = bar.add_task(f"downloading {target.name}", total=total)
+                    for chunk in response.iter_bytes(1 << 16):
+                        out.write(chunk)
+                        digest.update(chunk)
+                        bar.advance(task, len(chunk))
+        os.replace(temp_name, target)
+    except (httpx.HTTPError, OSError) as exc:
+        Path(temp_name).unlink(missing_ok=True)
+        raise DownloadError(
+            f"could not download {url} ({type(exc).__name__}: {exc}); no cached copy in {target.parent}. "
+            "Pass a local copy with --data PATH, or use --dataset demo to run offline."
+        ) from None
+    sha = digest.hexdigest()
+    target.with_suffix(target.suffix + ".sha256").write_text(f"{sha}  {target.name}\n")
+    return sha
+
+
+def read_records(path: Path, record_type: type[Record]) -> list[Record]:
+    """Read and validate a whole JSONL file; every problem is a DataError naming file and line."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise DataError(exc.strerror or "cannot read file", path=str(path)) from None
+    return parse_lines(decode_lines(data, source=str(path)), record_type, source=str(path))
+
+
+def load_conversations(variant: str = "full", *, data: str | os.PathLike[str] | None = None,
+                       cache: str | os.PathLike[str] | None = None,
+                       show_progress: bool = True) -> tuple[DatasetFile, list[Conversation]]:
+    """The conversations of an eval variant (full, hard, consensus, demo) or of a local file."""
+    if variant in META_VARIANTS:
+        raise DataError(f"{variant!r} is a meta-eval dataset; use `healthbench meta-eval`")
+    source = resolve(variant, data=data, cache=cache, show_progress=show_progress)
+    return source, read_records(source.path, Conversation)
+
+
+def load_meta_eval(variant: str = "meta_eval", *, data: str | os.PathLike[str] | None = None,
+                   cache: str | os.PathLike[str] | None = None,
+                   show_progress: bool = True) -> tuple[DatasetFile, list[MetaEvalRecord]]:
+    source = resolve(variant, data=data, cache=cache, show_progress=show_progress)
+    return source, read_records(source.path, MetaEvalRecord)
+
+
+def describe(source: DatasetFile) -> str:
+    return json.dumps({"variant": source.variant, "path": str(source.path), "source": source.source,
+                       "sha256": source.sha256})

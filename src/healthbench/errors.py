@@ -1,0 +1,39 @@
+"""The one family of errors the edges (CLI, HTTP) translate into a one-line message."""
+
+from __future__ import annotations
+
+
+class HealthBenchError(Exception):
+    """Base of every error we expect a user to see. ``str(err)`` is a complete one-line message."""
+
+    exit_code = 1
+
+
+class DataError(HealthBenchError):
+    """Bad input data: names the file, the line (1-based) and the field when known."""
+
+    def __init__(self, message: str, *, path: str | None = None, line: int | None = None,
+                 field: str | None = None) -> None:
+        self.path, self.line, self.field, self.reason = path, line, field, message
+        where = ""
+        if path is not None:
+            where = f"{path}:{line}" if line is not None else f"{path}"
+        if field:
+            where = f"{where} field '{field}'" if where else f"field '{field}'"
+        super().__init__(f"{where}: {message}" if where else message)
+
+
+class DownloadError(HealthBenchError):
+    """A dataset could not be fetched and is not cached."""
+
+
+class ConfigError(HealthBenchError):
+    """Bad settings: unknown model spec, missing key, bad template, conflicting options."""
+
+
+class ModelError(HealthBenchError):
+    """A model call failed for good (after the retry policy gave up, or a fatal error)."""
+
+
+class RunError(HealthBenchError):
+    """A run cannot proceed or finish as asked (unknown run, strict mode with ungraded criteria)."""

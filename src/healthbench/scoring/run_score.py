@@ -1,0 +1,122 @@
+"""A run's numbers from its graded samples: the one function every result shape is derived from.
+
+`score_run` turns graded samples (conversation + completion + one verdict per criterion) into the
+flat simple-evals style metrics (``overall_score``, ``axis:accuracy:n_samples``, ...) plus our
+additions (CI bounds, ungraded counts, optional length-adjusted score and consensus error rate).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from healthbench.data.schema import Conversation
+from healthbench.scoring.rubric import OVERALL, Verdict, conversation_metrics, length_adjusted
+from healthbench.scoring.stats import DEFAULT_RESAMPLES, KeyStats, aggregate, flatten
+
+LENGTH_ADJUSTED = "length_adjusted_score"
+ERROR_RATE = "error_rate"
+
+
+@dataclass(frozen=True)
+class GradedSample:
+    """One candidate answer to one conversation (one repeat), with a verdict per rubric criterion."""
+
+    conversation: Conversation
+    completion: str
+    verdicts: tuple[Verdict, ...]
+    explanations: tuple[str | None, ...] = ()
+    repeat: int = 0
+    prompt_messages: tuple[Mapping[str, str], ...] | None = None
+    usage: Mapping[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        if len(self.verdicts) != len(self.conversation.rubrics):
+            raise ValueError(f"{self.conversation.prompt_id}: {len(self.verdicts)} verdicts for "
+                             f"{len(self.conversation.rubrics)} criteria")
+
+    @property
+    def ungraded(self) -> int:
+        return sum(v is Verdict.UNGRADED for v in self.verdicts)
+
+
+@dataclass(frozen=True)
+class ScoringOptions:
+    """How to aggregate: bootstrap size and seed, CI level, and the optional extra keys."""
+
+    n_resamples: int = DEFAULT_RESAMPLES
+    seed: int = 0
+    confidence: float = 0.95
+    length_penalty: float | None = None
+    length_center: float | None = None
+    error_rate: bool = False
+
+
+@dataclass(frozen=True)
+class RunScore:
+    """Per-key aggregates, per-sample metrics (None = left out as ungraded) and ungraded counts."""
+
+    stats: dict[str, KeyStats]
+    per_sample: list[dict[str, float] | None]
+    ungraded_criteria: int
+    ungraded_samples: int
+    options: ScoringOptions = field(default_factory=ScoringOptions)
+
+    @property
+    def score(self) -> float | None:
+        s = self.stats.get(OVERALL)
+        return s.mean if s else None
+
+    @property
+    def n_samples(self) -> int:
+        return len(self.per_sample)
+
+    def metrics(self) -> dict[str, float | int | None]:
+        """The flat metrics object written by ``--metrics-out`` (documented in docs/metrics.md)."""
+        stats = dict(self.stats)
+        score_stats = stats.pop("score", None)
+        flat: dict[str, float | int | None] = dict(flatten(stats))
+        if score_stats is not None:
+            flat.update({k: v for k, v in flatten({"score": score_stats}).items()})
+        else:
+            flat["score"] = None
+        if self.options.error_rate and OVERALL in self.stats:
+            overall = self.stats[OVERALL]
+            flat[ERROR_RATE] = 1.0 - overall.mean
+            flat[f"{ERROR_RATE}:ci_lower"] = 1.0 - overall.ci_upper
+            flat[f"{ERROR_RATE}:ci_upper"] = 1.0 - overall.ci_lower
+        flat["n_samples"] = self.n_samples
+        flat["ungraded_criteria"] = self.ungraded_criteria
+        flat["ungraded_samples"] = self.ungraded_samples
+        return flat
+
+
+def sample_metrics(sample: GradedSample, options: ScoringOptions) -> dict[str, float] | None:
+    """The per-sample metric values (simple-evals' ``SingleEvalResult.metrics``), None if ungraded."""
+    metrics = conversation_metrics(sample.conversation, sample.verdicts)
+    if metrics is None:
+        return None
+    if options.length_penalty is not None:
+        if options.length_center is None:
+            raise ValueError("a length penalty needs an explicit length center")
+        metrics[LENGTH_ADJUSTED] = length_adjusted(metrics[OVERALL], len(sample.completion),
+                                                   penalty=options.length_penalty,
+                                                   center=options.length_center)
+    return metrics
+
+
+def score_run(samples: Sequence[GradedSample], options: ScoringOptions | None = None) -> RunScore:
+    """Score a run. Ungraded samples are counted and left out; ``score`` mirrors simple-evals."""
+    options = options or ScoringOptions()
+    per_sample = [sample_metrics(s, options) for s in samples]
+    rows = [dict(m, score=m[OVERALL]) for m in per_sample if m is not None]
+    stats = aggregate(rows, n_resamples=options.n_resamples, seed=options.seed,
+                      confidence=options.confidence)
+    return RunScore(
+        stats=stats,
+        per_sample=per_sample,
+        ungraded_criteria=sum(s.ungraded for s in samples),
+        ungraded_samples=sum(m is None for m in per_sample),
+        options=options,
+    )
