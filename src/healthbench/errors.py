@@ -37,3 +37,7 @@ class ModelError(HealthBenchError):
 
 class RunError(HealthBenchError):
     """A run cannot proceed or finish as asked (unknown run, strict mode with ungraded criteria)."""
+
+
+class FatalModelError(ModelError):
+    """A model call that no retry can fix (wrong key, unknown model, bad request): the run stops."""

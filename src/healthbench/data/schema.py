@@ -10,8 +10,18 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
-from pydantic import ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
 from healthbench.errors import DataError
 
@@ -84,26 +94,45 @@ class MetaEvalRecord(BaseModel):
     prompt_id: StrictStr
     completion_id: StrictStr
 
-    @model_validator(mode="after")
-    def _labels_match_ids(self) -> MetaEvalRecord:
-        if not self.binary_labels:
+    # Field validators (not a model validator) so that errors name the field: binary_labels is
+    # declared first, so it is already validated when the ids are checked against it.
+    @field_validator("binary_labels")
+    @classmethod
+    def _labels_not_empty(cls, value: list[bool]) -> list[bool]:
+        if not value:
             raise ValueError("binary_labels is empty")
-        if len(self.binary_labels) != len(self.anonymized_physician_ids):
+        return value
+
+    @field_validator("anonymized_physician_ids")
+    @classmethod
+    def _ids_match_labels(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        labels = info.data.get("binary_labels")
+        if labels is not None and len(labels) != len(value):
             raise ValueError(
-                f"binary_labels has {len(self.binary_labels)} labels but anonymized_physician_ids has "
-                f"{len(self.anonymized_physician_ids)} ids"
+                f"binary_labels has {len(labels)} labels but anonymized_physician_ids has {len(value)} ids"
             )
-        return self
+        return value
 
 
 Record = TypeVar("Record", Conversation, MetaEvalRecord)
 
 
+_UNION_TAGS = frozenset({"int", "float", "str", "bool"})  # pydantic appends a union member's tag to loc
+
+
 def _field_of(error: ValidationError) -> tuple[str | None, str]:
-    first = error.errors()[0]
-    loc = ".".join(str(part) for part in first["loc"]) or None
+    errors = error.errors()
+    first = errors[0]
+    parts = [str(part) for part in first["loc"]]
+    if parts and parts[-1] in _UNION_TAGS:
+        # A value none of a union's members accepts (points "10"): one message for the field.
+        parts.pop()
+        tags = [str(e["loc"][-1]) for e in errors if [str(p) for p in e["loc"][:-1]] == parts]
+        if all(e["type"].endswith("_type") for e in errors[: len(tags)]):
+            got = "null" if first["input"] is None else type(first["input"]).__name__
+            return ".".join(parts) or None, f"expected {' or '.join(tags)}, got {got}"
     message = first["msg"].removeprefix("Value error, ")
-    return loc, message
+    return ".".join(parts) or None, message
 
 
 def parse_record(line: str, record_type: type[Record], *, source: str, line_number: int) -> Record:

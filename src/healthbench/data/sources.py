@@ -116,8 +116,12 @@ def download(url: str, target: Path, *, show_progress: bool = True,
         os.replace(temp_name, target)
     except (httpx.HTTPError, OSError) as exc:
         Path(temp_name).unlink(missing_ok=True)
+        if isinstance(exc, httpx.HTTPStatusError):
+            reason = f"HTTP {exc.response.status_code}"
+        else:  # one line: some httpx messages span several
+            reason = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
         raise DownloadError(
-            f"could not download {url} ({type(exc).__name__}: {exc}); no cached copy in {target.parent}. "
+            f"could not download {url} ({reason}); no cached copy in {target.parent}. "
             "Pass a local copy with --data PATH, or use --dataset demo to run offline."
         ) from None
     sha = digest.hexdigest()

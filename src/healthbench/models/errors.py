@@ -102,7 +102,7 @@ def server_message(body: str) -> str:
     if isinstance(data, dict):
         error = data.get("error", data)
         if isinstance(error, dict) and isinstance(error.get("message"), str):
-            return error["message"]
+            return str(error["message"])
         if isinstance(error, str):
             return error
     return body.strip()

@@ -56,25 +56,45 @@ def rubric_score(items: Sequence[RubricItem], verdicts: Sequence[Verdict]) -> fl
 
 
 def conversation_metrics(conversation: Conversation, verdicts: Sequence[Verdict]) -> dict[str, float] | None:
-    """All per-conversation metric values, or None when any criterion is ungraded."""
+    """All per-conversation metric values, or None when any criterion is ungraded.
+
+    Same numbers, key order and summation order as `rubric_score` applied tag by tag (keys: overall,
+    then example tags, then rubric tags in order of first appearance), in a single pass over the
+    rubric because this runs once per conversation of every run.
+    """
+    if len(conversation.rubrics) != len(verdicts):
+        raise ValueError(f"{len(conversation.rubrics)} rubric items but {len(verdicts)} verdicts")
     if Verdict.UNGRADED in verdicts:
         return None
-    overall = rubric_score(conversation.rubrics, verdicts)
-    if overall is None:  # the schema rejects such rubrics; kept for records built by hand
+    possible: float = 0
+    achieved: float = 0
+    tag_possible: dict[str, float] = {}  # insertion order = first appearance of the tag
+    tag_achieved: dict[str, float] = {}
+    for item, verdict in zip(conversation.rubrics, verdicts, strict=True):
+        points = item.points
+        tags: Sequence[str] = item.tags
+        if len(tags) > 1 and len(set(tags)) != len(tags):
+            tags = list(dict.fromkeys(tags))  # a tag counts once per criterion
+        if points > 0:
+            possible += points
+            for tag in tags:
+                tag_possible[tag] = tag_possible.get(tag, 0) + points
+        else:
+            for tag in tags:
+                tag_possible.setdefault(tag, 0)
+        if verdict is Verdict.MET:
+            achieved += points
+            for tag in tags:
+                tag_achieved[tag] = tag_achieved.get(tag, 0) + points
+    if possible == 0:  # the schema rejects such rubrics; kept for records built by hand
         raise ValueError(f"conversation {conversation.prompt_id} has no positive points")
+    overall = achieved / possible
     metrics: dict[str, float] = {OVERALL: overall}
     for tag in conversation.example_tags:
         metrics[tag] = overall
-    by_tag: dict[str, tuple[list[RubricItem], list[Verdict]]] = {}
-    for item, verdict in zip(conversation.rubrics, verdicts, strict=True):
-        for tag in dict.fromkeys(item.tags):
-            items, tag_verdicts = by_tag.setdefault(tag, ([], []))
-            items.append(item)
-            tag_verdicts.append(verdict)
-    for tag, (items, tag_verdicts) in by_tag.items():
-        score = rubric_score(items, tag_verdicts)
-        if score is not None:
-            metrics[tag] = score
+    for tag, tag_total in tag_possible.items():
+        if tag_total > 0:  # only tags with at least one positive-point criterion get a score
+            metrics[tag] = tag_achieved.get(tag, 0) / tag_total
     return metrics
 
 

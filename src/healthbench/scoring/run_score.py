@@ -51,6 +51,7 @@ class ScoringOptions:
     length_penalty: float | None = None
     length_center: float | None = None
     error_rate: bool = False
+    workers: int = 1  # bootstrap threads; the numbers do not depend on it
 
 
 @dataclass(frozen=True)
@@ -112,7 +113,7 @@ def score_run(samples: Sequence[GradedSample], options: ScoringOptions | None = 
     per_sample = [sample_metrics(s, options) for s in samples]
     rows = [dict(m, score=m[OVERALL]) for m in per_sample if m is not None]
     stats = aggregate(rows, n_resamples=options.n_resamples, seed=options.seed,
-                      confidence=options.confidence)
+                      confidence=options.confidence, workers=options.workers)
     return RunScore(
         stats=stats,
         per_sample=per_sample,

@@ -8,14 +8,16 @@ are drawn in a few vectorized passes. Randomness comes only from the ``seed`` ar
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
 DEFAULT_RESAMPLES = 1000
-_CHUNK_ELEMENTS = 4_000_000  # draws per vectorized pass (bounds memory at ~100 MB)
+_CHUNK_ELEMENTS = 1 << 18  # draws per vectorized pass: three 2 MB buffers, cache-sized
 
 
 @dataclass(frozen=True)
@@ -30,7 +32,7 @@ class KeyStats:
 
 
 def clipped_mean(values: npt.ArrayLike) -> float:
-    return float(np.clip(np.mean(values), 0, 1))
+    return float(np.clip(np.mean(np.asarray(values, dtype=np.float64)), 0, 1))
 
 
 def collect(per_conversation: Iterable[Mapping[str, float]]) -> dict[str, list[float]]:
@@ -48,10 +50,11 @@ def aggregate(
     n_resamples: int = DEFAULT_RESAMPLES,
     seed: int = 0,
     confidence: float = 0.95,
+    workers: int = 1,
 ) -> dict[str, KeyStats]:
     """Aggregate per-conversation metrics into `KeyStats` per key (same seed, same bits)."""
     return aggregate_groups(collect(per_conversation), n_resamples=n_resamples, seed=seed,
-                            confidence=confidence)
+                            confidence=confidence, workers=workers)
 
 
 def aggregate_groups(
@@ -60,12 +63,13 @@ def aggregate_groups(
     n_resamples: int = DEFAULT_RESAMPLES,
     seed: int = 0,
     confidence: float = 0.95,
+    workers: int = 1,
 ) -> dict[str, KeyStats]:
     keys = [key for key, values in grouped.items() if len(values) > 0]
     if not keys:
         return {}
     arrays = [np.asarray(grouped[key], dtype=np.float64) for key in keys]
-    boot = bootstrap_means(arrays, n_resamples=n_resamples, seed=seed)
+    boot = bootstrap_means(arrays, n_resamples=n_resamples, seed=seed, workers=workers)
     alpha = (1.0 - confidence) / 2.0
     if n_resamples > 0:
         stds = boot.std(axis=0)
@@ -80,30 +84,75 @@ def aggregate_groups(
 
 
 def bootstrap_means(
-    samples: Sequence[npt.NDArray[np.float64]], *, n_resamples: int, seed: int
+    samples: Sequence[npt.NDArray[np.float64]], *, n_resamples: int, seed: int, workers: int = 1
 ) -> npt.NDArray[np.float64]:
     """Clipped means of ``n_resamples`` resamples (with replacement) of every sample at once.
 
-    Returns an array of shape (n_resamples, len(samples)).
+    Returns an array of shape (n_resamples, len(samples)). Resample ``r`` of sample ``k`` uses the
+    uniform draws ``r * total + offset_k ... + len_k`` of ``default_rng(seed).random()`` (``total`` =
+    all values of all samples), so the result depends only on the inputs and the seed: not on the
+    chunking, nor on ``workers`` (threads that each take a contiguous block of resamples from the
+    same stream, advanced to the block's first draw).
     """
     sizes = np.array([len(s) for s in samples], dtype=np.int64)
     if np.any(sizes == 0):
         raise ValueError("cannot bootstrap an empty sample")
-    flat = np.concatenate(samples) if samples else np.empty(0)
-    starts = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64)
-    element_start = np.repeat(starts, sizes)
-    element_size = np.repeat(sizes, sizes).astype(np.float64)
-    rng = np.random.default_rng(seed)
+    if workers < 1:
+        raise ValueError(f"workers must be at least 1, got {workers}")
     out = np.empty((n_resamples, len(samples)), dtype=np.float64)
-    per_pass = max(1, _CHUNK_ELEMENTS // max(1, flat.size))
-    for first in range(0, n_resamples, per_pass):
-        count = min(per_pass, n_resamples - first)
-        draws = rng.random((count, flat.size))
-        index = element_start + (draws * element_size).astype(np.int64)
-        sums = np.add.reduceat(flat[index], starts, axis=1)
-        out[first:first + count] = sums / sizes
+    if not samples or n_resamples == 0:
+        return out
+    layout = _Layout.of(samples, sizes)
+    bounds = np.linspace(0, n_resamples, min(workers, n_resamples) + 1).astype(np.int64).tolist()
+    blocks = list(itertools.pairwise(bounds))
+    if len(blocks) == 1:
+        layout.fill(out, 0, n_resamples, np.random.PCG64(seed))
+    else:
+        def run(block: tuple[int, int]) -> None:
+            bit_generator = np.random.PCG64(seed)
+            bit_generator.advance(block[0] * layout.flat.size)  # one 64-bit draw per uniform
+            layout.fill(out, block[0], block[1], bit_generator)
+
+        with ThreadPoolExecutor(max_workers=len(blocks), thread_name_prefix="bootstrap") as pool:
+            list(pool.map(run, blocks))
+    np.divide(out, sizes, out=out)
     np.clip(out, 0.0, 1.0, out=out)
     return out
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """All samples concatenated, with each value's sample offset and size (for index arithmetic)."""
+
+    flat: npt.NDArray[np.float64]
+    starts: npt.NDArray[np.int64]
+    element_start: npt.NDArray[np.int64]
+    element_size: npt.NDArray[np.float64]
+
+    @classmethod
+    def of(cls, samples: Sequence[npt.NDArray[np.float64]], sizes: npt.NDArray[np.int64]) -> _Layout:
+        starts = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64)
+        return cls(np.concatenate(samples), starts, np.repeat(starts, sizes),
+                   np.repeat(sizes, sizes).astype(np.float64))
+
+    def fill(self, out: npt.NDArray[np.float64], first: int, stop: int,
+             bit_generator: np.random.BitGenerator) -> None:
+        """Write the resample sums of rows ``first:stop`` of ``out``, in cache-sized blocks."""
+        rng = np.random.Generator(bit_generator)
+        size = self.flat.size
+        per_pass = min(stop - first, max(1, _CHUNK_ELEMENTS // size))
+        draws = np.empty((per_pass, size), dtype=np.float64)
+        index = np.empty((per_pass, size), dtype=np.int64)
+        picked = np.empty((per_pass, size), dtype=np.float64)
+        for row in range(first, stop, per_pass):
+            count = min(per_pass, stop - row)
+            u, i, v = draws[:count], index[:count], picked[:count]
+            rng.random(out=u)
+            np.multiply(u, self.element_size, out=u)
+            i[...] = u  # truncation == floor for these non-negative values
+            np.add(i, self.element_start, out=i)
+            np.take(self.flat, i, out=v)
+            out[row:row + count] = np.add.reduceat(v, self.starts, axis=1)
 
 
 def flatten(stats: Mapping[str, KeyStats]) -> dict[str, float | int]:

@@ -1,0 +1,3 @@
+from healthbench.cli.app import main
+
+main()

@@ -1,0 +1,167 @@
+"""`healthbench data ...`: download, describe and validate HealthBench dataset files."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from healthbench.cli.app import app, console, handles_errors
+from healthbench.data.schema import Conversation, MetaEvalRecord
+from healthbench.data.sources import (
+    DEMO_FILES,
+    META_VARIANTS,
+    OFFICIAL_URLS,
+    DatasetFile,
+    cache_dir,
+    read_records,
+    resolve,
+)
+from healthbench.errors import DataError
+
+data_app = typer.Typer(
+    help="Download, describe and validate HealthBench dataset files.",
+    no_args_is_help=True,
+)
+app.add_typer(data_app, name="data")
+
+VARIANTS_HELP = f"Dataset variant: {', '.join([*OFFICIAL_URLS, *DEMO_FILES])}."
+CacheDir = Annotated[
+    Path | None,
+    typer.Option(
+        "--cache-dir",
+        help="Where downloads are kept (default: $HEALTHBENCH_CACHE_DIR or the user cache directory).",
+    ),
+]
+
+
+def _is_meta(variant: str | None, path: Path | None) -> bool:
+    """Meta-eval data is told apart by variant name, or for a local file by its first record."""
+    if variant is not None:
+        return variant in META_VARIANTS
+    if path is None:
+        return False
+    with path.open("rb") as handle:
+        for raw in handle:
+            if raw.strip():
+                try:
+                    first = json.loads(raw)
+                except ValueError:
+                    return False  # the full parse reports the error with its line
+                return isinstance(first, dict) and "binary_labels" in first
+    return False
+
+
+@data_app.command("download")
+@handles_errors
+def download(
+    variant: Annotated[str, typer.Argument(help=VARIANTS_HELP)],
+    cache: CacheDir = None,
+) -> None:
+    """Download an official dataset once (cached), validate it, print its path and sha256."""
+    source = resolve(variant, cache=cache)
+    records = _count(source, meta=variant in META_VARIANTS)
+    console.print(f"{source.variant}: {source.path}", highlight=False, markup=False, soft_wrap=True)
+    console.print(f"source: {source.source}", highlight=False, markup=False, soft_wrap=True)
+    console.print(f"sha256: {source.sha256}", highlight=False, markup=False)
+    console.print(f"records: {records}", highlight=False, markup=False)
+
+
+@data_app.command("info")
+@handles_errors
+def info(
+    variant: Annotated[str | None, typer.Argument(help=f"{VARIANTS_HELP} Omit to list the variants.")] = None,
+    data: Annotated[
+        Path | None, typer.Option("--data", help="Describe this local JSONL file instead of a download.")
+    ] = None,
+    cache: CacheDir = None,
+) -> None:
+    """Describe a dataset: path, source, sha256, records, criteria and theme counts.
+
+    With neither VARIANT nor --data, list the variants and whether each is already cached.
+    """
+    if variant is None and data is None:
+        _list_variants(cache)
+        return
+    source = resolve(variant or "local", data=data, cache=cache)
+    meta = _is_meta(variant, data)
+    meta_rows = read_records(source.path, MetaEvalRecord) if meta else []
+    conversations = [] if meta else read_records(source.path, Conversation)
+    console.print(f"path: {source.path}", highlight=False, markup=False, soft_wrap=True)
+    console.print(f"source: {source.source}", highlight=False, markup=False, soft_wrap=True)
+    console.print(f"sha256: {source.sha256}", highlight=False, markup=False)
+    if meta:
+        _describe_meta(meta_rows)
+    else:
+        _describe_conversations(conversations)
+
+
+@data_app.command("validate")
+@handles_errors
+def validate(
+    file: Annotated[Path, typer.Argument(help="A JSONL dataset file to check.")],
+    meta_eval: Annotated[
+        bool, typer.Option("--meta-eval", help="Check it as a meta-eval file (binary_labels rows).")
+    ] = False,
+) -> None:
+    """Parse every line of FILE; print 'ok: N records' or the first problem (file, line, field)."""
+    if not file.is_file():
+        raise DataError("file not found", path=str(file))
+    count = _count(DatasetFile("local", file, "local", ""), meta=meta_eval)
+    console.print(f"ok: {count} records", highlight=False, markup=False)
+
+
+def _count(source: DatasetFile, *, meta: bool) -> int:
+    """Validate the whole file; the number of records."""
+    if meta:
+        return len(read_records(source.path, MetaEvalRecord))
+    return len(read_records(source.path, Conversation))
+
+
+def _describe_conversations(records: list[Conversation]) -> None:
+    criteria = sum(len(r.rubrics) for r in records)
+    console.print(f"conversations: {len(records)}", highlight=False, markup=False)
+    console.print(f"criteria: {criteria}", highlight=False, markup=False)
+    themes = Counter(theme for r in records for theme in r.themes)
+    table = Table(title="Conversations by theme", title_justify="left")
+    table.add_column("theme")
+    table.add_column("conversations", justify="right")
+    for theme, count in sorted(themes.items()):
+        table.add_row(theme, str(count))
+    untagged = sum(1 for r in records if not r.themes)
+    if untagged:
+        table.add_row("(no theme)", str(untagged))
+    console.print(table)
+
+
+def _describe_meta(records: list[MetaEvalRecord]) -> None:
+    labels = sum(len(r.binary_labels) for r in records)
+    physicians = {p for r in records for p in r.anonymized_physician_ids}
+    console.print(f"rows: {len(records)}", highlight=False, markup=False)
+    console.print(f"labels: {labels} from {len(physicians)} physicians", highlight=False, markup=False)
+    categories = Counter(r.category for r in records)
+    table = Table(title="Rows by category", title_justify="left")
+    table.add_column("category")
+    table.add_column("rows", justify="right")
+    for category, count in sorted(categories.items()):
+        table.add_row(category, str(count))
+    console.print(table)
+
+
+def _list_variants(cache: Path | None) -> None:
+    directory = cache_dir(cache)
+    table = Table(title=Text(f"Dataset variants (cache: {directory})"), title_justify="left")
+    table.add_column("variant")
+    table.add_column("source")
+    table.add_column("cached", justify="center")
+    for name, url in OFFICIAL_URLS.items():
+        cached = (directory / url.rsplit("/", 1)[1]).is_file()
+        table.add_row(name, url, "yes" if cached else "no")
+    for name in DEMO_FILES:
+        table.add_row(name, "bundled demo (written for this project)", "yes")
+    console.print(table)

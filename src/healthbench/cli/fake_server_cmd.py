@@ -1,0 +1,84 @@
+"""`healthbench fake-server`: run the deterministic fake model server in the foreground."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from pydantic import ValidationError
+
+from healthbench.cli.app import app, console, handles_errors
+from healthbench.errors import ConfigError
+
+
+@app.command("fake-server")
+@handles_errors
+def fake_server(
+    host: str = typer.Option("127.0.0.1", "--host", help="Interface to listen on."),
+    port: int = typer.Option(8000, "--port", help="Port to listen on."),
+    latency: float = typer.Option(0.0, "--latency", help="Seconds every chat request takes."),
+    latency_jitter: float = typer.Option(
+        0.0, "--latency-jitter", help="Random extra seconds per request, up to this (seeded)."
+    ),
+    fault_rate: float = typer.Option(
+        0.0, "--fault-rate", help="Share of chat requests (0..1) that get a fault."
+    ),
+    seed: int = typer.Option(0, "--seed", help="Seed of the fault and jitter RNG."),
+    met_rate: float = typer.Option(
+        0.5, "--met-rate", help="Share of judge prompts answered criteria_met=true."
+    ),
+    retry_after: float = typer.Option(
+        1.0, "--retry-after", help="Retry-After seconds sent with injected 429s."
+    ),
+    slow_seconds: float = typer.Option(30.0, "--slow-seconds", help="How long a 'slow' fault stalls."),
+    rate_limit_weight: float = typer.Option(1.0, "--rate-limit-weight", help="Weight of 429 faults."),
+    server_error_weight: float = typer.Option(1.0, "--server-error-weight", help="Weight of 500 faults."),
+    unavailable_weight: float = typer.Option(1.0, "--unavailable-weight", help="Weight of 503/529 faults."),
+    garbage_weight: float = typer.Option(1.0, "--garbage-weight", help="Weight of non-JSON judge replies."),
+    slow_weight: float = typer.Option(0.0, "--slow-weight", help="Weight of slow (stalled) replies."),
+    require_api_key: str | None = typer.Option(
+        None, "--require-api-key", help="Answer 401 unless this key is sent."
+    ),
+    quota_exhausted: bool = typer.Option(
+        False, "--quota-exhausted", help="Answer every chat request 429 insufficient_quota."
+    ),
+    model: Annotated[
+        list[str] | None,
+        typer.Option("--model", help="Model id listed by GET /v1/models (repeatable; default fake-model)."),
+    ] = None,
+) -> None:
+    """Run an OpenAI- and Anthropic-compatible fake model server (deterministic answers, injected faults)."""
+    import uvicorn
+
+    from healthbench.testing.fake_server import FakeServerConfig, FaultMix, create_app, uvicorn_config
+
+    try:
+        config = FakeServerConfig(
+            latency=latency,
+            latency_jitter=latency_jitter,
+            fault_rate=fault_rate,
+            faults=FaultMix(
+                rate_limit=rate_limit_weight,
+                server_error=server_error_weight,
+                unavailable=unavailable_weight,
+                garbage=garbage_weight,
+                slow=slow_weight,
+            ),
+            retry_after=retry_after,
+            slow_seconds=slow_seconds,
+            met_rate=met_rate,
+            seed=seed,
+            require_api_key=require_api_key,
+            quota_exhausted=quota_exhausted,
+            models=model or ["fake-model"],
+        )
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ConfigError(f"fake-server option {where}: {first['msg']}") from None
+    console.print(
+        f"fake model server on http://{host}:{port}/v1 (stats: http://{host}:{port}/stats)",
+        soft_wrap=True,
+        highlight=False,
+    )
+    uvicorn.Server(uvicorn_config(create_app(config), host, port)).run()

@@ -1,0 +1,120 @@
+"""Anthropic Messages API over httpx directly (no SDK, so no extra to install).
+
+Only turns one request into one `Completion`; retries and limits live in `healthbench.models.limits`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+
+from healthbench.errors import ConfigError
+from healthbench.models.base import Completion, Messages, ModelSettings, ModelSpec, Usage
+from healthbench.models.errors import FailureKind, ProviderError, http_failure
+from healthbench.models.transport import http_client, transport_failure
+
+ANTHROPIC_VERSION = "2023-06-01"
+DEFAULT_MAX_TOKENS = 4096
+
+
+def messages_url(base_url: str) -> str:
+    """``{base}/v1/messages``; a base already ending in ``/v1`` (like the fake server's) is accepted."""
+    base = base_url.rstrip("/").removesuffix("/v1")
+    return f"{base}/v1/messages"
+
+
+def _usage(data: dict[str, Any]) -> Usage:
+    usage = data.get("usage") or {}
+    cached = int(usage.get("cache_read_input_tokens") or 0)
+    created = int(usage.get("cache_creation_input_tokens") or 0)
+    return Usage(
+        input_tokens=int(usage.get("input_tokens") or 0) + cached + created,
+        output_tokens=int(usage.get("output_tokens") or 0),
+        cached_input_tokens=cached,
+    )
+
+
+def parse_messages_response(body: str, fallback_model: str) -> Completion:
+    """A Messages API JSON body → `Completion` (text blocks joined; thinking blocks skipped)."""
+    try:
+        data = json.loads(body)
+        blocks = data["content"]
+        text = "".join(b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text")
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise ProviderError(
+            FailureKind.TRANSIENT, f"unreadable response (no JSON content): {body[:120]!r}"
+        ) from None
+    return Completion(
+        text=text,
+        usage=_usage(data),
+        model=str(data.get("model") or fallback_model),
+        finish_reason=data.get("stop_reason"),
+    )
+
+
+class AnthropicChatModel:
+    """`ProviderModel` for ``POST {base}/v1/messages``."""
+
+    def __init__(
+        self,
+        spec: ModelSpec,
+        settings: ModelSettings,
+        *,
+        api_key: str | None,
+        max_connections: int = 32,
+    ) -> None:
+        if settings.reasoning_effort is not None:
+            raise ConfigError(
+                f"{spec.name}: reasoning_effort is not an Anthropic setting; pass "
+                "extra_body={'thinking': {'type': 'enabled', 'budget_tokens': N}} instead"
+            )
+        self.spec = spec
+        self.settings = settings
+        self._api_key = api_key
+        self._client = http_client(settings, max_connections)
+        self._url = messages_url(spec.url)
+
+    def build_body(self, messages: Messages, json_schema: dict[str, Any] | None = None) -> dict[str, Any]:
+        """System text goes top-level; `json_schema` is not sent (the prompt asks for JSON)."""
+        s = self.settings
+        system_parts = [s.system_message] if s.system_message is not None else []
+        system_parts += [m["content"] for m in messages if m.get("role") == "system"]
+        turns = [{"role": m["role"], "content": m["content"]} for m in messages if m.get("role") != "system"]
+        body: dict[str, Any] = {
+            "model": self.spec.model,
+            "max_tokens": s.max_tokens or DEFAULT_MAX_TOKENS,
+            "messages": turns,
+        }
+        if system_parts:
+            body["system"] = "\n\n".join(system_parts)
+        if s.temperature is not None:
+            body["temperature"] = s.temperature
+        body.update(s.extra_body)
+        return body
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"anthropic-version": ANTHROPIC_VERSION}
+        if self._api_key:
+            headers["x-api-key"] = self._api_key
+        return headers
+
+    async def complete(self, messages: Messages, *, json_schema: dict[str, Any] | None = None) -> Completion:
+        body = self.build_body(messages, json_schema)
+        try:
+            response = await self._client.post(self._url, json=body, headers=self._headers())
+        except httpx.HTTPError as exc:
+            raise transport_failure(exc, self.settings.timeout, self._api_key) from None
+        if response.status_code >= 400:
+            raise http_failure(
+                response.status_code,
+                response.text,
+                retry_after_header=response.headers.get("retry-after"),
+                api_key=self._api_key,
+                key_env=self.spec.key_env,
+            )
+        return parse_messages_response(response.text, self.spec.model)
+
+    async def aclose(self) -> None:
+        await self._client.aclose()

@@ -1,0 +1,219 @@
+"""What every model looks like to the rest of healthbench: spec, settings, completion, and the protocols.
+
+`ChatModel` is what the engine calls (retries and limits included); `ProviderModel` is the thin adapter a
+provider writes (one request in, one `Completion` out, failures raised as `ProviderError`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, cast, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from healthbench.errors import ConfigError
+
+Provider = Literal["openai", "anthropic", "local"]
+PROVIDERS: tuple[str, ...] = ("openai", "anthropic", "local")
+
+DEFAULT_URLS: dict[str, str] = {
+    "openai": "https://api.openai.com/v1",
+    "anthropic": "https://api.anthropic.com",
+    "local": "in-process",
+}
+DEFAULT_KEY_ENVS: dict[str, str | None] = {
+    "openai": "OPENAI_API_KEY",
+    "anthropic": "ANTHROPIC_API_KEY",
+    "local": None,
+}
+ACCEPTED_FORMS = (
+    "use 'openai/MODEL', 'anthropic/MODEL', 'local/smollm2', 'local/PATH.gguf', "
+    "or a bare MODEL together with --base-url for an OpenAI-compatible server"
+)
+
+Messages = list[dict[str, str]]
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Token counts of one call (or a sum).
+
+    `input_tokens` includes the cached ones and `output_tokens` the reasoning ones.
+    """
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_input_tokens: int = 0
+    reasoning_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        if not isinstance(other, Usage):
+            return NotImplemented
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cached_input_tokens + other.cached_input_tokens,
+            self.reasoning_tokens + other.reasoning_tokens,
+        )
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One model answer."""
+
+    text: str
+    usage: Usage
+    model: str
+    finish_reason: str | None = None
+
+
+class ModelSettings(BaseModel):
+    """Generation settings of one model role (candidate or judge). Unknown fields are rejected."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    temperature: float | None = None
+    max_tokens: int | None = Field(default=None, gt=0)
+    system_message: str | None = None
+    reasoning_effort: str | None = None
+    extra_body: dict[str, Any] = Field(default_factory=dict)
+    timeout: float = Field(default=120.0, gt=0)
+
+
+class ModelSpec(BaseModel):
+    """Which model, behind which endpoint. Build it with `parse_model_spec`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    provider: Provider
+    model: str = Field(min_length=1)
+    base_url: str | None = None
+    api_key_env: str | None = None
+
+    @property
+    def name(self) -> str:
+        """The spec as a user writes it, e.g. ``openai/gpt-4.1``."""
+        return f"{self.provider}/{self.model}"
+
+    @property
+    def url(self) -> str:
+        """The endpoint actually called: `base_url` or the provider's default."""
+        return self.base_url or DEFAULT_URLS[self.provider]
+
+    @property
+    def connection_key(self) -> tuple[str, str]:
+        """Calls with the same key share one concurrency and rate budget."""
+        return (self.provider, self.url)
+
+    @property
+    def key_env(self) -> str | None:
+        """The environment variable the API key is read from (None: no key is used)."""
+        return self.api_key_env or DEFAULT_KEY_ENVS[self.provider]
+
+    @property
+    def key_required(self) -> bool:
+        """A key must be set unless this is a custom endpoint with no explicitly named variable."""
+        if self.key_env is None:
+            return False
+        return self.api_key_env is not None or self.base_url is None
+
+    def describe(self) -> str:
+        """``openai/gpt-4.1 at https://api.openai.com/v1``: the prefix of every error about this model."""
+        return self.name if self.provider == "local" else f"{self.name} at {self.url}"
+
+
+def _normalize_url(base_url: str) -> str:
+    url = base_url.strip().rstrip("/")
+    if not url.startswith(("http://", "https://")):
+        raise ConfigError(f"base URL {base_url!r} must start with http:// or https://")
+    return url
+
+
+def parse_model_spec(text: str, base_url: str | None = None, api_key_env: str | None = None) -> ModelSpec:
+    """Parse ``provider/model`` (or a bare model name with `base_url`) into a `ModelSpec`."""
+    raw = text.strip()
+    url = _normalize_url(base_url) if base_url else None
+    prefix, sep, rest = raw.partition("/")
+    provider: Provider
+    if sep and prefix in PROVIDERS:
+        provider, model = cast(Provider, prefix), rest.strip()
+    elif raw and url is not None:
+        provider, model = "openai", raw  # any OpenAI-compatible server: vLLM, llama.cpp, Ollama...
+    elif sep and prefix:
+        raise ConfigError(f"unknown model provider {prefix!r} in {text!r}: {ACCEPTED_FORMS}")
+    else:
+        raise ConfigError(f"model spec {text!r} has no provider: {ACCEPTED_FORMS}")
+    if not model:
+        raise ConfigError(f"model spec {text!r} names no model: {ACCEPTED_FORMS}")
+    if provider == "local" and url is not None:
+        raise ConfigError(f"{text!r} runs in-process and takes no --base-url: {ACCEPTED_FORMS}")
+    return ModelSpec(provider=provider, model=model, base_url=url, api_key_env=api_key_env or None)
+
+
+def resolve_api_key(spec: ModelSpec, environ: Mapping[str, str] | None = None) -> str | None:
+    """The API key for `spec` from the environment; ConfigError when a required one is missing."""
+    env = os.environ if environ is None else environ
+    if spec.key_env is None:
+        return None
+    key = env.get(spec.key_env, "").strip()
+    if key:
+        return key
+    if spec.key_required:
+        raise ConfigError(f"{spec.describe()} needs an API key: set the environment variable {spec.key_env}")
+    return None
+
+
+def request_key(
+    spec: ModelSpec,
+    settings: ModelSettings,
+    messages: Messages,
+    json_schema: dict[str, Any] | None = None,
+    salt: str = "",
+) -> str:
+    """sha256 hex of the normalized request: the call-cache key. Never includes an API key or timeout."""
+    payload = {
+        "provider": spec.provider,
+        "model": spec.model,
+        "base_url": spec.url,
+        "settings": settings.model_dump(mode="json", exclude={"timeout"}),
+        "messages": messages,
+        "json_schema": json_schema,
+        "salt": salt,
+    }
+    canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+@runtime_checkable
+class ChatModel(Protocol):
+    """A model the engine can call: retries, limits and usage accounting are already inside."""
+
+    spec: ModelSpec
+    settings: ModelSettings
+
+    async def generate(self, messages: Messages, *, json_schema: dict[str, Any] | None = None) -> Completion:
+        """Answer `messages`; `json_schema` asks for schema-constrained JSON where the provider can."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+class ProviderModel(Protocol):
+    """The thin adapter a provider writes: one request, one response, failures as `ProviderError`."""
+
+    spec: ModelSpec
+    settings: ModelSettings
+
+    async def complete(
+        self, messages: Messages, *, json_schema: dict[str, Any] | None = None
+    ) -> Completion: ...
+
+    async def aclose(self) -> None: ...

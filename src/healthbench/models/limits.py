@@ -1,0 +1,232 @@
+"""The one wrapper around every provider: retries with backoff, per-connection limits, usage accounting.
+
+Providers only turn a request into a response (`ProviderModel.complete`). `ManagedModel` adds, once for
+all of them: a concurrency budget shared by every model on the same endpoint (`ConnectionPool`), optional
+requests- and tokens-per-minute buckets, classified retries that always end, and call statistics.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from healthbench.errors import ModelError
+from healthbench.models.base import Completion, Messages, ModelSettings, ModelSpec, ProviderModel, Usage
+from healthbench.models.errors import CallFailure, FailureKind, ProviderError
+
+Sleep = Callable[[float], Awaitable[None]]
+Clock = Callable[[], float]
+
+
+class RetryPolicy(BaseModel):
+    """How failed calls are retried: exponential backoff with full jitter, Retry-After honoured."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_retries: int = Field(default=8, ge=0)
+    initial_delay: float = Field(default=1.0, ge=0)
+    max_delay: float = Field(default=60.0, ge=0)
+    jitter: bool = True
+
+    def delay(self, retry: int, retry_after: float | None = None, rng: random.Random | None = None) -> float:
+        """Seconds to wait before retry number `retry` (0-based). A server's Retry-After wins, capped."""
+        if retry_after is not None:
+            return min(retry_after, self.max_delay)
+        ceiling = min(self.max_delay, self.initial_delay * 2.0**retry)
+        if not self.jitter:
+            return ceiling
+        return (rng or random.Random()).uniform(0.0, ceiling)
+
+
+class ConnectionLimits(BaseModel):
+    """The budget of one endpoint (provider + base URL)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_connections: int = Field(default=32, gt=0)
+    requests_per_minute: float | None = Field(default=None, gt=0)
+    tokens_per_minute: float | None = Field(default=None, gt=0)
+
+
+class TokenBucket:
+    """A small async token bucket. `acquire` waits for capacity; `charge` spends after the fact (may go
+    negative, which then delays the next `acquire`). Refills at `per_minute / 60` per second."""
+
+    def __init__(
+        self, per_minute: float, *, burst: float | None = None, clock: Clock = time.monotonic
+    ) -> None:
+        self.rate = per_minute / 60.0
+        self.capacity = burst if burst is not None else max(1.0, self.rate)
+        self.level = self.capacity
+        self._clock = clock
+        self._last = clock()
+        self._lock = asyncio.Lock()
+
+    def _refill(self) -> None:
+        now = self._clock()
+        self.level = min(self.capacity, self.level + (now - self._last) * self.rate)
+        self._last = now
+
+    async def acquire(self, amount: float = 1.0) -> None:
+        amount = min(amount, self.capacity)
+        async with self._lock:  # first come, first served
+            while True:
+                self._refill()
+                if self.level >= amount:
+                    self.level -= amount
+                    return
+                await asyncio.sleep((amount - self.level) / self.rate)
+
+    def charge(self, amount: float) -> None:
+        self._refill()
+        self.level -= amount
+
+
+@dataclass
+class Connection:
+    """The live budget of one endpoint: semaphore, optional buckets, and in-flight counts."""
+
+    limits: ConnectionLimits
+    semaphore: asyncio.Semaphore
+    requests: TokenBucket | None = None
+    tokens: TokenBucket | None = None
+    in_flight: int = 0
+    max_in_flight: int = 0
+
+    async def before_request(self) -> None:
+        """Wait for the rate buckets (never while holding a connection slot)."""
+        if self.requests is not None:
+            await self.requests.acquire(1.0)
+        if self.tokens is not None:
+            await self.tokens.acquire(0.0)  # wait until earlier calls' tokens are paid back
+
+    def after_request(self, usage: Usage) -> None:
+        if self.tokens is not None:
+            self.tokens.charge(usage.total_tokens)
+
+
+class ConnectionPool:
+    """One budget per connection key, shared by every model hitting that endpoint. One per run."""
+
+    def __init__(
+        self,
+        default: ConnectionLimits | None = None,
+        overrides: dict[tuple[str, str], ConnectionLimits] | None = None,
+    ) -> None:
+        self.default = default or ConnectionLimits()
+        self.overrides = dict(overrides or {})
+        self._connections: dict[tuple[str, str], Connection] = {}
+
+    def limits_for(self, key: tuple[str, str]) -> ConnectionLimits:
+        return self.overrides.get(key, self.default)
+
+    def connection(self, key: tuple[str, str]) -> Connection:
+        if key not in self._connections:
+            limits = self.limits_for(key)
+            self._connections[key] = Connection(
+                limits=limits,
+                semaphore=asyncio.Semaphore(limits.max_connections),
+                requests=TokenBucket(limits.requests_per_minute) if limits.requests_per_minute else None,
+                tokens=TokenBucket(limits.tokens_per_minute) if limits.tokens_per_minute else None,
+            )
+        return self._connections[key]
+
+
+@dataclass
+class CallStats:
+    """Counts for one managed model. `attempts` counts every HTTP request / inference actually made."""
+
+    calls: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    attempts: int = 0
+    retries: int = 0
+    rate_limited: int = 0
+    transient_errors: int = 0
+    usage: Usage = field(default_factory=Usage)
+
+
+class ManagedModel:
+    """A `ChatModel`: a provider adapter plus retries, shared connection limits and statistics."""
+
+    def __init__(
+        self,
+        provider: ProviderModel,
+        policy: RetryPolicy,
+        pool: ConnectionPool,
+        *,
+        sleep: Sleep = asyncio.sleep,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.provider = provider
+        self.policy = policy
+        self.pool = pool
+        self.stats = CallStats()
+        self._sleep = sleep
+        self._rng = rng or random.Random()
+
+    @property
+    def spec(self) -> ModelSpec:
+        return self.provider.spec
+
+    @property
+    def settings(self) -> ModelSettings:
+        return self.provider.settings
+
+    async def generate(self, messages: Messages, *, json_schema: dict[str, Any] | None = None) -> Completion:
+        """Call the provider until it answers, a fatal error occurs, or the retry budget is spent."""
+        connection = self.pool.connection(self.spec.connection_key)
+        self.stats.calls += 1
+        retry = 0
+        while True:
+            result = await self._attempt(connection, messages, json_schema)
+            if isinstance(result, Completion):
+                self.stats.succeeded += 1
+                self.stats.usage = self.stats.usage + result.usage
+                return result
+            self._count(result)
+            if result.kind is FailureKind.FATAL:
+                self.stats.failed += 1
+                raise ModelError(f"{self.spec.describe()}: {result.message}")
+            if retry >= self.policy.max_retries:
+                self.stats.failed += 1
+                raise ModelError(
+                    f"{self.spec.describe()}: gave up after {retry + 1} attempts; "
+                    f"last error: {result.message}"
+                )
+            delay = self.policy.delay(retry, result.retry_after, self._rng)
+            self.stats.retries += 1
+            retry += 1
+            await self._sleep(delay)  # no connection slot is held while waiting
+
+    async def _attempt(
+        self, connection: Connection, messages: Messages, json_schema: dict[str, Any] | None
+    ) -> Completion | CallFailure:
+        await connection.before_request()
+        async with connection.semaphore:
+            connection.in_flight += 1
+            connection.max_in_flight = max(connection.max_in_flight, connection.in_flight)
+            self.stats.attempts += 1
+            try:
+                completion = await self.provider.complete(messages, json_schema=json_schema)
+            except ProviderError as exc:
+                return exc.failure
+            finally:
+                connection.in_flight -= 1
+        connection.after_request(completion.usage)
+        return completion
+
+    def _count(self, failure: CallFailure) -> None:
+        if failure.kind is FailureKind.RATE_LIMIT:
+            self.stats.rate_limited += 1
+        elif failure.kind is FailureKind.TRANSIENT:
+            self.stats.transient_errors += 1
+
+    async def aclose(self) -> None:
+        await self.provider.aclose()

@@ -1,0 +1,118 @@
+"""OpenAI-compatible chat completions over httpx (OpenAI, vLLM, llama.cpp server, Ollama, the fake server).
+
+Only turns one request into one `Completion`; retries and limits live in `healthbench.models.limits`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+
+from healthbench.models.base import Completion, Messages, ModelSettings, ModelSpec, Usage
+from healthbench.models.errors import FailureKind, ProviderError, http_failure
+from healthbench.models.transport import http_client, transport_failure
+
+OPENAI_HOST = "api.openai.com"
+
+
+def _usage(data: dict[str, Any]) -> Usage:
+    usage = data.get("usage") or {}
+    prompt_details = usage.get("prompt_tokens_details") or {}
+    completion_details = usage.get("completion_tokens_details") or {}
+    return Usage(
+        input_tokens=int(usage.get("prompt_tokens") or 0),
+        output_tokens=int(usage.get("completion_tokens") or 0),
+        cached_input_tokens=int(prompt_details.get("cached_tokens") or 0),
+        reasoning_tokens=int(completion_details.get("reasoning_tokens") or 0),
+    )
+
+
+def parse_chat_response(body: str, fallback_model: str) -> Completion:
+    """A chat-completions JSON body → `Completion`; an unreadable one is TRANSIENT (servers hiccup)."""
+    try:
+        data = json.loads(body)
+        choice = data["choices"][0]
+        message = choice.get("message") or {}
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+        raise ProviderError(
+            FailureKind.TRANSIENT, f"unreadable response (no JSON choices): {body[:120]!r}"
+        ) from None
+    text = message.get("content")
+    if text is None:
+        text = message.get("refusal") or ""
+    if not isinstance(text, str):  # content parts
+        text = "".join(part.get("text", "") for part in text if isinstance(part, dict))
+    return Completion(
+        text=text,
+        usage=_usage(data),
+        model=str(data.get("model") or fallback_model),
+        finish_reason=choice.get("finish_reason"),
+    )
+
+
+class OpenAIChatModel:
+    """`ProviderModel` for any server speaking ``POST {base_url}/chat/completions``."""
+
+    def __init__(
+        self,
+        spec: ModelSpec,
+        settings: ModelSettings,
+        *,
+        api_key: str | None,
+        max_connections: int = 32,
+    ) -> None:
+        self.spec = spec
+        self.settings = settings
+        self._api_key = api_key
+        self._client = http_client(settings, max_connections)
+        self._url = f"{spec.url}/chat/completions"
+        self._official = httpx.URL(spec.url).host == OPENAI_HOST
+
+    def build_body(self, messages: Messages, json_schema: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The JSON body sent for `messages`; `extra_body` is merged last and wins."""
+        s = self.settings
+        sent: list[dict[str, Any]] = list(messages)
+        if s.system_message is not None:
+            sent = [{"role": "system", "content": s.system_message}, *sent]
+        body: dict[str, Any] = {"model": self.spec.model, "messages": sent}
+        if s.temperature is not None:
+            body["temperature"] = s.temperature
+        if s.max_tokens is not None:
+            body["max_completion_tokens" if self._official else "max_tokens"] = s.max_tokens
+        if s.reasoning_effort is not None:
+            body["reasoning_effort"] = s.reasoning_effort
+        if json_schema is not None:
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {
+                    "name": "response",
+                    "schema": json_schema,
+                    "strict": json_schema.get("additionalProperties") is False,
+                },
+            }
+        body.update(s.extra_body)
+        return body
+
+    def _headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+
+    async def complete(self, messages: Messages, *, json_schema: dict[str, Any] | None = None) -> Completion:
+        body = self.build_body(messages, json_schema)
+        try:
+            response = await self._client.post(self._url, json=body, headers=self._headers())
+        except httpx.HTTPError as exc:
+            raise transport_failure(exc, self.settings.timeout, self._api_key) from None
+        if response.status_code >= 400:
+            raise http_failure(
+                response.status_code,
+                response.text,
+                retry_after_header=response.headers.get("retry-after"),
+                api_key=self._api_key,
+                key_env=self.spec.key_env,
+            )
+        return parse_chat_response(response.text, self.spec.model)
+
+    async def aclose(self) -> None:
+        await self._client.aclose()

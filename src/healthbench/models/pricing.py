@@ -1,0 +1,89 @@
+"""Token prices (USD per million tokens) and the cost of a call.
+
+The built-in table holds list prices we knew when this was written; they change, so every price can
+be overridden by a JSON or TOML file (``--prices FILE``) mapping ``provider/model`` (or a bare model
+name) to ``{"input": USD_per_1M, "output": USD_per_1M, "cached_input": USD_per_1M}``. A model with no
+known price has an unknown cost (reported as such, never as zero), except local models, which are free.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from healthbench.errors import ConfigError
+from healthbench.models.base import Usage
+
+
+@dataclass(frozen=True)
+class Price:
+    input: float
+    output: float
+    cached_input: float | None = None
+
+    def cost(self, usage: Usage) -> float:
+        cached = min(usage.cached_input_tokens, usage.input_tokens)
+        cached_rate = self.input if self.cached_input is None else self.cached_input
+        return (
+            (usage.input_tokens - cached) * self.input
+            + cached * cached_rate
+            + usage.output_tokens * self.output
+        ) / 1_000_000
+
+
+BUILTIN_PRICES: dict[str, Price] = {
+    "openai/gpt-4.1": Price(2.00, 8.00, 0.50),
+    "openai/gpt-4.1-mini": Price(0.40, 1.60, 0.10),
+    "openai/gpt-4.1-nano": Price(0.10, 0.40, 0.025),
+    "openai/gpt-4o": Price(2.50, 10.00, 1.25),
+    "openai/gpt-4o-mini": Price(0.15, 0.60, 0.075),
+    "openai/o3": Price(2.00, 8.00, 0.50),
+    "openai/o4-mini": Price(1.10, 4.40, 0.275),
+    "anthropic/claude-sonnet-4-5": Price(3.00, 15.00, 0.30),
+    "anthropic/claude-opus-4-1": Price(15.00, 75.00, 1.50),
+    "anthropic/claude-haiku-4-5": Price(1.00, 5.00, 0.10),
+}
+
+
+class PriceTable:
+    """Looks up ``provider/model`` then the bare model name; local models cost nothing."""
+
+    def __init__(self, prices: Mapping[str, Price] | None = None) -> None:
+        self.prices = dict(BUILTIN_PRICES if prices is None else prices)
+
+    def price(self, provider: str, model: str) -> Price | None:
+        if provider == "local":
+            return Price(0.0, 0.0)
+        return self.prices.get(f"{provider}/{model}") or self.prices.get(model)
+
+    def cost(self, provider: str, model: str, usage: Usage) -> float | None:
+        price = self.price(provider, model)
+        return None if price is None else price.cost(usage)
+
+    @classmethod
+    def load(cls, path: str | Path | None) -> PriceTable:
+        """The built-in table updated with the entries of a JSON or TOML file."""
+        table = cls()
+        if path is None:
+            return table
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+            raw = tomllib.loads(text) if str(path).endswith(".toml") else json.loads(text)
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"price file {path}: {exc}") from None
+        for name, entry in raw.items():
+            try:
+                table.prices[name] = Price(
+                    float(entry["input"]),
+                    float(entry["output"]),
+                    None if entry.get("cached_input") is None else float(entry["cached_input"]),
+                )
+            except (TypeError, KeyError, ValueError):
+                raise ConfigError(
+                    f"price file {path}: entry {name!r} needs numeric 'input' and 'output' "
+                    "(USD per million tokens)"
+                ) from None
+        return table

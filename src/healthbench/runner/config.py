@@ -1,0 +1,119 @@
+"""One typed config per run, the same whether built from CLI flags, Python kwargs or a config file."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from healthbench.errors import ConfigError
+from healthbench.models.base import ModelSettings, ModelSpec, parse_model_spec
+from healthbench.models.limits import RetryPolicy
+
+OFFLINE_MODEL = "local/smollm2"
+
+
+class ModelConfig(BaseModel):
+    """A model role: spec text (``openai/gpt-4.1``), optional endpoint and key variable, settings."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    spec: str
+    base_url: str | None = None
+    api_key_env: str | None = None
+    settings: ModelSettings = Field(default_factory=ModelSettings)
+
+    def parsed(self) -> ModelSpec:
+        return parse_model_spec(self.spec, self.base_url, self.api_key_env)
+
+    def identity(self) -> dict[str, Any]:
+        """What defines the model's answers (the key variable and timeout are not part of it)."""
+        spec = self.parsed()
+        return {"spec": spec.name, "url": spec.url,
+                "settings": self.settings.model_dump(mode="json", exclude={"timeout"})}
+
+
+class ScoringConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    n_resamples: int = Field(default=1000, ge=0)
+    seed: int = 0
+    length_penalty: float | None = None
+    length_center: float | None = None
+
+
+class RunConfig(BaseModel):
+    """Everything a run needs. Fields under "what" define the run; the rest may change on resume."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # what: the data, the models, the grading
+    dataset: str = "demo"
+    data: str | None = None
+    limit: int | None = Field(default=None, ge=1)
+    ids: list[str] | None = None
+    themes: list[str] | None = None
+    categories: list[str] | None = None
+    n_repeats: int = Field(default=1, ge=1)
+    model: ModelConfig | None = Field(default_factory=lambda: ModelConfig(spec=OFFLINE_MODEL))
+    judge: ModelConfig = Field(default_factory=lambda: ModelConfig(spec=OFFLINE_MODEL))
+    grader_template: str | None = None
+    judge_structured_output: bool | None = None  # None: on for local models, off otherwise
+    # how: may differ between sessions of the same run
+    max_connections: int = Field(default=64, gt=0)
+    requests_per_minute: float | None = Field(default=None, gt=0)
+    tokens_per_minute: float | None = Field(default=None, gt=0)
+    retry: RetryPolicy = Field(default_factory=RetryPolicy)
+    judge_retries: int = Field(default=3, ge=0)
+    prices: str | None = None
+    cache_dir: str | None = None
+    scoring: ScoringConfig = Field(default_factory=ScoringConfig)
+
+    @property
+    def structured_judge(self) -> bool:
+        if self.judge_structured_output is not None:
+            return self.judge_structured_output
+        return self.judge.parsed().provider == "local"
+
+
+HOW_FIELDS = {"max_connections", "requests_per_minute", "tokens_per_minute", "retry", "judge_retries",
+              "prices", "cache_dir", "scoring"}
+
+
+def load_config_file(path: str | Path) -> dict[str, Any]:
+    """Read a run config file (TOML or JSON) into a dict to merge under CLI flags."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+        data = tomllib.loads(text) if str(path).endswith(".toml") else json.loads(text)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"config file {path}: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {path}: expected a table/object at the top level")
+    return data
+
+
+def build_config(*layers: dict[str, Any]) -> RunConfig:
+    """Merge layers (later wins, nested tables merged) and validate; unknown fields are an error."""
+    merged: dict[str, Any] = {}
+    for layer in layers:
+        _merge(merged, layer)
+    try:
+        return RunConfig.model_validate(merged)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        hint = " (unknown setting)" if first["type"] == "extra_forbidden" else ""
+        raise ConfigError(f"run config: {where}: {first['msg']}{hint}") from None
+
+
+def _merge(target: dict[str, Any], layer: dict[str, Any]) -> None:
+    for key, value in layer.items():
+        if value is None:
+            continue
+        if isinstance(value, dict):
+            if not isinstance(target.get(key), dict):
+                target[key] = {}
+            _merge(target[key], value)
+        else:
+            target[key] = value

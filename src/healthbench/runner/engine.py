@@ -1,0 +1,269 @@
+"""The one async engine behind `run`, `regrade`, `meta-eval` and service jobs.
+
+A work item is one (item, repeat): a conversation to answer (or a fixed completion to judge) and the
+criteria to grade it on. The engine skips everything already in the store, answers from the call cache
+when it can, and otherwise calls the models with bounded concurrency. Every finished call is committed
+(call cache + sample or grade row, one transaction) before its concurrency slot is released, so a
+``kill -9`` loses at most ``max_connections`` calls. Verdicts are stored under their
+(run, item, repeat, criterion) key, never matched up by arrival order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from healthbench.errors import FatalModelError, HealthBenchError, ModelError
+from healthbench.grading.template import JUDGE_SCHEMA, GraderTemplate
+from healthbench.grading.verdict import VerdictParseError, parse_verdict
+from healthbench.models.base import ChatModel, Completion, Usage, request_key
+from healthbench.models.pricing import PriceTable
+from healthbench.runner.progress import NoProgress, ProgressSink, RunCounters
+from healthbench.store.db import now
+from healthbench.store.runs import Store
+from healthbench.store.writer import Op, StoreWriter
+
+Messages = list[dict[str, str]]
+
+
+@dataclass(frozen=True)
+class WorkItem:
+    """One (item, repeat) to sample (unless ``fixed_completion`` is given) and grade."""
+
+    item_id: str
+    repeat: int
+    messages: tuple[Mapping[str, str], ...]
+    criteria: tuple[str, ...]
+    fixed_completion: str | None = None
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    max_connections: int = 64
+    judge_retries: int = 3  # re-asks when the judge's answer has no usable verdict
+    structured_judge: bool = False  # ask the judge for schema-constrained JSON
+    progress_every: float = 0.2  # seconds between progress refreshes
+
+
+@dataclass(frozen=True)
+class CallResult:
+    text: str
+    usage: Usage
+    cost: float | None
+    cached: bool
+
+
+class Engine:
+    def __init__(self, store: Store, run_id: int, *, candidate: ChatModel | None, judge: ChatModel,
+                 template: GraderTemplate, options: EngineOptions | None = None,
+                 prices: PriceTable | None = None, progress: ProgressSink | None = None) -> None:
+        self.store = store
+        self.run_id = run_id
+        self.candidate = candidate
+        self.judge = judge
+        self.template = template
+        self.options = options or EngineOptions()
+        self.prices = prices or PriceTable()
+        self.progress = progress or NoProgress()
+        self.counters = RunCounters()
+        self._slots = asyncio.Semaphore(self.options.max_connections)
+        self._cache_keys: set[str] = set()
+        self._writer: StoreWriter | None = None
+
+    async def run(self, work: Sequence[WorkItem]) -> RunCounters:
+        samples = self.store.load_samples(self.run_id)
+        grades = self.store.load_grades(self.run_id)
+        self._cache_keys = self.store.cache_keys()
+        c = self.counters
+        c.samples_total = len(work)
+        c.criteria_total = sum(len(w.criteria) for w in work)
+        todo: list[tuple[WorkItem, str | None, list[int]]] = []
+        for w in work:
+            stored = samples.get((w.item_id, w.repeat))
+            completion = w.fixed_completion
+            if completion is None and stored is not None and stored.error is None:
+                completion = stored.completion
+            missing = [i for i in range(len(w.criteria))
+                       if (g := grades.get((w.item_id, w.repeat, i))) is None or g.status == "ungraded"]
+            c.criteria_done += len(w.criteria) - len(missing)
+            if completion is not None:
+                c.samples_done += 1
+            if completion is None or missing:
+                todo.append((w, completion, missing))
+        self.progress.update(c)
+        ticker = asyncio.create_task(self._tick())
+        try:
+            async with StoreWriter(self.store) as writer:
+                self._writer = writer
+                try:
+                    async with asyncio.TaskGroup() as group:
+                        for w, completion, missing in todo:
+                            group.create_task(self._item(w, completion, missing))
+                except BaseExceptionGroup as eg:
+                    raise _first_error(eg) from None
+        finally:
+            ticker.cancel()
+            self._writer = None
+            self.progress.update(c)
+        return c
+
+    async def _tick(self) -> None:
+        while True:
+            await asyncio.sleep(self.options.progress_every)
+            self.progress.update(self.counters)
+
+    # -- one work item -------------------------------------------------------------------------
+    async def _item(self, w: WorkItem, completion: str | None, missing: list[int]) -> None:
+        if completion is None:
+            completion = await self._sample(w)
+            if completion is None:
+                return
+        await asyncio.gather(*(self._grade(w, completion, i) for i in missing))
+
+    def _sent_messages(self, w: WorkItem) -> Messages:
+        assert self.candidate is not None
+        messages = [dict(m) for m in w.messages]
+        system = self.candidate.settings.system_message
+        return ([{"role": "system", "content": system}] if system else []) + messages
+
+    async def _sample(self, w: WorkItem) -> str | None:
+        if self.candidate is None:
+            raise HealthBenchError(f"{w.item_id}: no completion stored and no candidate model to sample one")
+        messages = [dict(m) for m in w.messages]
+        key = request_key(self.candidate.spec, self.candidate.settings, messages, None, salt=f"repeat:{w.repeat}")
+        row: dict[str, Any] = {"run_id": self.run_id, "item_id": w.item_id, "repeat": w.repeat,
+                               "messages": self._sent_messages(w), "created_at": now()}
+        try:
+            async with self._call(self.candidate, key, messages, None) as result:
+                row.update(completion=result.text, usage=asdict(result.usage), cost=result.cost,
+                           cached=result.cached, error=None)
+                await self._commit(result, key, self.candidate, [("samples", row)])
+        except FatalModelError:
+            raise
+        except ModelError as exc:
+            row.update(completion=None, usage=None, cost=None, cached=False, error=str(exc))
+            await self._commit(None, key, self.candidate, [("samples", row)])
+            self.counters.samples_failed += 1
+            return None
+        self.counters.samples_done += 1
+        return result.text
+
+    async def _grade(self, w: WorkItem, completion: str, index: int) -> None:
+        conversation = [*w.messages, {"role": "assistant", "content": completion}]
+        messages = [{"role": "user", "content": self.template.render(conversation, w.criteria[index])}]
+        schema = JUDGE_SCHEMA if self.options.structured_judge else None
+        row: dict[str, Any] = {"run_id": self.run_id, "item_id": w.item_id, "repeat": w.repeat,
+                               "criterion": index, "explanation": None, "raw": None, "error": None}
+        usage, cost, cached = Usage(), 0.0, True
+        status = "ungraded"
+        attempts = 0
+        for attempt in range(self.options.judge_retries + 1):
+            key = request_key(self.judge.spec, self.judge.settings, messages, schema,
+                              salt=f"attempt:{attempt}" if attempt else "")
+            attempts = attempt + 1
+            try:
+                async with self._call(self.judge, key, messages, schema) as result:
+                    usage = usage + result.usage
+                    cost = None if cost is None or result.cost is None else cost + result.cost
+                    cached = cached and result.cached
+                    try:
+                        verdict = parse_verdict(result.text)
+                    except VerdictParseError as exc:
+                        row.update(raw=result.text, error=f"unparseable judge answer: {exc}")
+                        if attempt < self.options.judge_retries:
+                            await self._commit(result, key, self.judge, [])
+                            continue
+                        verdict = None
+                    if verdict is not None:
+                        status = "met" if verdict.criteria_met else "not_met"
+                        row.update(explanation=verdict.explanation, raw=None, error=None)
+                    row.update(status=status, attempts=attempts, usage=asdict(usage), cost=cost, cached=cached,
+                               created_at=now())
+                    await self._commit(result, key, self.judge, [("grades", row)])
+                    break
+            except FatalModelError:
+                raise
+            except ModelError as exc:
+                row.update(status="ungraded", attempts=attempts, usage=asdict(usage), cost=cost, cached=cached,
+                           error=str(exc), created_at=now())
+                await self._commit(None, key, self.judge, [("grades", row)])
+                break
+        self.counters.criteria_done += 1
+        if status == "ungraded":
+            self.counters.ungraded += 1
+
+    # -- calls ---------------------------------------------------------------------------------
+    def _call(self, model: ChatModel, key: str, messages: Messages,
+              schema: dict[str, Any] | None) -> _Call:
+        return _Call(self, model, key, messages, schema)
+
+    async def _commit(self, result: CallResult | None, key: str, model: ChatModel, ops: list[Op]) -> None:
+        """Write the call (if it was a real call) and its rows in one transaction."""
+        assert self._writer is not None
+        batch = list(ops)
+        if result is not None and not result.cached:
+            batch.append(("call_cache", {"key": key, "provider": model.spec.provider, "model": model.spec.model,
+                                         "text": result.text, "usage": asdict(result.usage), "created_at": now()}))
+            self._cache_keys.add(key)
+        if batch:
+            await self._writer.write(batch)
+
+
+class _Call:
+    """``async with engine._call(...) as result``: a cached answer, or a model call holding a slot
+    until the caller has committed what it made of the answer."""
+
+    def __init__(self, engine: Engine, model: ChatModel, key: str, messages: Messages,
+                 schema: dict[str, Any] | None) -> None:
+        self.engine, self.model, self.key, self.messages, self.schema = engine, model, key, messages, schema
+        self._holding = False
+
+    async def __aenter__(self) -> CallResult:
+        e = self.engine
+        if self.key in e._cache_keys and (hit := e.store.cache_get(self.key)) is not None:
+            e.counters.cache_hits += 1
+            usage = Usage(**hit.usage) if hit.usage else Usage()
+            return CallResult(hit.text, usage, 0.0, True)
+        await e._slots.acquire()
+        self._holding = True
+        try:
+            completion: Completion = await self.model.generate(self.messages, json_schema=self.schema)
+        except BaseException:
+            self._release()
+            raise
+        cost = e.prices.cost(self.model.spec.provider, self.model.spec.model, completion.usage)
+        c = e.counters
+        c.calls += 1
+        c.input_tokens += completion.usage.input_tokens
+        c.output_tokens += completion.usage.output_tokens
+        if cost is None:
+            c.unpriced_calls += 1
+        else:
+            c.cost += cost
+        return CallResult(completion.text, completion.usage, cost, False)
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._release()
+
+    def _release(self) -> None:
+        if self._holding:
+            self._holding = False
+            self.engine._slots.release()
+
+
+def _first_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The exception to surface from a task group: a HealthBenchError if any, else the first one."""
+    flat: list[BaseException] = []
+    stack: list[BaseException] = [group]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, BaseExceptionGroup):
+            stack.extend(reversed(current.exceptions))
+        else:
+            flat.append(current)
+    for exc in flat:
+        if isinstance(exc, HealthBenchError):
+            return exc
+    return flat[0]

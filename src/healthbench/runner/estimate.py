@@ -1,0 +1,62 @@
+"""``--dry-run``: how many calls and tokens a run still needs and what they should cost, before any call.
+
+Token counts are estimated from characters (about 4 per token); the candidate's answer length is its
+``max_tokens`` when set, else an assumed 600 tokens; a judge answer is assumed to be 80 tokens. Calls
+already in the run's store are not counted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from healthbench.grading.template import GraderTemplate
+from healthbench.models.base import ModelSpec, Usage
+from healthbench.models.pricing import PriceTable
+from healthbench.runner.engine import WorkItem
+
+CHARS_PER_TOKEN = 4
+ASSUMED_ANSWER_TOKENS = 600
+ASSUMED_VERDICT_TOKENS = 80
+
+
+@dataclass(frozen=True)
+class RoleEstimate:
+    role: str
+    model: str
+    calls: int
+    input_tokens: int
+    output_tokens: int
+    cost: float | None
+
+
+def _tokens(text_chars: int) -> int:
+    return -(-text_chars // CHARS_PER_TOKEN)
+
+
+def estimate(work: Sequence[WorkItem], *, candidate: ModelSpec | None, answer_tokens: int | None,
+             judge: ModelSpec, template: GraderTemplate, prices: PriceTable,
+             done_samples: set[tuple[str, int]], done_grades: set[tuple[str, int, int]]) -> list[RoleEstimate]:
+    answer = answer_tokens or ASSUMED_ANSWER_TOKENS
+    c_calls = c_in = 0
+    j_calls = j_in = 0
+    for w in work:
+        convo_chars = sum(len(m["content"]) + len(m["role"]) + 4 for m in w.messages)
+        if candidate is not None and w.fixed_completion is None and (w.item_id, w.repeat) not in done_samples:
+            c_calls += 1
+            c_in += _tokens(convo_chars)
+        answer_chars = len(w.fixed_completion) if w.fixed_completion is not None else answer * CHARS_PER_TOKEN
+        for index, criterion in enumerate(w.criteria):
+            if (w.item_id, w.repeat, index) in done_grades:
+                continue
+            j_calls += 1
+            j_in += _tokens(len(template.text) + convo_chars + answer_chars + len(criterion))
+    out: list[RoleEstimate] = []
+    if candidate is not None:
+        usage = Usage(c_in, c_calls * answer)
+        out.append(RoleEstimate("candidate", candidate.name, c_calls, usage.input_tokens, usage.output_tokens,
+                                prices.cost(candidate.provider, candidate.model, usage)))
+    usage = Usage(j_in, j_calls * ASSUMED_VERDICT_TOKENS)
+    out.append(RoleEstimate("judge", judge.name, j_calls, usage.input_tokens, usage.output_tokens,
+                            prices.cost(judge.provider, judge.model, usage)))
+    return out

@@ -1,0 +1,183 @@
+"""Runs as stages: prepare (data + store), execute (the engine), and the entry points that combine
+them: `run_eval`, `resume_run`, `regrade`. Every result is then read back from the store."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from healthbench.data.schema import Conversation
+from healthbench.data.sources import load_conversations
+from healthbench.data.subset import select
+from healthbench.errors import RunError
+from healthbench.grading.template import load_template
+from healthbench.models.factory import create_model
+from healthbench.models.limits import ConnectionLimits, ConnectionPool
+from healthbench.models.pricing import PriceTable
+from healthbench.runner.config import HOW_FIELDS, ModelConfig, RunConfig
+from healthbench.runner.engine import Engine, EngineOptions, WorkItem
+from healthbench.runner.progress import NoProgress, ProgressSink, RunCounters
+from healthbench.store.runs import RunRecord, Store
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    run: RunRecord
+    counters: RunCounters
+
+
+def new_run_name(prefix: str = "run") -> str:
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    return f"{prefix}-{stamp}-{secrets.token_hex(2)}"
+
+
+def run_config_of(run: RunRecord) -> RunConfig:
+    return RunConfig.model_validate(run.config["run"])
+
+
+def _identity(config: RunConfig) -> dict[str, Any]:
+    data = config.model_dump(mode="json", exclude=HOW_FIELDS | {"model", "judge"})
+    data["model"] = config.model.identity() if config.model else None
+    data["judge"] = config.judge.identity()
+    return data
+
+
+def _stored_record(config: RunConfig, *, kind: str, dataset: Mapping[str, Any], template_sha: str) -> dict[str, Any]:
+    return {"run": config.model_dump(mode="json"), "identity": _identity(config), "kind": kind,
+            "dataset": dict(dataset), "grader_template_sha256": template_sha}
+
+
+def check_same_settings(run: RunRecord, config: RunConfig) -> None:
+    """Continuing a run by name is only allowed with the settings that define it."""
+    before, after = run.config["identity"], _identity(config)
+    changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+    if changed:
+        raise RunError(f"run {run.name!r} exists with different settings ({', '.join(changed)}); "
+                       f"use `--resume {run.name}` to continue it as it was, or another --name")
+
+
+# -- eval runs -------------------------------------------------------------------------------------
+def prepare_eval(store: Store, config: RunConfig, name: str, *, show_progress: bool = True) -> RunRecord:
+    """The run called ``name``: created with its conversations, or the existing one if compatible."""
+    existing = store.get_run(name)
+    template = load_template(config.grader_template)
+    if existing is not None:
+        check_same_settings(existing, config)
+        return existing
+    if config.model is None:
+        raise RunError("an eval run needs a candidate model (--model)")
+    source, conversations = load_conversations(config.dataset, data=config.data, cache=config.cache_dir,
+                                               show_progress=show_progress)
+    chosen = select(conversations, limit=config.limit, ids=config.ids, themes=config.themes)
+    dataset = {"variant": config.dataset, "source": source.source, "path": str(source.path),
+               "sha256": source.sha256, "conversations": len(chosen)}
+    record = _stored_record(config, kind="eval", dataset=dataset, template_sha=template.sha256)
+    return store.create_run(name, "eval", record,
+                            [(c.prompt_id, c.model_dump(mode="json")) for c in chosen])
+
+
+def conversations_of(store: Store, run: RunRecord) -> list[Conversation]:
+    return [Conversation.model_validate(record) for _, record in store.load_items(run.id)]
+
+
+def eval_work(conversations: Sequence[Conversation], n_repeats: int) -> list[WorkItem]:
+    return [
+        WorkItem(item_id=c.prompt_id, repeat=r,
+                 messages=tuple({"role": m.role, "content": m.content} for m in c.prompt),
+                 criteria=tuple(str(item) for item in c.rubrics))
+        for r in range(n_repeats) for c in conversations
+    ]
+
+
+async def execute(store: Store, run: RunRecord, config: RunConfig, work: Sequence[WorkItem], *,
+                  progress: ProgressSink | None = None, environ: Mapping[str, str] | None = None,
+                  with_candidate: bool = True) -> RunCounters:
+    """Run the engine over ``work`` and record the run's status. Models are created (and closed) here."""
+    pool = ConnectionPool(ConnectionLimits(max_connections=config.max_connections,
+                                           requests_per_minute=config.requests_per_minute,
+                                           tokens_per_minute=config.tokens_per_minute))
+    judge = create_model(config.judge.parsed(), config.judge.settings, pool=pool, policy=config.retry,
+                         environ=environ)
+    candidate = None
+    if with_candidate and config.model is not None:
+        candidate = create_model(config.model.parsed(), config.model.settings, pool=pool,
+                                 policy=config.retry, environ=environ)
+    engine = Engine(store, run.id, candidate=candidate, judge=judge,
+                    template=load_template(config.grader_template),
+                    options=EngineOptions(max_connections=config.max_connections,
+                                          judge_retries=config.judge_retries,
+                                          structured_judge=config.structured_judge),
+                    prices=PriceTable.load(config.prices), progress=progress or NoProgress())
+    store.set_status(run.id, "running")
+    status = "failed"
+    try:
+        counters = await engine.run(work)
+        status = "finished" if counters.ungraded == 0 and counters.samples_failed == 0 else "incomplete"
+        return counters
+    finally:
+        store.set_status(run.id, status)
+        for model in (candidate, judge):
+            if model is not None:
+                await model.aclose()
+
+
+def run_eval(config: RunConfig, *, store: Store, name: str | None = None,
+             progress: ProgressSink | None = None, environ: Mapping[str, str] | None = None,
+             show_progress: bool = True) -> RunOutcome:
+    """Start (or continue, with the same settings) the eval run ``name`` and run it to the end."""
+    run = prepare_eval(store, config, name or new_run_name(), show_progress=show_progress)
+    return _finish_eval(store, run, config, progress=progress, environ=environ)
+
+
+def resume_run(name: str, *, store: Store, overrides: Mapping[str, Any] | None = None,
+               progress: ProgressSink | None = None, environ: Mapping[str, str] | None = None) -> RunOutcome:
+    """Continue a run with its stored settings; only the "how" settings may be overridden."""
+    run = store.require_run(name)
+    base = run.config["run"]
+    bad = sorted(set(overrides or {}) - HOW_FIELDS)
+    if bad:
+        raise RunError(f"--resume keeps the run's settings; cannot change {', '.join(bad)}")
+    config = RunConfig.model_validate({**base, **(overrides or {})})
+    if run.kind != "eval":
+        raise RunError(f"run {name!r} is a {run.kind} run; resume it with the matching command")
+    return _finish_eval(store, run, config, progress=progress, environ=environ)
+
+
+def _finish_eval(store: Store, run: RunRecord, config: RunConfig, *, progress: ProgressSink | None,
+                 environ: Mapping[str, str] | None) -> RunOutcome:
+    work = eval_work(conversations_of(store, run), config.n_repeats)
+    with_candidate = run.parent_run is None
+    counters = asyncio.run(execute(store, run, config, work, progress=progress, environ=environ,
+                                   with_candidate=with_candidate))
+    return RunOutcome(store.require_run(run.name), counters)
+
+
+def regrade(source: str, judge: ModelConfig, *, store: Store, name: str | None = None,
+            overrides: Mapping[str, Any] | None = None, progress: ProgressSink | None = None,
+            environ: Mapping[str, str] | None = None) -> RunOutcome:
+    """Grade another run's samples with another judge (or template) without re-sampling."""
+    parent = store.require_run(source)
+    if parent.kind != "eval":
+        raise RunError(f"run {source!r} is a {parent.kind} run; only eval runs can be regraded")
+    base = dict(parent.config["run"])
+    base.update(overrides or {})
+    base["judge"] = judge.model_dump(mode="json")
+    config = RunConfig.model_validate(base)
+    name = name or new_run_name("regrade")
+    existing = store.get_run(name)
+    if existing is None:
+        template = load_template(config.grader_template)
+        record = _stored_record(config, kind="eval", dataset=parent.config["dataset"],
+                                template_sha=template.sha256)
+        run = store.create_run(name, "eval", record, store.load_items(parent.id), parent_run=parent.name)
+        store.copy_samples(parent.id, run.id)
+    else:
+        if existing.parent_run != parent.name:
+            raise RunError(f"run {name!r} exists and is not a regrade of {source!r}")
+        check_same_settings(existing, config)
+        run = existing
+    return _finish_eval(store, run, config, progress=progress, environ=environ)

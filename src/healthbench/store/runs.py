@@ -1,0 +1,170 @@
+"""Reading and writing runs in the store: the source of truth every result shape is derived from."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Engine, and_, delete, func, select, update
+
+from healthbench.errors import RunError
+from healthbench.store import db
+from healthbench.store.db import call_cache, grades, items, runs, samples, upsert
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    id: int
+    name: str
+    kind: str
+    status: str
+    config: dict[str, Any]
+    created_at: str
+    updated_at: str
+    parent_run: str | None
+
+
+@dataclass(frozen=True)
+class SampleRow:
+    item_id: str
+    repeat: int
+    completion: str | None
+    messages: list[dict[str, str]] | None
+    usage: dict[str, int] | None
+    cost: float | None
+    cached: bool
+    error: str | None
+
+
+@dataclass(frozen=True)
+class GradeRow:
+    item_id: str
+    repeat: int
+    criterion: int
+    status: str
+    explanation: str | None
+    attempts: int
+    usage: dict[str, int] | None
+    cost: float | None
+    cached: bool
+    error: str | None
+
+
+@dataclass(frozen=True)
+class CachedCall:
+    text: str
+    usage: dict[str, int] | None
+
+
+class Store:
+    """A handle on one database. Reads run on any thread; writes go through short transactions."""
+
+    def __init__(self, target: str | os.PathLike[str] | None = None) -> None:
+        self.engine: Engine = db.connect(target)
+        self.url = str(self.engine.url)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    # -- runs ---------------------------------------------------------------------------------
+    def create_run(self, name: str, kind: str, config: Mapping[str, Any],
+                   records: Sequence[tuple[str, Mapping[str, Any]]], *, parent_run: str | None = None) -> RunRecord:
+        stamp = db.now()
+        with self.engine.begin() as conn:
+            if conn.execute(select(runs.c.id).where(runs.c.name == name)).first() is not None:
+                raise RunError(f"a run named {name!r} already exists")
+            run_id = conn.execute(runs.insert().values(
+                name=name, kind=kind, status="created", config=dict(config), created_at=stamp,
+                updated_at=stamp, parent_run=parent_run)).inserted_primary_key[0]
+            conn.execute(items.insert(), [
+                {"run_id": run_id, "position": i, "item_id": item_id, "record": dict(record)}
+                for i, (item_id, record) in enumerate(records)
+            ])
+        run = self.get_run(name)
+        assert run is not None
+        return run
+
+    def get_run(self, name: str) -> RunRecord | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(select(runs).where(runs.c.name == name)).mappings().first()
+        return RunRecord(**row) if row else None
+
+    def require_run(self, name: str) -> RunRecord:
+        run = self.get_run(name)
+        if run is None:
+            raise RunError(f"no run named {name!r} in {self.url}; `healthbench runs` lists them")
+        return run
+
+    def list_runs(self) -> list[RunRecord]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(runs).order_by(runs.c.id)).mappings().all()
+        return [RunRecord(**row) for row in rows]
+
+    def set_status(self, run_id: int, status: str) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(update(runs).where(runs.c.id == run_id).values(status=status, updated_at=db.now()))
+
+    def delete_run(self, name: str) -> None:
+        run = self.require_run(name)
+        with self.engine.begin() as conn:
+            for table in (grades, samples, items):
+                conn.execute(delete(table).where(table.c.run_id == run.id))
+            conn.execute(delete(runs).where(runs.c.id == run.id))
+
+    # -- contents -----------------------------------------------------------------------------
+    def load_items(self, run_id: int) -> list[tuple[str, dict[str, Any]]]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(items.c.item_id, items.c.record).where(items.c.run_id == run_id)
+                                .order_by(items.c.position)).all()
+        return [(row.item_id, row.record) for row in rows]
+
+    def load_samples(self, run_id: int) -> dict[tuple[str, int], SampleRow]:
+        cols = [samples.c[n] for n in ("item_id", "repeat", "completion", "messages", "usage", "cost",
+                                       "cached", "error")]
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(*cols).where(samples.c.run_id == run_id)).mappings().all()
+        return {(r["item_id"], r["repeat"]): SampleRow(**r) for r in rows}
+
+    def load_grades(self, run_id: int) -> dict[tuple[str, int, int], GradeRow]:
+        cols = [grades.c[n] for n in ("item_id", "repeat", "criterion", "status", "explanation", "attempts",
+                                      "usage", "cost", "cached", "error")]
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(*cols).where(grades.c.run_id == run_id)).mappings().all()
+        return {(r["item_id"], r["repeat"], r["criterion"]): GradeRow(**r) for r in rows}
+
+    def copy_samples(self, source_run: int, target_run: int) -> int:
+        """Reuse another run's successful samples (regrading without re-sampling)."""
+        with self.engine.begin() as conn:
+            rows = conn.execute(select(samples).where(and_(samples.c.run_id == source_run,
+                                                           samples.c.error.is_(None)))).mappings().all()
+            upsert(conn, samples, [dict(r, run_id=target_run) for r in rows])
+        return len(rows)
+
+    def counts(self, run_id: int) -> dict[str, int]:
+        with self.engine.connect() as conn:
+            n_samples = conn.execute(select(func.count()).select_from(samples).where(
+                and_(samples.c.run_id == run_id, samples.c.error.is_(None)))).scalar_one()
+            by_status = dict(conn.execute(select(grades.c.status, func.count()).where(
+                grades.c.run_id == run_id).group_by(grades.c.status)).all())
+        return {"samples": n_samples, **{str(k): int(v) for k, v in by_status.items()}}
+
+    # -- call cache ---------------------------------------------------------------------------
+    def cache_keys(self) -> set[str]:
+        with self.engine.connect() as conn:
+            return set(conn.execute(select(call_cache.c.key)).scalars())
+
+    def cache_get(self, key: str) -> CachedCall | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(select(call_cache.c.text, call_cache.c.usage).where(call_cache.c.key == key)).first()
+        return CachedCall(row.text, row.usage) if row else None
+
+    def write(self, ops: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
+        """Write a batch of rows in one transaction; ``ops`` are (table name, row) pairs."""
+        by_table: dict[str, list[Mapping[str, Any]]] = {}
+        for table, row in ops:
+            by_table.setdefault(table, []).append(row)
+        with self.engine.begin() as conn:
+            for table, rows in by_table.items():
+                upsert(conn, db.metadata.tables[table], rows)

@@ -1,0 +1,370 @@
+"""A deterministic OpenAI- and Anthropic-compatible fake model server, with latency and injected faults.
+
+Answers are pure functions of the request (`fake_answer`, `fake_verdict`), so tests and benchmarks can
+compute the expected results independently. Faults and latency jitter come from a seeded RNG owned by
+the app, per request, so a retried request eventually succeeds.
+
+    with running_fake_server(FakeServerConfig(latency=0.5)) as url:  # url ends in /v1
+        ...
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import random
+import socket
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, Literal
+
+import httpx
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+FaultKind = Literal["rate_limit", "server_error", "unavailable", "garbage", "slow"]
+FAULT_KINDS: tuple[FaultKind, ...] = ("rate_limit", "server_error", "unavailable", "garbage", "slow")
+JUDGE_MARKER = "criteria_met"
+GARBAGE_TEXT = "I think the criterion is probably satisfied, although it is hard to say for sure."
+_VOCAB = (
+    "rest", "fluids", "symptoms", "doctor", "monitor", "dose", "urgent", "care", "advice", "follow-up",
+    "history", "risk", "sleep", "diet", "pain", "fever", "clinic", "check", "safety", "warning",
+)  # fmt: skip
+
+
+class FaultMix(BaseModel):
+    """Relative weights of the injected faults (only their ratios matter)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    rate_limit: float = Field(default=1.0, ge=0)  # 429 with a Retry-After header
+    server_error: float = Field(default=1.0, ge=0)  # 500
+    unavailable: float = Field(default=1.0, ge=0)  # 503 (529 "overloaded" on /v1/messages)
+    garbage: float = Field(default=1.0, ge=0)  # 200 with non-JSON text; judge calls only
+    slow: float = Field(default=0.0, ge=0)  # answer only after slow_seconds (to exceed a client timeout)
+
+
+class FakeServerConfig(BaseModel):
+    """Behaviour of the fake server. Unknown fields are rejected."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    latency: float = Field(default=0.0, ge=0)
+    latency_jitter: float = Field(default=0.0, ge=0)
+    fault_rate: float = Field(default=0.0, ge=0, le=1)
+    faults: FaultMix = Field(default_factory=FaultMix)
+    retry_after: float = Field(default=1.0, ge=0)
+    slow_seconds: float = Field(default=30.0, ge=0)
+    met_rate: float = Field(default=0.5, ge=0, le=1)
+    seed: int = 0
+    require_api_key: str | None = None
+    quota_exhausted: bool = False
+    models: list[str] = Field(default_factory=lambda: ["fake-model"])
+
+
+# ---------------------------------------------------------------- deterministic answers
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # OpenAI / Anthropic content parts
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return "" if content is None else str(content)
+
+
+def normalize_messages(messages: list[dict[str, Any]], system: Any = None) -> list[dict[str, str]]:
+    """``[{"role", "content"}]`` with text content; an Anthropic top-level `system` becomes message 0."""
+    out = [{"role": "system", "content": _content_text(system)}] if system else []
+    out += [{"role": str(m.get("role", "")), "content": _content_text(m.get("content"))} for m in messages]
+    return out
+
+
+def last_user_text(messages: list[dict[str, str]]) -> str:
+    for message in reversed(messages):
+        if message["role"] == "user":
+            return message["content"]
+    return messages[-1]["content"] if messages else ""
+
+
+def is_judge_request(messages: list[dict[str, str]]) -> bool:
+    """A judge call is one whose last user message mentions ``criteria_met``."""
+    return JUDGE_MARKER in last_user_text(messages)
+
+
+def count_words(text: str) -> int:
+    """The fake token count: whitespace-separated words."""
+    return len(text.split())
+
+
+def fake_answer(messages: list[dict[str, str]]) -> str:
+    """The candidate answer: ``Fake answer <8 hex>: <8-24 words>`` from sha256 of the messages' JSON."""
+    canonical = json.dumps(
+        normalize_messages(messages), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+    )
+    digest = bytes.fromhex(_sha256(canonical))
+    words = [_VOCAB[b % len(_VOCAB)] for b in digest[1 : 9 + digest[0] % 17]]
+    return f"Fake answer {digest[:4].hex()}: " + " ".join(words) + "."
+
+
+def fake_verdict(judge_prompt: str, met_rate: float = 0.5) -> bool:
+    """criteria_met for a judge prompt (the last user message): sha256 mapped to [0, 1) below `met_rate`."""
+    return int(_sha256(judge_prompt)[:13], 16) / 16**13 < met_rate
+
+
+def fake_judge_text(judge_prompt: str, met_rate: float = 0.5) -> str:
+    """The judge's reply: JSON, wrapped in a ```json fence for about one prompt in four."""
+    digest = _sha256(judge_prompt)
+    met = fake_verdict(judge_prompt, met_rate)
+    body = json.dumps(
+        {
+            "explanation": f"Fake judge {digest[:8]}: criterion {'met' if met else 'not met'}.",
+            "criteria_met": met,
+        }
+    )
+    return f"```json\n{body}\n```" if int(digest[13], 16) % 4 == 0 else body
+
+
+def fake_reply(messages: list[dict[str, str]], met_rate: float = 0.5) -> str:
+    """What the server answers (without faults) to `messages`."""
+    if is_judge_request(messages):
+        return fake_judge_text(last_user_text(messages), met_rate)
+    return fake_answer(messages)
+
+
+# ---------------------------------------------------------------- state and app
+
+
+class FakeServerState:
+    """Counters and the seeded RNG of one app (no module globals: each app has its own)."""
+
+    def __init__(self, config: FakeServerConfig) -> None:
+        self.config = config
+        self.rng = random.Random(config.seed)
+        self.counts: Counter[str] = Counter()
+        self.in_flight = 0
+        self.max_in_flight = 0
+
+    def begin(self) -> None:
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+
+    def end(self) -> None:
+        self.in_flight -= 1
+
+    def delay(self) -> float:
+        jitter = self.rng.uniform(0.0, self.config.latency_jitter) if self.config.latency_jitter else 0.0
+        return self.config.latency + jitter
+
+    def draw_fault(self, judge: bool) -> FaultKind | None:
+        if self.config.fault_rate <= 0 or self.rng.random() >= self.config.fault_rate:
+            return None
+        mix = self.config.faults
+        weights = [getattr(mix, kind) if judge or kind != "garbage" else 0.0 for kind in FAULT_KINDS]
+        if sum(weights) <= 0:
+            return None
+        fault = self.rng.choices(FAULT_KINDS, weights)[0]
+        self.counts[f"fault_{fault}"] += 1
+        return fault
+
+    def reset(self) -> None:
+        self.counts.clear()
+        self.max_in_flight = self.in_flight
+
+    def stats(self) -> dict[str, Any]:
+        c = self.counts
+        faults = {kind: c[f"fault_{kind}"] for kind in FAULT_KINDS}
+        return {
+            "requests": c["requests"],
+            "candidate": c["candidate"],
+            "judge": c["judge"],
+            "chat_completions": c["chat_completions"],
+            "messages": c["messages"],
+            "models": c["models"],
+            "faults": faults,
+            "faults_total": sum(faults.values()),
+            "unauthorized": c["unauthorized"],
+            "quota_exhausted": c["quota_exhausted"],
+            "bad_requests": c["bad_requests"],
+            "in_flight": self.in_flight,
+            "max_in_flight": self.max_in_flight,
+        }
+
+
+def _openai_error(
+    status: int, message: str, code: str, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    body = {"error": {"message": message, "type": code, "code": code}}
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def _anthropic_error(
+    status: int, message: str, code: str, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    return JSONResponse(
+        {"type": "error", "error": {"type": code, "message": message}}, status_code=status, headers=headers
+    )
+
+
+def _retry_after_header(seconds: float) -> str:
+    return str(int(seconds)) if float(seconds).is_integer() else f"{seconds:g}"
+
+
+async def _serve_chat(state: FakeServerState, request: Request, *, anthropic: bool) -> JSONResponse:
+    """The shared path of both chat endpoints: parse, count, check, wait, maybe fail, answer."""
+    error = _anthropic_error if anthropic else _openai_error
+    state.counts["requests"] += 1
+    state.counts["messages" if anthropic else "chat_completions"] += 1
+    try:
+        body = await request.json()
+        messages = normalize_messages(body["messages"], body.get("system") if anthropic else None)
+    except (ValueError, KeyError, TypeError, AttributeError):
+        state.counts["bad_requests"] += 1
+        return error(400, "request body must be JSON with a 'messages' list", "invalid_request_error")
+    judge = is_judge_request(messages)
+    state.counts["judge" if judge else "candidate"] += 1
+
+    config = state.config
+    if config.require_api_key is not None:
+        sent = request.headers.get("x-api-key") if anthropic else request.headers.get("authorization")
+        if sent not in (config.require_api_key, f"Bearer {config.require_api_key}"):
+            state.counts["unauthorized"] += 1
+            return error(401, "Incorrect API key provided.", "authentication_error")
+    if config.quota_exhausted:
+        state.counts["quota_exhausted"] += 1
+        return error(429, "You exceeded your current quota.", "insufficient_quota")
+
+    fault = state.draw_fault(judge)
+    await asyncio.sleep(state.delay())
+    if fault == "rate_limit":
+        headers = {"retry-after": _retry_after_header(config.retry_after)}
+        return error(429, "Rate limit reached (fake).", "rate_limit_error", headers)
+    if fault == "server_error":
+        return error(500, "Internal server error (fake).", "api_error")
+    if fault == "unavailable":
+        return error(529 if anthropic else 503, "Overloaded (fake).", "overloaded_error")
+    if fault == "slow":
+        await asyncio.sleep(config.slow_seconds)
+
+    text = GARBAGE_TEXT if fault == "garbage" else fake_reply(messages, config.met_rate)
+    prompt_tokens = sum(count_words(m["content"]) for m in messages)
+    output_tokens = count_words(text)
+    model = str(body.get("model") or config.models[0])
+    reply_id = _sha256(text)[:12]
+    if anthropic:
+        return JSONResponse({
+            "id": f"msg_fake_{reply_id}", "type": "message", "role": "assistant", "model": model,
+            "content": [{"type": "text", "text": text}], "stop_reason": "end_turn",
+            "usage": {"input_tokens": prompt_tokens, "output_tokens": output_tokens},
+        })  # fmt: skip
+    return JSONResponse({
+        "id": f"chatcmpl-fake-{reply_id}", "object": "chat.completion", "created": 0, "model": model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": output_tokens,
+                  "total_tokens": prompt_tokens + output_tokens},
+    })  # fmt: skip
+
+
+def create_app(config: FakeServerConfig | None = None) -> FastAPI:
+    """A new fake server app with its own state (``app.state.fake``)."""
+    state = FakeServerState(config or FakeServerConfig())
+    app = FastAPI(title="healthbench fake model server", docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.fake = state
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(request: Request) -> JSONResponse:
+        state.begin()
+        try:
+            return await _serve_chat(state, request, anthropic=False)
+        finally:
+            state.end()
+
+    @app.post("/v1/messages")
+    async def messages(request: Request) -> JSONResponse:
+        state.begin()
+        try:
+            return await _serve_chat(state, request, anthropic=True)
+        finally:
+            state.end()
+
+    @app.get("/v1/models")
+    async def models() -> dict[str, Any]:
+        state.counts["models"] += 1
+        data = [
+            {"id": m, "object": "model", "created": 0, "owned_by": "healthbench-fake"}
+            for m in state.config.models
+        ]
+        return {"object": "list", "data": data}
+
+    @app.get("/stats")
+    async def stats() -> dict[str, Any]:
+        return state.stats()
+
+    @app.post("/stats/reset")
+    async def reset() -> dict[str, Any]:
+        state.reset()
+        return state.stats()
+
+    return app
+
+
+# ---------------------------------------------------------------- running it
+
+
+def uvicorn_config(app: FastAPI, host: str = "127.0.0.1", port: int = 8000) -> uvicorn.Config:
+    """Quiet, no access log, and a short graceful shutdown (slow faults must not hold an exit)."""
+    return uvicorn.Config(
+        app, host=host, port=port, log_level="warning", access_log=False, lifespan="off",
+        timeout_graceful_shutdown=1, backlog=4096,
+    )  # fmt: skip
+
+
+@contextmanager
+def running_fake_server(
+    config: FakeServerConfig | None = None, *, host: str = "127.0.0.1", port: int = 0
+) -> Iterator[str]:
+    """Run a fake server in a background thread on `host` and a free port; yields its ``.../v1`` URL."""
+    # proto=IPPROTO_TCP matters: asyncio only sets TCP_NODELAY on such sockets (else ~40 ms per request)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    bound_port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn_config(create_app(config), host, bound_port))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="fake-server", daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 15
+        while not server.started:
+            if not thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the fake server did not start")
+            time.sleep(0.01)
+        yield f"http://{host}:{bound_port}/v1"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=15)
+        sock.close()
+
+
+def _root(url: str) -> str:
+    return url.rstrip("/").removesuffix("/v1")
+
+
+def fetch_stats(url: str) -> dict[str, Any]:
+    """GET /stats of the fake server at `url` (its ``.../v1`` URL or its root)."""
+    response = httpx.get(f"{_root(url)}/stats", timeout=10, trust_env=False)
+    response.raise_for_status()
+    return dict(response.json())
+
+
+def reset_stats(url: str) -> None:
+    httpx.post(f"{_root(url)}/stats/reset", timeout=10, trust_env=False).raise_for_status()

@@ -1,0 +1,105 @@
+"""Shared fixtures: the real HealthBench fragments (when present) and tiny record factories."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+if importlib.util.find_spec("healthbench") is None:  # a checkout without `pip install -e .`
+    sys.path.insert(0, str(REPO_ROOT / "src"))
+
+from healthbench.data.schema import Conversation, Message, RubricItem  # noqa: E402
+from healthbench.scoring.rubric import Verdict  # noqa: E402
+from healthbench.scoring.run_score import GradedSample  # noqa: E402
+
+SHARED_DATA = REPO_ROOT.parent / "shared" / "data" / "healthbench"
+SHARED_SKIP_REASON = (
+    "../shared/data/healthbench not present "
+    "(real HealthBench fragments exist only on developer machines and CI)"
+)
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+Item = tuple[float, Sequence[str]] | RubricItem
+ConversationFactory = Callable[..., Conversation]
+SampleFactory = Callable[..., GradedSample]
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """``../shared/data/healthbench`` next to the repository; skips the test when it is absent."""
+    if not SHARED_DATA.is_dir():
+        pytest.skip(SHARED_SKIP_REASON)
+    return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def fixtures_dir() -> Path:
+    return FIXTURES
+
+
+def build_conversation(
+    items: Sequence[Item],
+    *,
+    prompt_id: str = "conv-1",
+    example_tags: Sequence[str] = (),
+    question: str = "What should I do about a mild headache?",
+) -> Conversation:
+    """A conversation whose rubric is ``items``: RubricItems or ``(points, tags)`` pairs."""
+    rubrics = [
+        item
+        if isinstance(item, RubricItem)
+        else RubricItem(criterion=f"criterion {number}", points=item[0], tags=list(item[1]))
+        for number, item in enumerate(items)
+    ]
+    return Conversation(
+        prompt=[Message(role="user", content=question)],
+        prompt_id=prompt_id,
+        rubrics=rubrics,
+        example_tags=list(example_tags),
+    )
+
+
+def build_sample(
+    conversation: Conversation,
+    met: Sequence[bool | None],
+    *,
+    completion: str = "Rest, drink water, and see a doctor if it gets worse.",
+    repeat: int = 0,
+) -> GradedSample:
+    """A graded sample: ``met`` gives criteria_met per criterion (None = ungraded)."""
+    return GradedSample(
+        conversation=conversation,
+        completion=completion,
+        verdicts=tuple(Verdict.of(m) for m in met),
+        repeat=repeat,
+    )
+
+
+@pytest.fixture
+def make_conversation() -> ConversationFactory:
+    return build_conversation
+
+
+@pytest.fixture
+def make_sample() -> SampleFactory:
+    return build_sample
+
+
+@pytest.fixture
+def write_file(tmp_path: Path) -> Callable[[str, str | bytes], Path]:
+    """Write text or bytes to ``tmp_path / name`` and return the path."""
+
+    def write(name: str, content: str | bytes) -> Path:
+        path = tmp_path / name
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+        return path
+
+    return write
