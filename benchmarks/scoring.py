@@ -65,12 +65,22 @@ def _rubric(rng: random.Random, theme: str) -> list[dict[str, Any]]:
     for number in range(rng.randint(8, 12)):
         points = rng.choice([p for p in range(-10, 11) if p != 0] + list(range(1, 11)))
         axis = rng.choices(AXES, weights=AXIS_WEIGHTS)[0]
-        items.append({"criterion": f"example criterion {number}", "points": points,
-                      "tags": ["level:example", f"axis:{axis}"]})
+        items.append(
+            {
+                "criterion": f"example criterion {number}",
+                "points": points,
+                "tags": ["level:example", f"axis:{axis}"],
+            }
+        )
     for cluster in rng.sample(range(CLUSTERS_PER_THEME), rng.choice([1, 1, 2])):
         axis = rng.choice(AXES[:3])
-        items.append({"criterion": f"cluster criterion {cluster}", "points": 5,
-                      "tags": ["level:cluster", f"cluster:{theme}_{cluster}", f"axis:{axis}"]})
+        items.append(
+            {
+                "criterion": f"cluster criterion {cluster}",
+                "points": 5,
+                "tags": ["level:cluster", f"cluster:{theme}_{cluster}", f"axis:{axis}"],
+            }
+        )
     return items
 
 
@@ -95,10 +105,14 @@ def synthesize(n_conversations: int, *, seed: int = 0) -> Synthetic:
             rubrics=[RubricItem(**item) for item in rubric],
             example_tags=tags,
         )
-        samples.append(GradedSample(conversation=conversation, completion="synthetic answer",
-                                    verdicts=tuple(Verdict.of(m) for m in met)))
-        plain.append({"example_tags": tags, "rubrics": rubric,
-                      "grades": [{"criteria_met": m} for m in met]})
+        samples.append(
+            GradedSample(
+                conversation=conversation,
+                completion="synthetic answer",
+                verdicts=tuple(Verdict.of(m) for m in met),
+            )
+        )
+        plain.append({"example_tags": tags, "rubrics": rubric, "grades": [{"criteria_met": m} for m in met]})
     return Synthetic(samples, plain, criteria)
 
 
@@ -109,8 +123,7 @@ def reference_score(items: list[dict[str, Any]], grades: list[dict[str, Any]]) -
     possible = sum(item["points"] for item in items if item["points"] > 0)
     if possible == 0:
         return None
-    achieved = sum(item["points"] for item, grade in zip(items, grades, strict=True)
-                   if grade["criteria_met"])
+    achieved = sum(item["points"] for item, grade in zip(items, grades, strict=True) if grade["criteria_met"])
     return achieved / possible
 
 
@@ -181,8 +194,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     data = synthesize(args.conversations)
-    print(f"synthetic run: {len(data.samples)} conversations, {data.criteria} criteria, "
-          f"{args.resamples} resamples")
+    print(
+        f"synthetic run: {len(data.samples)} conversations, {data.criteria} criteria, "
+        f"{args.resamples} resamples"
+    )
 
     np.random.seed(0)  # the reference uses numpy's global RNG, as simple-evals does
     start = time.perf_counter()
@@ -199,14 +214,18 @@ def main(argv: list[str] | None = None) -> int:
     assert results[1] == results[2], "the bootstrap must not depend on the number of workers"
 
     keys, std_gap = compare(reference, results[1])
-    print(f"keys: {keys}; means agree to 1e-12, n_samples exactly; "
-          f"largest relative bootstrap-std gap (Monte Carlo noise): {std_gap:.1%}")
+    print(
+        f"keys: {keys}; means agree to 1e-12, n_samples exactly; "
+        f"largest relative bootstrap-std gap (Monte Carlo noise): {std_gap:.1%}"
+    )
     print(f"reference (per-key, per-resample loops):  {reference_seconds:8.3f} s")
     for workers, seconds in timings.items():
         ratio = reference_seconds / seconds
         verdict = "met" if ratio >= args.target else "NOT met"
-        print(f"score_run, workers={workers} (same bits):     {seconds:8.3f} s   "
-              f"speed-up {ratio:5.1f}x (target {args.target:.0f}x: {verdict})")
+        print(
+            f"score_run, workers={workers} (same bits):     {seconds:8.3f} s   "
+            f"speed-up {ratio:5.1f}x (target {args.target:.0f}x: {verdict})"
+        )
     return 0
 
 

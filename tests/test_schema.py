@@ -110,7 +110,10 @@ def test_empty_rubric(write_file: WriteFile) -> None:
 
 
 def test_rubric_without_positive_points(write_file: WriteFile) -> None:
-    rubric = [{"criterion": "Is rude.", "points": -5, "tags": []}, {"criterion": "x", "points": 0, "tags": []}]
+    rubric = [
+        {"criterion": "Is rude.", "points": -5, "tags": []},
+        {"criterion": "x", "points": 0, "tags": []},
+    ]
     path = write_file("negative.jsonl", jsonl(conversation_line(rubrics=rubric)))
     message = read_error(path)
     assert message.startswith(f"{path}:1 field 'rubrics': the rubric has no criterion with positive points")
@@ -155,7 +158,9 @@ def test_missing_file() -> None:
         ({"binary_labels": ["yes", "no"]}, "binary_labels.0", "Input should be a valid boolean"),
     ],
 )
-def test_meta_eval_label_errors(write_file: WriteFile, changes: dict[str, Any], field: str, reason: str) -> None:
+def test_meta_eval_label_errors(
+    write_file: WriteFile, changes: dict[str, Any], field: str, reason: str
+) -> None:
     path = write_file("meta.jsonl", jsonl(meta_line(completion_id="c-0"), meta_line(**changes)))
     assert read_error(path, MetaEvalRecord) == f"{path}:2 field '{field}': {reason}"
 

@@ -66,7 +66,9 @@ def test_download_writes_file_and_records_sha256(tmp_path: Path) -> None:
     assert (source.variant, source.source, source.sha256) == ("hard", OFFICIAL_URLS["hard"], expected)
     recorded = source.path.with_suffix(".jsonl.sha256").read_text()
     assert recorded == f"{expected}  {source.path.name}\n"
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([source.path.name, f"{source.path.name}.sha256"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [source.path.name, f"{source.path.name}.sha256"]
+    )
 
 
 def test_cache_is_reused_without_a_request(tmp_path: Path) -> None:

@@ -40,6 +40,11 @@ CacheDir = Annotated[
 ]
 
 
+def _say(text: str) -> None:
+    """One plain line: no markup, no highlighting, never wrapped (paths stay copyable)."""
+    console.print(text, highlight=False, markup=False, soft_wrap=True)
+
+
 def _is_meta(variant: str | None, path: Path | None) -> bool:
     """Meta-eval data is told apart by variant name, or for a local file by its first record."""
     if variant is not None:
@@ -66,10 +71,10 @@ def download(
     """Download an official dataset once (cached), validate it, print its path and sha256."""
     source = resolve(variant, cache=cache)
     records = _count(source, meta=variant in META_VARIANTS)
-    console.print(f"{source.variant}: {source.path}", highlight=False, markup=False, soft_wrap=True)
-    console.print(f"source: {source.source}", highlight=False, markup=False, soft_wrap=True)
-    console.print(f"sha256: {source.sha256}", highlight=False, markup=False)
-    console.print(f"records: {records}", highlight=False, markup=False)
+    _say(f"{source.variant}: {source.path}")
+    _say(f"source: {source.source}")
+    _say(f"sha256: {source.sha256}")
+    _say(f"records: {records}")
 
 
 @data_app.command("info")
@@ -92,9 +97,9 @@ def info(
     meta = _is_meta(variant, data)
     meta_rows = read_records(source.path, MetaEvalRecord) if meta else []
     conversations = [] if meta else read_records(source.path, Conversation)
-    console.print(f"path: {source.path}", highlight=False, markup=False, soft_wrap=True)
-    console.print(f"source: {source.source}", highlight=False, markup=False, soft_wrap=True)
-    console.print(f"sha256: {source.sha256}", highlight=False, markup=False)
+    _say(f"path: {source.path}")
+    _say(f"source: {source.source}")
+    _say(f"sha256: {source.sha256}")
     if meta:
         _describe_meta(meta_rows)
     else:
@@ -113,7 +118,7 @@ def validate(
     if not file.is_file():
         raise DataError("file not found", path=str(file))
     count = _count(DatasetFile("local", file, "local", ""), meta=meta_eval)
-    console.print(f"ok: {count} records", highlight=False, markup=False)
+    _say(f"ok: {count} records")
 
 
 def _count(source: DatasetFile, *, meta: bool) -> int:
@@ -125,8 +130,8 @@ def _count(source: DatasetFile, *, meta: bool) -> int:
 
 def _describe_conversations(records: list[Conversation]) -> None:
     criteria = sum(len(r.rubrics) for r in records)
-    console.print(f"conversations: {len(records)}", highlight=False, markup=False)
-    console.print(f"criteria: {criteria}", highlight=False, markup=False)
+    _say(f"conversations: {len(records)}")
+    _say(f"criteria: {criteria}")
     themes = Counter(theme for r in records for theme in r.themes)
     table = Table(title="Conversations by theme", title_justify="left")
     table.add_column("theme")
@@ -142,8 +147,8 @@ def _describe_conversations(records: list[Conversation]) -> None:
 def _describe_meta(records: list[MetaEvalRecord]) -> None:
     labels = sum(len(r.binary_labels) for r in records)
     physicians = {p for r in records for p in r.anonymized_physician_ids}
-    console.print(f"rows: {len(records)}", highlight=False, markup=False)
-    console.print(f"labels: {labels} from {len(physicians)} physicians", highlight=False, markup=False)
+    _say(f"rows: {len(records)}")
+    _say(f"labels: {labels} from {len(physicians)} physicians")
     categories = Counter(r.category for r in records)
     table = Table(title="Rows by category", title_justify="left")
     table.add_column("category")

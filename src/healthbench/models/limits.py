@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from healthbench.errors import ModelError
+from healthbench.errors import FatalModelError, ModelError
 from healthbench.models.base import Completion, Messages, ModelSettings, ModelSpec, ProviderModel, Usage
 from healthbench.models.errors import CallFailure, FailureKind, ProviderError
 
@@ -193,7 +193,7 @@ class ManagedModel:
             self._count(result)
             if result.kind is FailureKind.FATAL:
                 self.stats.failed += 1
-                raise ModelError(f"{self.spec.describe()}: {result.message}")
+                raise FatalModelError(f"{self.spec.describe()}: {result.message}")
             if retry >= self.policy.max_retries:
                 self.stats.failed += 1
                 raise ModelError(

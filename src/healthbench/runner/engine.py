@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from healthbench.errors import FatalModelError, HealthBenchError, ModelError
+from healthbench.errors import FatalModelError, HealthBenchError, ModelError, RunError
 from healthbench.grading.template import JUDGE_SCHEMA, GraderTemplate
 from healthbench.grading.verdict import VerdictParseError, parse_verdict
 from healthbench.models.base import ChatModel, Completion, Usage, request_key
@@ -71,6 +71,7 @@ class Engine:
         self._slots = asyncio.Semaphore(self.options.max_connections)
         self._cache_keys: set[str] = set()
         self._writer: StoreWriter | None = None
+        self._answered: dict[str, int] = {}  # successful real calls per model, to spot dead endpoints
 
     async def run(self, work: Sequence[WorkItem]) -> RunCounters:
         samples = self.store.load_samples(self.run_id)
@@ -79,13 +80,15 @@ class Engine:
         c = self.counters
         c.samples_total = len(work)
         c.criteria_total = sum(len(w.criteria) for w in work)
-        todo: list[tuple[WorkItem, str | None, list[int]]] = []
+        todo: list[tuple[WorkItem, str | None, list[tuple[int, int]]]] = []
         for w in work:
             stored = samples.get((w.item_id, w.repeat))
             completion = w.fixed_completion
             if completion is None and stored is not None and stored.error is None:
                 completion = stored.completion
-            missing = [i for i in range(len(w.criteria))
+            # (criterion, first attempt): an ungraded criterion is asked anew, not answered from the
+            # cached answers that left it ungraded
+            missing = [(i, g.attempts if g is not None else 0) for i in range(len(w.criteria))
                        if (g := grades.get((w.item_id, w.repeat, i))) is None or g.status == "ungraded"]
             c.criteria_done += len(w.criteria) - len(missing)
             if completion is not None:
@@ -115,12 +118,12 @@ class Engine:
             self.progress.update(self.counters)
 
     # -- one work item -------------------------------------------------------------------------
-    async def _item(self, w: WorkItem, completion: str | None, missing: list[int]) -> None:
+    async def _item(self, w: WorkItem, completion: str | None, missing: list[tuple[int, int]]) -> None:
         if completion is None:
             completion = await self._sample(w)
             if completion is None:
                 return
-        await asyncio.gather(*(self._grade(w, completion, i) for i in missing))
+        await asyncio.gather(*(self._grade(w, completion, i, first) for i, first in missing))
 
     def _sent_messages(self, w: WorkItem) -> Messages:
         assert self.candidate is not None
@@ -143,6 +146,7 @@ class Engine:
         except FatalModelError:
             raise
         except ModelError as exc:
+            self._check_alive(self.candidate, exc)
             row.update(completion=None, usage=None, cost=None, cached=False, error=str(exc))
             await self._commit(None, key, self.candidate, [("samples", row)])
             self.counters.samples_failed += 1
@@ -150,7 +154,7 @@ class Engine:
         self.counters.samples_done += 1
         return result.text
 
-    async def _grade(self, w: WorkItem, completion: str, index: int) -> None:
+    async def _grade(self, w: WorkItem, completion: str, index: int, first_attempt: int = 0) -> None:
         conversation = [*w.messages, {"role": "assistant", "content": completion}]
         messages = [{"role": "user", "content": self.template.render(conversation, w.criteria[index])}]
         schema = JUDGE_SCHEMA if self.options.structured_judge else None
@@ -158,8 +162,9 @@ class Engine:
                                "criterion": index, "explanation": None, "raw": None, "error": None}
         usage, cost, cached = Usage(), 0.0, True
         status = "ungraded"
-        attempts = 0
-        for attempt in range(self.options.judge_retries + 1):
+        attempts = first_attempt
+        last = first_attempt + self.options.judge_retries
+        for attempt in range(first_attempt, last + 1):
             key = request_key(self.judge.spec, self.judge.settings, messages, schema,
                               salt=f"attempt:{attempt}" if attempt else "")
             attempts = attempt + 1
@@ -172,7 +177,7 @@ class Engine:
                         verdict = parse_verdict(result.text)
                     except VerdictParseError as exc:
                         row.update(raw=result.text, error=f"unparseable judge answer: {exc}")
-                        if attempt < self.options.judge_retries:
+                        if attempt < last:
                             await self._commit(result, key, self.judge, [])
                             continue
                         verdict = None
@@ -186,6 +191,7 @@ class Engine:
             except FatalModelError:
                 raise
             except ModelError as exc:
+                self._check_alive(self.judge, exc)
                 row.update(status="ungraded", attempts=attempts, usage=asdict(usage), cost=cost, cached=cached,
                            error=str(exc), created_at=now())
                 await self._commit(None, key, self.judge, [("grades", row)])
@@ -193,6 +199,13 @@ class Engine:
         self.counters.criteria_done += 1
         if status == "ungraded":
             self.counters.ungraded += 1
+
+    def _check_alive(self, model: ChatModel, exc: ModelError) -> None:
+        """A model that has never answered and just exhausted its retries is down or misconfigured:
+        stop the run with that error instead of failing every remaining call the same way."""
+        if self._answered.get(model.spec.name, 0) == 0:
+            raise RunError(f"{exc} (no call to {model.spec.name} has succeeded; stopping the run, "
+                           "everything finished so far is saved)") from None
 
     # -- calls ---------------------------------------------------------------------------------
     def _call(self, model: ChatModel, key: str, messages: Messages,
@@ -234,6 +247,7 @@ class _Call:
             self._release()
             raise
         cost = e.prices.cost(self.model.spec.provider, self.model.spec.model, completion.usage)
+        e._answered[self.model.spec.name] = e._answered.get(self.model.spec.name, 0) + 1
         c = e.counters
         c.calls += 1
         c.input_tokens += completion.usage.input_tokens

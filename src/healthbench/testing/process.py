@@ -22,9 +22,10 @@ def free_port() -> int:
 
 
 @contextmanager
-def fake_server_process(*args: str, startup_timeout: float = 30.0) -> Iterator[str]:
-    """Start ``healthbench fake-server ARGS`` on a free loopback port; yield its ``.../v1`` URL."""
-    port = free_port()
+def fake_server_process(*args: str, port: int | None = None, startup_timeout: float = 30.0) -> Iterator[str]:
+    """Start ``healthbench fake-server ARGS`` on ``port`` (default: a free loopback port); yield its
+    ``.../v1`` URL."""
+    port = port or free_port()
     command = [sys.executable, "-m", "healthbench", "fake-server", "--port", str(port), *args]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                env={**os.environ, "PYTHONUNBUFFERED": "1"})

@@ -1,0 +1,136 @@
+"""`healthbench run` and friends through the CLI: outputs written, and one clear line for bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import healthbench.cli  # noqa: F401  (registers the commands)
+from healthbench.cli.app import app
+from healthbench.testing.fake_server import fetch_stats, reset_stats
+from healthbench.testing.process import fake_server_process, free_port
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def server():
+    with fake_server_process() as url:
+        yield url
+
+
+def invoke(*args: str, env: dict[str, str] | None = None):
+    return runner.invoke(app, list(args), env=env)
+
+
+def fake_args(url: str, store: Path, *extra: str) -> list[str]:
+    return ["run", "--model", "cand", "--base-url", url, "--judge", "judge", "--judge-base-url", url,
+            "--store", str(store), "--max-retries", "0", *extra]
+
+
+def one_line_error(result) -> str:
+    assert result.exit_code == 1, result.output
+    text = result.stderr.strip()
+    assert "Traceback" not in result.output and "Traceback" not in text
+    assert len(text.splitlines()) == 1, text
+    return text
+
+
+def test_run_writes_metrics_allresults_and_summary(server: str, tmp_path: Path) -> None:
+    metrics, allresults = tmp_path / "m.json", tmp_path / "x_allresults.json"
+    result = invoke(*fake_args(server, tmp_path / "s.db", "--name", "cli", "--metrics-out", str(metrics),
+                               "--allresults-out", str(allresults)))
+    assert result.exit_code == 0, result.output
+    written = json.loads(metrics.read_text())
+    assert written["ungraded_criteria"] == 0 and written["overall_score:n_samples"] == 8
+    exported = json.loads(allresults.read_text())
+    assert exported["metrics"]["overall_score"] == written["overall_score"]
+    assert "overall_score" in result.output
+    # `results` re-reads the store and gives the same numbers without a call
+    reset_stats(server)
+    again = tmp_path / "m2.json"
+    assert invoke("results", "cli", "--store", str(tmp_path / "s.db"), "--metrics-out", str(again)).exit_code == 0
+    assert json.loads(again.read_text()) == written
+    assert fetch_stats(server)["requests"] == 0
+
+
+def test_dry_run_makes_no_call(server: str, tmp_path: Path) -> None:
+    reset_stats(server)
+    result = invoke(*fake_args(server, tmp_path / "s.db", "--dry-run"))
+    assert result.exit_code == 0, result.output
+    assert "no call made" in result.output and "judge" in result.output
+    assert fetch_stats(server)["requests"] == 0
+
+
+def test_dry_run_prices_known_models(tmp_path: Path) -> None:
+    result = invoke("run", "--model", "openai/gpt-4.1-mini", "--judge", "openai/gpt-4.1", "--store",
+                    str(tmp_path / "s.db"), "--dry-run", env={"OPENAI_API_KEY": ""})
+    assert result.exit_code == 0, result.output
+    assert "estimated total: $" in result.output
+
+
+def test_unknown_model_spec(tmp_path: Path) -> None:
+    text = one_line_error(invoke("run", "--model", "nosuch/model", "--store", str(tmp_path / "s.db")))
+    assert "nosuch" in text
+
+
+def test_missing_api_key_names_the_variable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    text = one_line_error(invoke("run", "--model", "openai/gpt-4.1", "--judge", "openai/gpt-4.1",
+                                 "--store", str(tmp_path / "s.db")))
+    assert "OPENAI_API_KEY" in text
+
+
+def test_wrong_key_fails_fast_without_leaking_it(tmp_path: Path) -> None:
+    with fake_server_process("--require-api-key", "right-key") as url:
+        secret = "sk-wrong-secret-value"
+        result = invoke(*fake_args(url, tmp_path / "s.db", "--api-key-env", "HB_TEST_KEY",
+                                   "--judge-api-key-env", "HB_TEST_KEY"), env={"HB_TEST_KEY": secret})
+        text = one_line_error(result)
+        assert "401" in text and secret not in result.output + result.stderr
+        stats = fetch_stats(url)
+        # fatal: no call is retried, and the run stops (only the calls already in flight were sent)
+        assert stats["requests"] == stats["unauthorized"] <= 8
+    assert secret not in (tmp_path / "s.db").read_bytes().decode("latin-1")
+
+
+def test_unreachable_server(tmp_path: Path) -> None:
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    text = one_line_error(invoke(*fake_args(url, tmp_path / "s.db")))
+    assert "connection" in text.lower() and "stopping the run" in text
+
+
+def test_bad_template(server: str, tmp_path: Path) -> None:
+    missing = one_line_error(invoke(*fake_args(server, tmp_path / "s.db", "--grader-template",
+                                               str(tmp_path / "nope.txt"))))
+    assert "nope.txt" in missing
+    bad = tmp_path / "bad.txt"
+    bad.write_text("grade this: <<conversation>>")
+    text = one_line_error(invoke(*fake_args(server, tmp_path / "s.db", "--grader-template", str(bad))))
+    assert "<<rubric_item>>" in text
+
+
+def test_malformed_dataset_names_file_and_line(server: str, tmp_path: Path) -> None:
+    data = tmp_path / "bad.jsonl"
+    data.write_text('{"prompt": [{"role": "user", "content": "hi"}], "prompt_id": "a", "rubrics": []}\n')
+    text = one_line_error(invoke(*fake_args(server, tmp_path / "s.db", "--data", str(data))))
+    assert f"{data}:1" in text and "rubric" in text
+
+
+def test_strict_fails_when_criteria_are_ungraded(tmp_path: Path) -> None:
+    with fake_server_process("--fault-rate", "1", "--rate-limit-weight", "0", "--server-error-weight", "0",
+                             "--unavailable-weight", "0", "--garbage-weight", "1") as url:
+        result = invoke(*fake_args(url, tmp_path / "s.db", "--judge-retries", "0", "--strict",
+                                   "--limit", "2"))
+    text = one_line_error(result)
+    assert "ungraded" in text and "--resume" in text
+
+
+def test_existing_name_with_other_settings(server: str, tmp_path: Path) -> None:
+    store = tmp_path / "s.db"
+    assert invoke(*fake_args(server, store, "--name", "n", "--limit", "2")).exit_code == 0
+    text = one_line_error(invoke(*fake_args(server, store, "--name", "n", "--limit", "3")))
+    assert "different settings" in text and "limit" in text

@@ -1,0 +1,168 @@
+"""The run pipeline end to end against the fake server (in its own process, on loopback).
+
+Expected results are computed independently from the fake server's published rules
+(`fake_answer`, `fake_verdict`) and scored with the pure core: whatever order calls finish in, with
+faults or crashes, the stored grades and the metrics must equal them.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from healthbench.data.schema import Conversation
+from healthbench.data.sources import load_conversations, read_records
+from healthbench.errors import RunError
+from healthbench.grading.template import builtin_template
+from healthbench.results.run_results import graded_samples, score_stored_run
+from healthbench.runner.config import build_config
+from healthbench.runner.run import regrade, resume_run, run_eval
+from healthbench.runner.config import ModelConfig
+from healthbench.scoring.rubric import Verdict
+from healthbench.scoring.run_score import GradedSample, ScoringOptions, score_run
+from healthbench.store import Store
+from healthbench.testing.fake_server import fake_answer, fake_verdict, fetch_stats, reset_stats
+from healthbench.testing.process import fake_server_process, free_port
+
+FAST_RETRY = {"max_retries": 12, "initial_delay": 0.01, "max_delay": 0.05}
+
+
+def expected_samples(conversations: list[Conversation], n_repeats: int = 1) -> list[GradedSample]:
+    template = builtin_template()
+    out = []
+    for repeat in range(n_repeats):
+        for conv in conversations:
+            messages = [{"role": m.role, "content": m.content} for m in conv.prompt]
+            answer = fake_answer(messages)
+            convo = [*messages, {"role": "assistant", "content": answer}]
+            verdicts = tuple(Verdict.of(fake_verdict(template.render(convo, str(item)))) for item in conv.rubrics)
+            out.append(GradedSample(conv, answer, verdicts, repeat=repeat))
+    return out
+
+
+def config(url: str, **extra: object):
+    layer = {"model": {"spec": "fake-candidate", "base_url": url},
+             "judge": {"spec": "fake-judge", "base_url": url}, "retry": FAST_RETRY}
+    layer.update(extra)
+    return build_config(layer)
+
+
+@pytest.fixture(scope="module")
+def jittery_server():
+    with fake_server_process("--latency", "0.002", "--latency-jitter", "0.05", "--seed", "3") as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def faulty_server():
+    with fake_server_process("--fault-rate", "0.2", "--retry-after", "0", "--seed", "11") as url:
+        yield url
+
+
+@pytest.fixture()
+def store(tmp_path: Path) -> Store:
+    return Store(tmp_path / "runs.db")
+
+
+def demo() -> list[Conversation]:
+    return load_conversations("demo")[1]
+
+
+def test_grades_stay_attached_whatever_order_calls_finish(jittery_server: str, store: Store) -> None:
+    outcome = run_eval(config(jittery_server, n_repeats=2, max_connections=32), store=store, name="jitter",
+                       show_progress=False)
+    got = graded_samples(store, outcome.run)
+    want = expected_samples(demo(), n_repeats=2)
+    assert [(s.conversation.prompt_id, s.repeat, s.completion, s.verdicts) for s in got] == \
+        [(s.conversation.prompt_id, s.repeat, s.completion, s.verdicts) for s in want]
+    assert score_stored_run(store, outcome.run).metrics() == score_run(want).metrics()
+    assert outcome.run.status == "finished"
+
+
+def test_faults_change_nothing_and_leave_nothing_ungraded(faulty_server: str, store: Store) -> None:
+    reset_stats(faulty_server)
+    outcome = run_eval(config(faulty_server), store=store, name="faults", show_progress=False)
+    stats = fetch_stats(faulty_server)
+    assert stats["faults_total"] > 0  # the faults really happened
+    score = score_stored_run(store, outcome.run)
+    assert score.ungraded_criteria == 0
+    assert score.metrics() == score_run(expected_samples(demo())).metrics()
+
+
+def test_finished_run_makes_no_call_and_cache_serves_a_new_run(jittery_server: str, store: Store) -> None:
+    cfg = config(jittery_server)
+    run_eval(cfg, store=store, name="first", show_progress=False)
+    reset_stats(jittery_server)
+    again = run_eval(cfg, store=store, name="first", show_progress=False)
+    assert again.counters.calls == 0 and again.counters.cache_hits == 0
+    other = run_eval(cfg, store=store, name="second", show_progress=False)
+    assert other.counters.calls == 0 and other.counters.cache_hits == 8 + N_CRITERIA
+    assert fetch_stats(jittery_server)["requests"] == 0
+    assert score_stored_run(store, other.run).metrics() == score_stored_run(store, again.run).metrics()
+
+
+def test_existing_name_with_other_settings_is_refused(jittery_server: str, store: Store) -> None:
+    run_eval(config(jittery_server), store=store, name="r", show_progress=False)
+    with pytest.raises(RunError, match="exists with different settings"):
+        run_eval(config(jittery_server, n_repeats=2), store=store, name="r", show_progress=False)
+
+
+def test_regrade_reuses_samples(jittery_server: str, store: Store) -> None:
+    source = run_eval(config(jittery_server), store=store, name="src", show_progress=False)
+    reset_stats(jittery_server)
+    judge = ModelConfig(spec="another-judge", base_url=jittery_server)
+    out = regrade("src", judge, store=store, name="re", overrides={"retry": FAST_RETRY})
+    stats = fetch_stats(jittery_server)
+    assert stats["candidate"] == 0 and stats["judge"] == N_CRITERIA
+    assert out.run.parent_run == "src"
+    # the fake's verdicts depend only on the prompt, so another judge name gives the same scores
+    assert score_stored_run(store, out.run).metrics() == score_stored_run(store, source.run).metrics()
+
+
+GARBAGE_JUDGE = ("--fault-rate", "1", "--rate-limit-weight", "0", "--server-error-weight", "0",
+                 "--unavailable-weight", "0", "--garbage-weight", "1")
+N_CRITERIA = sum(len(c.rubrics) for c in demo())
+
+
+def test_unparseable_judge_is_ungraded_then_resumed(store: Store) -> None:
+    port = free_port()
+    with fake_server_process(*GARBAGE_JUDGE, port=port) as url:
+        outcome = run_eval(config(url, judge_retries=1), store=store, name="g", show_progress=False)
+        stats = fetch_stats(url)
+    assert stats["judge"] == N_CRITERIA * 2  # each criterion asked twice (one re-ask), then left ungraded
+    score = score_stored_run(store, outcome.run)
+    assert (score.ungraded_criteria, score.ungraded_samples) == (N_CRITERIA, 8)
+    assert "overall_score" not in score.stats
+    assert score.metrics()["ungraded_criteria"] == N_CRITERIA
+    assert outcome.run.status == "incomplete"
+    # the same endpoint, healed: --resume grades only what is missing, keeping the answers
+    with fake_server_process(port=port) as url:
+        resumed = resume_run("g", store=store)
+        stats = fetch_stats(url)
+    assert stats["candidate"] == 0
+    assert stats["judge"] == N_CRITERIA
+    assert resumed.counters.ungraded == 0 and resumed.run.status == "finished"
+    assert score_stored_run(store, resumed.run).metrics() == score_run(expected_samples(demo())).metrics()
+
+
+@pytest.mark.shared
+def test_shared_527_end_to_end_matches_the_core(shared_data: Path, store: Store) -> None:
+    data = shared_data / "eval" / "oss_eval_sample527.jsonl"
+    with fake_server_process() as url:
+        outcome = run_eval(config(url, dataset="full", data=str(data), max_connections=128), store=store,
+                           name="e2e", show_progress=False)
+    conversations = read_records(data, Conversation)
+    want = expected_samples(conversations)
+    options = ScoringOptions()
+    assert score_stored_run(store, outcome.run, options).metrics() == score_run(want, options).metrics()
+    assert outcome.counters.calls == 527 + sum(len(c.rubrics) for c in conversations)
+
+
+def test_order_of_conversations_is_the_dataset_order(jittery_server: str, store: Store) -> None:
+    ids = [c.prompt_id for c in demo()]
+    chosen = random.Random(0).sample(demo(), 3)
+    outcome = run_eval(config(jittery_server, limit=3), store=store, name="lim", show_progress=False)
+    assert [s.conversation.prompt_id for s in graded_samples(store, outcome.run)] == [c.prompt_id for c in chosen]
+    assert set(ids) >= {c.prompt_id for c in chosen}
