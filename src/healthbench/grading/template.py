@@ -22,7 +22,8 @@ RUBRIC_ITEM = "<<rubric_item>>"
 
 JUDGE_SCHEMA: dict[str, object] = {
     "type": "object",
-    "properties": {"explanation": {"type": "string"}, "criteria_met": {"type": "boolean"}},
+    # a bounded explanation keeps constrained decoding (local models) from rambling until max_tokens
+    "properties": {"explanation": {"type": "string", "maxLength": 300}, "criteria_met": {"type": "boolean"}},
     "required": ["explanation", "criteria_met"],
 }
 

@@ -1,4 +1,4 @@
-"""Anthropic Messages API over httpx directly (no SDK, so no extra to install).
+"""Anthropic Messages API over HTTP (aiohttp) directly (no SDK, so no extra to install).
 
 Only turns one request into one `Completion`; retries and limits live in `healthbench.models.limits`.
 """
@@ -8,12 +8,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import httpx
-
 from healthbench.errors import ConfigError
 from healthbench.models.base import Completion, Messages, ModelSettings, ModelSpec, Usage
 from healthbench.models.errors import FailureKind, ProviderError, http_failure
-from healthbench.models.transport import http_client, transport_failure
+from healthbench.models.transport import http_client
 
 ANTHROPIC_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 4096
@@ -102,10 +100,9 @@ class AnthropicChatModel:
 
     async def complete(self, messages: Messages, *, json_schema: dict[str, Any] | None = None) -> Completion:
         body = self.build_body(messages, json_schema)
-        try:
-            response = await self._client.post(self._url, json=body, headers=self._headers())
-        except httpx.HTTPError as exc:
-            raise transport_failure(exc, self.settings.timeout, self._api_key) from None
+        response = await self._client.post(
+            self._url, json=body, headers=self._headers(), api_key=self._api_key
+        )
         if response.status_code >= 400:
             raise http_failure(
                 response.status_code,

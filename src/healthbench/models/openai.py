@@ -1,4 +1,4 @@
-"""OpenAI-compatible chat completions over httpx (OpenAI, vLLM, llama.cpp server, Ollama, the fake server).
+"""OpenAI-compatible chat completions (OpenAI, vLLM, llama.cpp server, Ollama, the fake server).
 
 Only turns one request into one `Completion`; retries and limits live in `healthbench.models.limits`.
 """
@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import json
 from typing import Any
-
-import httpx
+from urllib.parse import urlsplit
 
 from healthbench.models.base import Completion, Messages, ModelSettings, ModelSpec, Usage
 from healthbench.models.errors import FailureKind, ProviderError, http_failure
-from healthbench.models.transport import http_client, transport_failure
+from healthbench.models.transport import http_client
 
 OPENAI_HOST = "api.openai.com"
 
@@ -68,7 +67,7 @@ class OpenAIChatModel:
         self._api_key = api_key
         self._client = http_client(settings, max_connections)
         self._url = f"{spec.url}/chat/completions"
-        self._official = httpx.URL(spec.url).host == OPENAI_HOST
+        self._official = urlsplit(spec.url).hostname == OPENAI_HOST
 
     def build_body(self, messages: Messages, json_schema: dict[str, Any] | None = None) -> dict[str, Any]:
         """The JSON body sent for `messages`; `extra_body` is merged last and wins."""
@@ -100,10 +99,9 @@ class OpenAIChatModel:
 
     async def complete(self, messages: Messages, *, json_schema: dict[str, Any] | None = None) -> Completion:
         body = self.build_body(messages, json_schema)
-        try:
-            response = await self._client.post(self._url, json=body, headers=self._headers())
-        except httpx.HTTPError as exc:
-            raise transport_failure(exc, self.settings.timeout, self._api_key) from None
+        response = await self._client.post(
+            self._url, json=body, headers=self._headers(), api_key=self._api_key
+        )
         if response.status_code >= 400:
             raise http_failure(
                 response.status_code,

@@ -1,54 +1,77 @@
-"""What the HTTP providers share: the httpx client they own and the mapping of transport errors."""
+"""What the HTTP providers share: one aiohttp session per model, and transport errors as values.
+
+aiohttp is used for model calls because its per-request CPU cost is several times lower than
+httpx's at hundreds of concurrent requests (measured in benchmarks/pipeline.py); a run's client must
+keep up with ~1,500 calls/s on one core. Transport problems (timeouts, refused or dropped
+connections) become TRANSIENT `ProviderError`s, which the retry policy handles.
+"""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-import httpx
+import aiohttp
 
 from healthbench.models.base import ModelSettings
 from healthbench.models.errors import FailureKind, ProviderError, redact
 
-SHARD_SIZE = 16
+
+@dataclass(frozen=True)
+class HttpResponse:
+    status_code: int
+    text: str
+    headers: Mapping[str, str]
 
 
-class ShardedClient:
-    """httpx clients sized together like the endpoint's concurrency budget, used least-busy first.
+class HttpClient:
+    """A pooled HTTP client sized like the endpoint's concurrency budget (created on first use, inside
+    the event loop that uses it)."""
 
-    httpx's connection pool scans all of its connections for every request, which costs O(n²) CPU with
-    hundreds of concurrent requests; several small pools keep that cost flat.
-    """
+    def __init__(self, timeout: float, max_connections: int) -> None:
+        self._timeout = timeout
+        self._max_connections = max_connections
+        self._session: aiohttp.ClientSession | None = None
 
-    def __init__(self, timeout: float, max_connections: int, shard_size: int = SHARD_SIZE) -> None:
-        count = max(1, -(-max_connections // shard_size))
-        per_shard = -(-max_connections // count)
-        limits = httpx.Limits(max_connections=per_shard, max_keepalive_connections=per_shard)
-        self._clients = [
-            httpx.AsyncClient(timeout=httpx.Timeout(timeout), limits=limits) for _ in range(count)
-        ]
-        self._busy = [0] * count
+    def _open(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            connector = aiohttp.TCPConnector(
+                limit=self._max_connections, limit_per_host=self._max_connections
+            )
+            self._session = aiohttp.ClientSession(
+                connector=connector,
+                timeout=aiohttp.ClientTimeout(total=self._timeout),
+                json_serialize=_dumps,
+                trust_env=False,
+            )
+        return self._session
 
-    async def post(self, url: str, *, json: Any, headers: dict[str, str]) -> httpx.Response:
-        index = min(range(len(self._clients)), key=self._busy.__getitem__)
-        self._busy[index] += 1
+    async def post(
+        self, url: str, *, json: Any, headers: dict[str, str], api_key: str | None = None
+    ) -> HttpResponse:
+        """POST JSON; a transport failure is raised as a TRANSIENT `ProviderError` (key redacted)."""
         try:
-            return await self._clients[index].post(url, json=json, headers=headers)
-        finally:
-            self._busy[index] -= 1
+            async with self._open().post(url, json=json, headers=headers) as response:
+                text = await response.text()
+                return HttpResponse(response.status, text, response.headers.copy())
+        except TimeoutError:
+            raise ProviderError(FailureKind.TRANSIENT, f"timed out after {self._timeout:g}s") from None
+        except aiohttp.ClientError as exc:
+            detail = redact(" ".join(str(exc).split()), api_key) or type(exc).__name__
+            raise ProviderError(FailureKind.TRANSIENT, f"connection error: {detail}") from None
 
     async def aclose(self) -> None:
-        for client in self._clients:
-            await client.aclose()
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
 
 
-def http_client(settings: ModelSettings, max_connections: int) -> ShardedClient:
-    """One (sharded) client per model object, sized like the endpoint's concurrency budget."""
-    return ShardedClient(settings.timeout, max_connections)
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
 
 
-def transport_failure(exc: httpx.HTTPError, timeout: float, api_key: str | None) -> ProviderError:
-    """A timeout or connection problem: always worth retrying."""
-    if isinstance(exc, httpx.TimeoutException):
-        return ProviderError(FailureKind.TRANSIENT, f"timed out after {timeout:g}s ({type(exc).__name__})")
-    detail = redact(str(exc), api_key) or type(exc).__name__
-    return ProviderError(FailureKind.TRANSIENT, f"connection error: {detail}")
+def http_client(settings: ModelSettings, max_connections: int) -> HttpClient:
+    """One client per model object, sized like the endpoint's concurrency budget."""
+    return HttpClient(settings.timeout, max_connections)

@@ -55,6 +55,45 @@ class CallResult:
     cached: bool
 
 
+@dataclass(frozen=True)
+class Plan:
+    """What is left to do in a run: per work item, its completion (if known) and the criteria still
+    to grade with the attempt to start from (an ungraded criterion is asked anew, not answered from
+    the cached answers that left it ungraded)."""
+
+    todo: list[tuple[WorkItem, str | None, list[tuple[int, int]]]]
+    samples_total: int
+    samples_done: int
+    criteria_total: int
+    criteria_done: int
+
+    @property
+    def empty(self) -> bool:
+        return not self.todo
+
+
+def plan(store: Store, run_id: int, work: Sequence[WorkItem]) -> Plan:
+    """Compare the work with what the store already holds for the run."""
+    samples = store.sample_progress(run_id)
+    grades = store.grade_progress(run_id)
+    todo: list[tuple[WorkItem, str | None, list[tuple[int, int]]]] = []
+    samples_done = criteria_done = 0
+    for w in work:
+        completion = w.fixed_completion
+        if completion is None:
+            completion = samples.get((w.item_id, w.repeat))
+        missing = []
+        for i in range(len(w.criteria)):
+            status, attempts = grades.get((w.item_id, w.repeat, i), ("missing", 0))
+            if status in ("missing", "ungraded"):
+                missing.append((i, attempts))
+        criteria_done += len(w.criteria) - len(missing)
+        samples_done += completion is not None
+        if completion is None or missing:
+            todo.append((w, completion, missing))
+    return Plan(todo, len(work), samples_done, sum(len(w.criteria) for w in work), criteria_done)
+
+
 class Engine:
     def __init__(self, store: Store, run_id: int, *, candidate: ChatModel | None, judge: ChatModel,
                  template: GraderTemplate, options: EngineOptions | None = None,
@@ -73,28 +112,13 @@ class Engine:
         self._writer: StoreWriter | None = None
         self._answered: dict[str, int] = {}  # successful real calls per model, to spot dead endpoints
 
-    async def run(self, work: Sequence[WorkItem]) -> RunCounters:
-        samples = self.store.load_samples(self.run_id)
-        grades = self.store.load_grades(self.run_id)
-        self._cache_keys = self.store.cache_keys()
+    async def run(self, plan: Plan) -> RunCounters:
+        """Do the plan's pending work (see `plan`); counters start from what was already done."""
         c = self.counters
-        c.samples_total = len(work)
-        c.criteria_total = sum(len(w.criteria) for w in work)
-        todo: list[tuple[WorkItem, str | None, list[tuple[int, int]]]] = []
-        for w in work:
-            stored = samples.get((w.item_id, w.repeat))
-            completion = w.fixed_completion
-            if completion is None and stored is not None and stored.error is None:
-                completion = stored.completion
-            # (criterion, first attempt): an ungraded criterion is asked anew, not answered from the
-            # cached answers that left it ungraded
-            missing = [(i, g.attempts if g is not None else 0) for i in range(len(w.criteria))
-                       if (g := grades.get((w.item_id, w.repeat, i))) is None or g.status == "ungraded"]
-            c.criteria_done += len(w.criteria) - len(missing)
-            if completion is not None:
-                c.samples_done += 1
-            if completion is None or missing:
-                todo.append((w, completion, missing))
+        c.samples_total, c.samples_done = plan.samples_total, plan.samples_done
+        c.criteria_total, c.criteria_done = plan.criteria_total, plan.criteria_done
+        self._cache_keys = self.store.cache_keys()
+        todo = plan.todo
         self.progress.update(c)
         ticker = asyncio.create_task(self._tick())
         try:

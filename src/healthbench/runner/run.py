@@ -3,7 +3,6 @@ them: `run_eval`, `resume_run`, `regrade`. Every result is then read back from t
 
 from __future__ import annotations
 
-import asyncio
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -19,7 +18,8 @@ from healthbench.models.factory import create_model
 from healthbench.models.limits import ConnectionLimits, ConnectionPool
 from healthbench.models.pricing import PriceTable
 from healthbench.runner.config import HOW_FIELDS, ModelConfig, RunConfig
-from healthbench.runner.engine import Engine, EngineOptions, WorkItem
+from healthbench.runner.engine import Engine, EngineOptions, WorkItem, plan
+from healthbench.runner.loop import run_async
 from healthbench.runner.progress import NoProgress, ProgressSink, RunCounters
 from healthbench.store.runs import RunRecord, Store
 
@@ -97,6 +97,13 @@ async def execute(store: Store, run: RunRecord, config: RunConfig, work: Sequenc
                   progress: ProgressSink | None = None, environ: Mapping[str, str] | None = None,
                   with_candidate: bool = True) -> RunCounters:
     """Run the engine over ``work`` and record the run's status. Models are created (and closed) here."""
+    work_plan = plan(store, run.id, work)
+    if work_plan.empty:  # nothing left: no model is created, no call is made
+        counters = RunCounters(samples_total=work_plan.samples_total, samples_done=work_plan.samples_done,
+                               criteria_total=work_plan.criteria_total, criteria_done=work_plan.criteria_done)
+        if run.status != "finished":
+            store.set_status(run.id, "finished")
+        return counters
     pool = ConnectionPool(ConnectionLimits(max_connections=config.max_connections,
                                            requests_per_minute=config.requests_per_minute,
                                            tokens_per_minute=config.tokens_per_minute))
@@ -115,7 +122,7 @@ async def execute(store: Store, run: RunRecord, config: RunConfig, work: Sequenc
     store.set_status(run.id, "running")
     status = "failed"
     try:
-        counters = await engine.run(work)
+        counters = await engine.run(work_plan)
         status = "finished" if counters.ungraded == 0 and counters.samples_failed == 0 else "incomplete"
         return counters
     finally:
@@ -151,7 +158,7 @@ def _finish_eval(store: Store, run: RunRecord, config: RunConfig, *, progress: P
                  environ: Mapping[str, str] | None) -> RunOutcome:
     work = eval_work(conversations_of(store, run), config.n_repeats)
     with_candidate = run.parent_run is None
-    counters = asyncio.run(execute(store, run, config, work, progress=progress, environ=environ,
+    counters = run_async(execute(store, run, config, work, progress=progress, environ=environ,
                                    with_candidate=with_candidate))
     return RunOutcome(store.require_run(run.name), counters)
 

@@ -134,6 +134,20 @@ class Store:
             rows = conn.execute(select(*cols).where(grades.c.run_id == run_id)).mappings().all()
         return {(r["item_id"], r["repeat"], r["criterion"]): GradeRow(**r) for r in rows}
 
+    def sample_progress(self, run_id: int) -> dict[tuple[str, int], str]:
+        """The completions of a run's successful samples (what the engine needs to plan)."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(samples.c.item_id, samples.c.repeat, samples.c.completion).where(
+                and_(samples.c.run_id == run_id, samples.c.error.is_(None)))).all()
+        return {(r.item_id, r.repeat): r.completion for r in rows}
+
+    def grade_progress(self, run_id: int) -> dict[tuple[str, int, int], tuple[str, int]]:
+        """(status, attempts) of every stored grade of a run."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(grades.c.item_id, grades.c.repeat, grades.c.criterion, grades.c.status,
+                                       grades.c.attempts).where(grades.c.run_id == run_id)).all()
+        return {(r.item_id, r.repeat, r.criterion): (r.status, r.attempts) for r in rows}
+
     def copy_samples(self, source_run: int, target_run: int) -> int:
         """Reuse another run's successful samples (regrading without re-sampling)."""
         with self.engine.begin() as conn:

@@ -1,0 +1,108 @@
+"""Pipeline throughput: a HealthBench run against the fake server with injected latency.
+
+Runs the 527-conversation shared file (or a synthetic file of the same shape when ../shared is
+absent) against `healthbench fake-server --latency 0.5` in its own process, at two concurrency
+limits, and prints for each: wall time, the ideal time (calls x latency / concurrency, never below
+2 x latency: a conversation is answered before it is graded), efficiency = ideal / actual (target
+>= 0.9), calls/s, client CPU seconds per 1,000 calls and peak RSS. Then re-runs the finished run
+(target: no call, < 5% of the first run's time).
+
+    python benchmarks/pipeline.py [--latency 0.5] [--concurrency 256 768]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from healthbench.runner.config import build_config  # noqa: E402
+from healthbench.runner.run import run_eval  # noqa: E402
+from healthbench.store import Store  # noqa: E402
+from healthbench.testing.fake_server import fetch_stats, reset_stats  # noqa: E402
+from healthbench.testing.process import fake_server_process  # noqa: E402
+
+SHARED = ROOT.parent / "shared" / "data" / "healthbench" / "eval" / "oss_eval_sample527.jsonl"
+
+
+def synthetic(path: Path, n: int = 527, criteria: int = 12) -> Path:
+    rng = random.Random(0)
+    with path.open("w") as out:
+        for i in range(n):
+            rubrics = [{"criterion": f"Synthetic criterion {i}.{j} " + "words " * rng.randint(5, 40),
+                        "points": rng.choice([-8, -4, 3, 5, 7, 10]), "tags": ["level:example", "axis:accuracy"]}
+                       for j in range(criteria)]
+            rubrics[0]["points"] = 6
+            turns = [{"role": "user", "content": "question " * rng.randint(20, 200)}]
+            out.write(json.dumps({"prompt": turns, "prompt_id": f"s{i}", "rubrics": rubrics,
+                                  "example_tags": ["theme:synthetic"]}) + "\n")
+    return path
+
+
+def cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def one(url: str, data: Path, concurrency: int, latency: float, workdir: Path) -> dict[str, float]:
+    store = Store(workdir / f"bench-{concurrency}.db")
+    cfg = build_config({"dataset": "full", "data": str(data), "max_connections": concurrency,
+                        "model": {"spec": "bench-candidate", "base_url": url},
+                        "judge": {"spec": "bench-judge", "base_url": url}})
+    reset_stats(url)
+    cpu0, t0 = cpu_seconds(), time.perf_counter()
+    outcome = run_eval(cfg, store=store, name="bench", show_progress=False)
+    wall, cpu = time.perf_counter() - t0, cpu_seconds() - cpu0
+    calls = fetch_stats(url)["requests"]
+    assert outcome.counters.ungraded == 0 and calls == outcome.counters.calls
+    ideal = max(calls * latency / concurrency, 2 * latency)
+    reset_stats(url)
+    t1 = time.perf_counter()
+    again = run_eval(cfg, store=store, name="bench", show_progress=False)
+    rerun = time.perf_counter() - t1
+    rerun_calls = fetch_stats(url)["requests"]
+    assert again.counters.calls == 0
+    store.close()
+    return {"concurrency": concurrency, "calls": calls, "wall": wall, "ideal": ideal,
+            "efficiency": ideal / wall, "calls_per_s": calls / wall, "cpu_per_1000": 1000 * cpu / calls,
+            "rerun": rerun, "rerun_calls": rerun_calls, "rerun_share": rerun / wall}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--latency", type=float, default=0.5)
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[256, 768])
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+        data = SHARED if SHARED.is_file() else synthetic(workdir / "synthetic.jsonl")
+        print(f"data: {data.name}; fake server latency {args.latency}s (separate process)")
+        rows = []
+        with fake_server_process("--latency", str(args.latency)) as url:
+            for concurrency in args.concurrency:
+                rows.append(one(url, data, concurrency, args.latency, workdir))
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"{'conc':>5} {'calls':>6} {'wall s':>7} {'ideal s':>7} {'effic.':>6} {'calls/s':>8} "
+          f"{'cpu s/1k':>8} {'rerun s':>8} {'rerun %':>7} {'rerun calls':>11}")
+    for r in rows:
+        print(f"{r['concurrency']:>5} {r['calls']:>6} {r['wall']:>7.2f} {r['ideal']:>7.2f} {r['efficiency']:>6.2f} "
+              f"{r['calls_per_s']:>8.0f} {r['cpu_per_1000']:>8.2f} {r['rerun']:>8.3f} "
+              f"{100 * r['rerun_share']:>6.1f}% {r['rerun_calls']:>11}")
+    print(f"peak RSS of the client process: {peak_mb:.0f} MB")
+    ok = all(r["efficiency"] >= 0.9 for r in rows) and all(r["rerun_calls"] == 0 and r["rerun_share"] < 0.05
+                                                           for r in rows)
+    print("targets (efficiency >= 0.9 at every concurrency; re-run makes no call in < 5% of the time): "
+          + ("met" if ok else "NOT met"))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
