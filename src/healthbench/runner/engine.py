@@ -189,8 +189,10 @@ class Engine:
         attempts = first_attempt
         last = first_attempt + self.options.judge_retries
         for attempt in range(first_attempt, last + 1):
-            key = request_key(self.judge.spec, self.judge.settings, messages, schema,
-                              salt=f"attempt:{attempt}" if attempt else "")
+            # repeats are independent judgements (n_repeats measures the judge's variance too) and
+            # re-asks must not be answered by the cached answer that failed to parse
+            salt = f"repeat:{w.repeat};attempt:{attempt}" if (w.repeat or attempt) else ""
+            key = request_key(self.judge.spec, self.judge.settings, messages, schema, salt=salt)
             attempts = attempt + 1
             try:
                 async with self._call(self.judge, key, messages, schema) as result:

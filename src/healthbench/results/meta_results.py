@@ -1,0 +1,76 @@
+"""Meta-eval results: judge labels read back from the store (or from a file made elsewhere) and the
+agreement metrics of `healthbench.scoring.meta` computed on them."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+from healthbench.data.schema import MetaEvalRecord, decode_lines
+from healthbench.errors import DataError, RunError
+from healthbench.runner.meta_eval import meta_records, row_id
+from healthbench.scoring.meta import DEFAULT_MIN_PHYSICIAN_RATINGS, MetaEvalResult, meta_metrics
+from healthbench.store.runs import RunRecord, Store
+
+
+def stored_labels(store: Store, run: RunRecord) -> tuple[list[MetaEvalRecord], list[bool | None]]:
+    """Rows (repeated ``n_repeats`` times) and the judge's label on each (None = ungraded)."""
+    if run.kind != "meta_eval":
+        raise RunError(f"run {run.name!r} is a {run.kind} run, not a meta-eval run")
+    records = meta_records(store, run)
+    grades = store.grade_progress(run.id)
+    rows: list[MetaEvalRecord] = []
+    labels: list[bool | None] = []
+    for repeat in range(int(run.config["run"].get("n_repeats", 1))):
+        for record in records:
+            status, _ = grades.get((row_id(record), repeat, 0), ("ungraded", 0))
+            rows.append(record)
+            labels.append(None if status == "ungraded" else status == "met")
+    return rows, labels
+
+
+def score_meta_run(store: Store, run: RunRecord, *,
+                   min_physician_ratings: int = DEFAULT_MIN_PHYSICIAN_RATINGS) -> MetaEvalResult:
+    rows, labels = stored_labels(store, run)
+    return meta_metrics(rows, labels, min_physician_ratings=min_physician_ratings)
+
+
+def read_labels(path: Path, records: Sequence[MetaEvalRecord]) -> list[bool | None]:
+    """Judge labels produced elsewhere: JSONL lines ``{"completion_id", "rubric", "criteria_met"}``
+    (``label`` is accepted for ``criteria_met``). Rows without a label are ungraded; a label for a row
+    that is not in the dataset, a duplicate, or a non-boolean label is an error naming the line."""
+    source = str(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise DataError(exc.strerror or "cannot read file", path=source) from None
+    wanted = {(r.completion_id, r.rubric) for r in records}
+    found: dict[tuple[str, str], bool] = {}
+    for number, line in enumerate(decode_lines(data, source=source), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"invalid JSON ({exc.msg})", path=source, line=number) from None
+        if not isinstance(obj, dict):
+            raise DataError("expected a JSON object", path=source, line=number)
+        for field in ("completion_id", "rubric"):
+            if not isinstance(obj.get(field), str):
+                raise DataError("missing or not a string", path=source, line=number, field=field)
+        field = "criteria_met" if "criteria_met" in obj else "label"
+        label = obj.get(field)
+        if not isinstance(label, bool):
+            raise DataError(f"expected true or false, got {json.dumps(label)}", path=source, line=number,
+                            field=field)
+        key = (obj["completion_id"], obj["rubric"])
+        if key not in wanted:
+            raise DataError(f"no meta-eval row has completion_id {key[0]!r} with this rubric", path=source,
+                            line=number)
+        if key in found:
+            raise DataError(f"duplicate label for completion_id {key[0]!r}", path=source, line=number)
+        found[key] = label
+    if not found:
+        raise DataError("the file contains no labels", path=source)
+    return [found.get((r.completion_id, r.rubric)) for r in records]

@@ -1,0 +1,50 @@
+"""Docs that tests keep honest: the CLI reference is generated from the code, every command answers
+--help, and the README's two opening commands are the ones CI runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import healthbench.cli  # noqa: F401
+from healthbench.cli.app import app
+from healthbench.cli.reference import _commands, render
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_cli_reference_is_up_to_date() -> None:
+    assert (ROOT / "docs" / "cli.md").read_text() == render(), \
+        "docs/cli.md is stale: run `python -m healthbench.cli.reference > docs/cli.md`"
+
+
+def _paths() -> list[str]:
+    import typer
+
+    return [path for path, _ in _commands(typer.main.get_command(app), "healthbench")]
+
+
+@pytest.mark.parametrize("path", _paths())
+def test_every_command_has_help(path: str) -> None:
+    result = CliRunner().invoke(app, [*path.split()[1:], "--help"])
+    assert result.exit_code == 0, result.output
+    assert "Usage" in result.output
+
+
+def test_every_option_has_a_help_text() -> None:
+    import typer
+
+    missing = [f"{path} {p.name}" for path, command in _commands(typer.main.get_command(app), "healthbench")
+               for p in command.params if p.name != "help" and not getattr(p, "help", None)]
+    assert missing == []
+
+
+def test_readme_opens_with_install_run_and_test_commands_that_ci_runs() -> None:
+    readme = (ROOT / "README.md").read_text()
+    first_block = readme.split("```bash", 1)[1].split("```", 1)[0]
+    commands = [line for line in first_block.splitlines() if line.strip() and not line.startswith("#")]
+    assert commands[0].endswith("healthbench run")
+    assert commands[1] == "pip install -q -e '.[dev]' && python -m pytest"
+    assert commands[1] in (ROOT / ".ci" / "run").read_text()
