@@ -37,13 +37,27 @@ def synthetic(path: Path, n: int = 527, criteria: int = 12) -> Path:
     rng = random.Random(0)
     with path.open("w") as out:
         for i in range(n):
-            rubrics = [{"criterion": f"Synthetic criterion {i}.{j} " + "words " * rng.randint(5, 40),
-                        "points": rng.choice([-8, -4, 3, 5, 7, 10]), "tags": ["level:example", "axis:accuracy"]}
-                       for j in range(criteria)]
+            rubrics = [
+                {
+                    "criterion": f"Synthetic criterion {i}.{j} " + "words " * rng.randint(5, 40),
+                    "points": rng.choice([-8, -4, 3, 5, 7, 10]),
+                    "tags": ["level:example", "axis:accuracy"],
+                }
+                for j in range(criteria)
+            ]
             rubrics[0]["points"] = 6
             turns = [{"role": "user", "content": "question " * rng.randint(20, 200)}]
-            out.write(json.dumps({"prompt": turns, "prompt_id": f"s{i}", "rubrics": rubrics,
-                                  "example_tags": ["theme:synthetic"]}) + "\n")
+            out.write(
+                json.dumps(
+                    {
+                        "prompt": turns,
+                        "prompt_id": f"s{i}",
+                        "rubrics": rubrics,
+                        "example_tags": ["theme:synthetic"],
+                    }
+                )
+                + "\n"
+            )
     return path
 
 
@@ -54,9 +68,15 @@ def cpu_seconds() -> float:
 
 def one(url: str, data: Path, concurrency: int, latency: float, workdir: Path) -> dict[str, float]:
     store = Store(workdir / f"bench-{concurrency}.db")
-    cfg = build_config({"dataset": "full", "data": str(data), "max_connections": concurrency,
-                        "model": {"spec": "bench-candidate", "base_url": url},
-                        "judge": {"spec": "bench-judge", "base_url": url}})
+    cfg = build_config(
+        {
+            "dataset": "full",
+            "data": str(data),
+            "max_connections": concurrency,
+            "model": {"spec": "bench-candidate", "base_url": url},
+            "judge": {"spec": "bench-judge", "base_url": url},
+        }
+    )
     reset_stats(url)
     cpu0, t0 = cpu_seconds(), time.perf_counter()
     outcome = run_eval(cfg, store=store, name="bench", show_progress=False)
@@ -71,9 +91,18 @@ def one(url: str, data: Path, concurrency: int, latency: float, workdir: Path) -
     rerun_calls = fetch_stats(url)["requests"]
     assert again.counters.calls == 0
     store.close()
-    return {"concurrency": concurrency, "calls": calls, "wall": wall, "ideal": ideal,
-            "efficiency": ideal / wall, "calls_per_s": calls / wall, "cpu_per_1000": 1000 * cpu / calls,
-            "rerun": rerun, "rerun_calls": rerun_calls, "rerun_share": rerun / wall}
+    return {
+        "concurrency": concurrency,
+        "calls": calls,
+        "wall": wall,
+        "ideal": ideal,
+        "efficiency": ideal / wall,
+        "calls_per_s": calls / wall,
+        "cpu_per_1000": 1000 * cpu / calls,
+        "rerun": rerun,
+        "rerun_calls": rerun_calls,
+        "rerun_share": rerun / wall,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -90,17 +119,25 @@ def main(argv: list[str] | None = None) -> int:
             for concurrency in args.concurrency:
                 rows.append(one(url, data, concurrency, args.latency, workdir))
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"{'conc':>5} {'calls':>6} {'wall s':>7} {'ideal s':>7} {'effic.':>6} {'calls/s':>8} "
-          f"{'cpu s/1k':>8} {'rerun s':>8} {'rerun %':>7} {'rerun calls':>11}")
+    print(
+        f"{'conc':>5} {'calls':>6} {'wall s':>7} {'ideal s':>7} {'effic.':>6} {'calls/s':>8} "
+        f"{'cpu s/1k':>8} {'rerun s':>8} {'rerun %':>7} {'rerun calls':>11}"
+    )
     for r in rows:
-        print(f"{r['concurrency']:>5} {r['calls']:>6} {r['wall']:>7.2f} {r['ideal']:>7.2f} {r['efficiency']:>6.2f} "
-              f"{r['calls_per_s']:>8.0f} {r['cpu_per_1000']:>8.2f} {r['rerun']:>8.3f} "
-              f"{100 * r['rerun_share']:>6.1f}% {r['rerun_calls']:>11}")
+        print(
+            f"{r['concurrency']:>5} {r['calls']:>6} {r['wall']:>7.2f} {r['ideal']:>7.2f} "
+            f"{r['efficiency']:>6.2f} "
+            f"{r['calls_per_s']:>8.0f} {r['cpu_per_1000']:>8.2f} {r['rerun']:>8.3f} "
+            f"{100 * r['rerun_share']:>6.1f}% {r['rerun_calls']:>11}"
+        )
     print(f"peak RSS of the client process: {peak_mb:.0f} MB")
-    ok = all(r["efficiency"] >= 0.9 for r in rows) and all(r["rerun_calls"] == 0 and r["rerun_share"] < 0.05
-                                                           for r in rows)
-    print("targets (efficiency >= 0.9 at every concurrency; re-run makes no call in < 5% of the time): "
-          + ("met" if ok else "NOT met"))
+    ok = all(r["efficiency"] >= 0.9 for r in rows) and all(
+        r["rerun_calls"] == 0 and r["rerun_share"] < 0.05 for r in rows
+    )
+    print(
+        "targets (efficiency >= 0.9 at every concurrency; re-run makes no call in < 5% of the time): "
+        + ("met" if ok else "NOT met")
+    )
     return 0
 
 

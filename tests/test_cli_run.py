@@ -27,8 +27,22 @@ def invoke(*args: str, env: dict[str, str] | None = None):
 
 
 def fake_args(url: str, store: Path, *extra: str) -> list[str]:
-    return ["run", "--model", "cand", "--base-url", url, "--judge", "judge", "--judge-base-url", url,
-            "--store", str(store), "--max-retries", "0", *extra]
+    return [
+        "run",
+        "--model",
+        "cand",
+        "--base-url",
+        url,
+        "--judge",
+        "judge",
+        "--judge-base-url",
+        url,
+        "--store",
+        str(store),
+        "--max-retries",
+        "0",
+        *extra,
+    ]
 
 
 def one_line_error(result) -> str:
@@ -41,8 +55,18 @@ def one_line_error(result) -> str:
 
 def test_run_writes_metrics_allresults_and_summary(server: str, tmp_path: Path) -> None:
     metrics, allresults = tmp_path / "m.json", tmp_path / "x_allresults.json"
-    result = invoke(*fake_args(server, tmp_path / "s.db", "--name", "cli", "--metrics-out", str(metrics),
-                               "--allresults-out", str(allresults)))
+    result = invoke(
+        *fake_args(
+            server,
+            tmp_path / "s.db",
+            "--name",
+            "cli",
+            "--metrics-out",
+            str(metrics),
+            "--allresults-out",
+            str(allresults),
+        )
+    )
     assert result.exit_code == 0, result.output
     written = json.loads(metrics.read_text())
     assert written["ungraded_criteria"] == 0 and written["overall_score:n_samples"] == 8
@@ -52,7 +76,10 @@ def test_run_writes_metrics_allresults_and_summary(server: str, tmp_path: Path) 
     # `results` re-reads the store and gives the same numbers without a call
     reset_stats(server)
     again = tmp_path / "m2.json"
-    assert invoke("results", "cli", "--store", str(tmp_path / "s.db"), "--metrics-out", str(again)).exit_code == 0
+    assert (
+        invoke("results", "cli", "--store", str(tmp_path / "s.db"), "--metrics-out", str(again)).exit_code
+        == 0
+    )
     assert json.loads(again.read_text()) == written
     assert fetch_stats(server)["requests"] == 0
 
@@ -66,8 +93,17 @@ def test_dry_run_makes_no_call(server: str, tmp_path: Path) -> None:
 
 
 def test_dry_run_prices_known_models(tmp_path: Path) -> None:
-    result = invoke("run", "--model", "openai/gpt-4.1-mini", "--judge", "openai/gpt-4.1", "--store",
-                    str(tmp_path / "s.db"), "--dry-run", env={"OPENAI_API_KEY": ""})
+    result = invoke(
+        "run",
+        "--model",
+        "openai/gpt-4.1-mini",
+        "--judge",
+        "openai/gpt-4.1",
+        "--store",
+        str(tmp_path / "s.db"),
+        "--dry-run",
+        env={"OPENAI_API_KEY": ""},
+    )
     assert result.exit_code == 0, result.output
     assert "estimated total: $" in result.output
 
@@ -79,16 +115,23 @@ def test_unknown_model_spec(tmp_path: Path) -> None:
 
 def test_missing_api_key_names_the_variable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    text = one_line_error(invoke("run", "--model", "openai/gpt-4.1", "--judge", "openai/gpt-4.1",
-                                 "--store", str(tmp_path / "s.db")))
+    text = one_line_error(
+        invoke(
+            "run", "--model", "openai/gpt-4.1", "--judge", "openai/gpt-4.1", "--store", str(tmp_path / "s.db")
+        )
+    )
     assert "OPENAI_API_KEY" in text
 
 
 def test_wrong_key_fails_fast_without_leaking_it(tmp_path: Path) -> None:
     with fake_server_process("--require-api-key", "right-key") as url:
         secret = "sk-wrong-secret-value"
-        result = invoke(*fake_args(url, tmp_path / "s.db", "--api-key-env", "HB_TEST_KEY",
-                                   "--judge-api-key-env", "HB_TEST_KEY"), env={"HB_TEST_KEY": secret})
+        result = invoke(
+            *fake_args(
+                url, tmp_path / "s.db", "--api-key-env", "HB_TEST_KEY", "--judge-api-key-env", "HB_TEST_KEY"
+            ),
+            env={"HB_TEST_KEY": secret},
+        )
         text = one_line_error(result)
         assert "401" in text and secret not in result.output + result.stderr
         stats = fetch_stats(url)
@@ -104,8 +147,9 @@ def test_unreachable_server(tmp_path: Path) -> None:
 
 
 def test_bad_template(server: str, tmp_path: Path) -> None:
-    missing = one_line_error(invoke(*fake_args(server, tmp_path / "s.db", "--grader-template",
-                                               str(tmp_path / "nope.txt"))))
+    missing = one_line_error(
+        invoke(*fake_args(server, tmp_path / "s.db", "--grader-template", str(tmp_path / "nope.txt")))
+    )
     assert "nope.txt" in missing
     bad = tmp_path / "bad.txt"
     bad.write_text("grade this: <<conversation>>")
@@ -121,10 +165,21 @@ def test_malformed_dataset_names_file_and_line(server: str, tmp_path: Path) -> N
 
 
 def test_strict_fails_when_criteria_are_ungraded(tmp_path: Path) -> None:
-    with fake_server_process("--fault-rate", "1", "--rate-limit-weight", "0", "--server-error-weight", "0",
-                             "--unavailable-weight", "0", "--garbage-weight", "1") as url:
-        result = invoke(*fake_args(url, tmp_path / "s.db", "--judge-retries", "0", "--strict",
-                                   "--limit", "2"))
+    with fake_server_process(
+        "--fault-rate",
+        "1",
+        "--rate-limit-weight",
+        "0",
+        "--server-error-weight",
+        "0",
+        "--unavailable-weight",
+        "0",
+        "--garbage-weight",
+        "1",
+    ) as url:
+        result = invoke(
+            *fake_args(url, tmp_path / "s.db", "--judge-retries", "0", "--strict", "--limit", "2")
+        )
     text = one_line_error(result)
     assert "ungraded" in text and "--resume" in text
 

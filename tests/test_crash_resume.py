@@ -28,19 +28,53 @@ def write_dataset(path: Path, n: int = 60) -> None:
     axes = ["accuracy", "completeness", "communication_quality", "context_awareness"]
     with path.open("w") as out:
         for i in range(n):
-            rubrics = [{"criterion": f"Synthetic criterion {i}.{j}: mentions point {j}.",
-                        "points": rng.choice([-5, 2, 4, 6, 8, 10]),
-                        "tags": ["level:example", f"axis:{rng.choice(axes)}"]} for j in range(10)]
+            rubrics = [
+                {
+                    "criterion": f"Synthetic criterion {i}.{j}: mentions point {j}.",
+                    "points": rng.choice([-5, 2, 4, 6, 8, 10]),
+                    "tags": ["level:example", f"axis:{rng.choice(axes)}"],
+                }
+                for j in range(10)
+            ]
             rubrics[0]["points"] = 5
-            out.write(json.dumps({"prompt": [{"role": "user", "content": f"Synthetic question {i}?"}],
-                                  "prompt_id": f"synthetic-{i:03d}", "rubrics": rubrics,
-                                  "example_tags": [f"theme:t{i % 3}"]}) + "\n")
+            out.write(
+                json.dumps(
+                    {
+                        "prompt": [{"role": "user", "content": f"Synthetic question {i}?"}],
+                        "prompt_id": f"synthetic-{i:03d}",
+                        "rubrics": rubrics,
+                        "example_tags": [f"theme:t{i % 3}"],
+                    }
+                )
+                + "\n"
+            )
 
 
 def command(url: str, data: Path, store: Path) -> list[str]:
-    return [sys.executable, "-m", "healthbench", "run", "--dataset", "full", "--data", str(data),
-            "--model", "cand", "--base-url", url, "--judge", "judge", "--judge-base-url", url,
-            "--name", "crash", "--store", str(store), "--max-connections", str(MAX_CONNECTIONS)]
+    return [
+        sys.executable,
+        "-m",
+        "healthbench",
+        "run",
+        "--dataset",
+        "full",
+        "--data",
+        str(data),
+        "--model",
+        "cand",
+        "--base-url",
+        url,
+        "--judge",
+        "judge",
+        "--judge-base-url",
+        url,
+        "--name",
+        "crash",
+        "--store",
+        str(store),
+        "--max-connections",
+        str(MAX_CONNECTIONS),
+    ]
 
 
 def test_kill_9_five_times_then_resume(tmp_path: Path) -> None:
@@ -49,8 +83,15 @@ def test_kill_9_five_times_then_resume(tmp_path: Path) -> None:
     rng = random.Random(int(os.environ.get("HEALTHBENCH_TEST_SEED", "0")))
     with fake_server_process("--latency", "0.05") as url:
         clean_store = Store(tmp_path / "clean.db")
-        cfg = build_config({"dataset": "full", "data": str(data), "model": {"spec": "cand", "base_url": url},
-                            "judge": {"spec": "judge", "base_url": url}, "max_connections": MAX_CONNECTIONS})
+        cfg = build_config(
+            {
+                "dataset": "full",
+                "data": str(data),
+                "model": {"spec": "cand", "base_url": url},
+                "judge": {"spec": "judge", "base_url": url},
+                "max_connections": MAX_CONNECTIONS,
+            }
+        )
         reset_stats(url)
         clean = run_eval(cfg, store=clean_store, name="crash", show_progress=False)
         clean_calls = fetch_stats(url)["requests"]
@@ -60,8 +101,9 @@ def test_kill_9_five_times_then_resume(tmp_path: Path) -> None:
         crash_db = tmp_path / "crash.db"
         kills = 0
         for _ in range(KILLS):
-            process = subprocess.Popen(command(url, data, crash_db), stdout=subprocess.DEVNULL,
-                                       stderr=subprocess.DEVNULL)
+            process = subprocess.Popen(
+                command(url, data, crash_db), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            )
             # kill after a random number of calls made by this process: a random point mid-run
             target = fetch_stats(url)["requests"] + rng.randint(20, 100)
             deadline = time.monotonic() + 60
@@ -79,4 +121,7 @@ def test_kill_9_five_times_then_resume(tmp_path: Path) -> None:
     crash_store = Store(crash_db)
     crash_run = crash_store.require_run("crash")
     assert crash_run.status == "finished"
-    assert score_stored_run(crash_store, crash_run).metrics() == score_stored_run(clean_store, clean.run).metrics()
+    assert (
+        score_stored_run(crash_store, crash_run).metrics()
+        == score_stored_run(clean_store, clean.run).metrics()
+    )

@@ -16,8 +16,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_cli_reference_is_up_to_date() -> None:
-    assert (ROOT / "docs" / "cli.md").read_text() == render(), \
+    assert (ROOT / "docs" / "cli.md").read_text() == render(), (
         "docs/cli.md is stale: run `python -m healthbench.cli.reference > docs/cli.md`"
+    )
 
 
 def _paths() -> list[str]:
@@ -36,8 +37,12 @@ def test_every_command_has_help(path: str) -> None:
 def test_every_option_has_a_help_text() -> None:
     import typer
 
-    missing = [f"{path} {p.name}" for path, command in _commands(typer.main.get_command(app), "healthbench")
-               for p in command.params if p.name != "help" and not getattr(p, "help", None)]
+    missing = [
+        f"{path} {p.name}"
+        for path, command in _commands(typer.main.get_command(app), "healthbench")
+        for p in command.params
+        if p.name != "help" and not getattr(p, "help", None)
+    ]
     assert missing == []
 
 

@@ -17,9 +17,8 @@ from healthbench.data.sources import load_conversations, read_records
 from healthbench.errors import RunError
 from healthbench.grading.template import builtin_template
 from healthbench.results.run_results import graded_samples, score_stored_run
-from healthbench.runner.config import build_config
+from healthbench.runner.config import ModelConfig, build_config
 from healthbench.runner.run import regrade, resume_run, run_eval
-from healthbench.runner.config import ModelConfig
 from healthbench.scoring.rubric import Verdict
 from healthbench.scoring.run_score import GradedSample, ScoringOptions, score_run
 from healthbench.store import Store
@@ -37,14 +36,19 @@ def expected_samples(conversations: list[Conversation], n_repeats: int = 1) -> l
             messages = [{"role": m.role, "content": m.content} for m in conv.prompt]
             answer = fake_answer(messages)
             convo = [*messages, {"role": "assistant", "content": answer}]
-            verdicts = tuple(Verdict.of(fake_verdict(template.render(convo, str(item)))) for item in conv.rubrics)
+            verdicts = tuple(
+                Verdict.of(fake_verdict(template.render(convo, str(item)))) for item in conv.rubrics
+            )
             out.append(GradedSample(conv, answer, verdicts, repeat=repeat))
     return out
 
 
 def config(url: str, **extra: object):
-    layer = {"model": {"spec": "fake-candidate", "base_url": url},
-             "judge": {"spec": "fake-judge", "base_url": url}, "retry": FAST_RETRY}
+    layer = {
+        "model": {"spec": "fake-candidate", "base_url": url},
+        "judge": {"spec": "fake-judge", "base_url": url},
+        "retry": FAST_RETRY,
+    }
     layer.update(extra)
     return build_config(layer)
 
@@ -71,12 +75,17 @@ def demo() -> list[Conversation]:
 
 
 def test_grades_stay_attached_whatever_order_calls_finish(jittery_server: str, store: Store) -> None:
-    outcome = run_eval(config(jittery_server, n_repeats=2, max_connections=32), store=store, name="jitter",
-                       show_progress=False)
+    outcome = run_eval(
+        config(jittery_server, n_repeats=2, max_connections=32),
+        store=store,
+        name="jitter",
+        show_progress=False,
+    )
     got = graded_samples(store, outcome.run)
     want = expected_samples(demo(), n_repeats=2)
-    assert [(s.conversation.prompt_id, s.repeat, s.completion, s.verdicts) for s in got] == \
-        [(s.conversation.prompt_id, s.repeat, s.completion, s.verdicts) for s in want]
+    assert [(s.conversation.prompt_id, s.repeat, s.completion, s.verdicts) for s in got] == [
+        (s.conversation.prompt_id, s.repeat, s.completion, s.verdicts) for s in want
+    ]
     assert score_stored_run(store, outcome.run).metrics() == score_run(want).metrics()
     assert outcome.run.status == "finished"
 
@@ -121,8 +130,18 @@ def test_regrade_reuses_samples(jittery_server: str, store: Store) -> None:
     assert score_stored_run(store, out.run).metrics() == score_stored_run(store, source.run).metrics()
 
 
-GARBAGE_JUDGE = ("--fault-rate", "1", "--rate-limit-weight", "0", "--server-error-weight", "0",
-                 "--unavailable-weight", "0", "--garbage-weight", "1")
+GARBAGE_JUDGE = (
+    "--fault-rate",
+    "1",
+    "--rate-limit-weight",
+    "0",
+    "--server-error-weight",
+    "0",
+    "--unavailable-weight",
+    "0",
+    "--garbage-weight",
+    "1",
+)
 N_CRITERIA = sum(len(c.rubrics) for c in demo())
 
 
@@ -151,8 +170,12 @@ def test_unparseable_judge_is_ungraded_then_resumed(store: Store) -> None:
 def test_shared_527_end_to_end_matches_the_core(shared_data: Path, store: Store) -> None:
     data = shared_data / "eval" / "oss_eval_sample527.jsonl"
     with fake_server_process() as url:
-        outcome = run_eval(config(url, dataset="full", data=str(data), max_connections=128), store=store,
-                           name="e2e", show_progress=False)
+        outcome = run_eval(
+            config(url, dataset="full", data=str(data), max_connections=128),
+            store=store,
+            name="e2e",
+            show_progress=False,
+        )
     conversations = read_records(data, Conversation)
     want = expected_samples(conversations)
     options = ScoringOptions()
@@ -164,5 +187,7 @@ def test_order_of_conversations_is_the_dataset_order(jittery_server: str, store:
     ids = [c.prompt_id for c in demo()]
     chosen = random.Random(0).sample(demo(), 3)
     outcome = run_eval(config(jittery_server, limit=3), store=store, name="lim", show_progress=False)
-    assert [s.conversation.prompt_id for s in graded_samples(store, outcome.run)] == [c.prompt_id for c in chosen]
+    assert [s.conversation.prompt_id for s in graded_samples(store, outcome.run)] == [
+        c.prompt_id for c in chosen
+    ]
     assert set(ids) >= {c.prompt_id for c in chosen}

@@ -21,8 +21,20 @@ pytestmark = pytest.mark.skipif(
 
 def test_offline_default_runs_end_to_end(tmp_path: Path) -> None:
     metrics = tmp_path / "m.json"
-    result = CliRunner().invoke(app, ["run", "--limit", "1", "--max-tokens", "48", "--store",
-                                      str(tmp_path / "s.db"), "--metrics-out", str(metrics)])
+    result = CliRunner().invoke(
+        app,
+        [
+            "run",
+            "--limit",
+            "1",
+            "--max-tokens",
+            "48",
+            "--store",
+            str(tmp_path / "s.db"),
+            "--metrics-out",
+            str(metrics),
+        ],
+    )
     assert result.exit_code == 0, result.output + result.stderr
     assert "smoke test of the pipeline, not a measurement" in " ".join(result.stderr.split())
     written = json.loads(metrics.read_text())

@@ -44,13 +44,19 @@ def expected_labels(records: list[MetaEvalRecord]) -> list[bool]:
 
 def test_pipeline_matches_core_on_fixture(server: str, tmp_path: Path) -> None:
     store = Store(tmp_path / "s.db")
-    cfg = build_config({"dataset": "meta_eval", "data": str(FIXTURE), "n_repeats": 2,
-                        "judge": {"spec": "judge", "base_url": server}})
+    cfg = build_config(
+        {
+            "dataset": "meta_eval",
+            "data": str(FIXTURE),
+            "n_repeats": 2,
+            "judge": {"spec": "judge", "base_url": server},
+        }
+    )
     reset_stats(server)
     outcome = run_meta_eval(cfg, store=store, name="meta", show_progress=False)
     records = read_records(FIXTURE, MetaEvalRecord)
     assert fetch_stats(server)["judge"] == 2 * len(records)  # repeats are independent judgements
-    rows, labels = stored_labels(store, outcome.run)
+    _, labels = stored_labels(store, outcome.run)
     assert labels == expected_labels(records) * 2
     got = score_meta_run(store, outcome.run).metrics
     assert got == meta_metrics(records * 2, expected_labels(records) * 2).metrics
@@ -63,18 +69,48 @@ def test_pipeline_matches_core_on_fixture(server: str, tmp_path: Path) -> None:
 
 def test_cli_judge_run_and_labels_file_agree(server: str, tmp_path: Path) -> None:
     judged, from_labels = tmp_path / "judged.json", tmp_path / "labels.json"
-    result = runner.invoke(app, ["meta-eval", "--data", str(FIXTURE), "--dataset", "meta_eval", "--judge", "j",
-                                 "--judge-base-url", server, "--store", str(tmp_path / "s.db"),
-                                 "--metrics-out", str(judged)])
+    result = runner.invoke(
+        app,
+        [
+            "meta-eval",
+            "--data",
+            str(FIXTURE),
+            "--dataset",
+            "meta_eval",
+            "--judge",
+            "j",
+            "--judge-base-url",
+            server,
+            "--store",
+            str(tmp_path / "s.db"),
+            "--metrics-out",
+            str(judged),
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "judge F1" in result.output
     records = read_records(FIXTURE, MetaEvalRecord)
     labels_file = tmp_path / "labels.jsonl"
-    labels_file.write_text("".join(
-        json.dumps({"completion_id": r.completion_id, "rubric": r.rubric, "criteria_met": label}) + "\n"
-        for r, label in zip(records, expected_labels(records), strict=True)))
-    result = runner.invoke(app, ["meta-eval", "--data", str(FIXTURE), "--dataset", "meta_eval", "--labels",
-                                 str(labels_file), "--metrics-out", str(from_labels)])
+    labels_file.write_text(
+        "".join(
+            json.dumps({"completion_id": r.completion_id, "rubric": r.rubric, "criteria_met": label}) + "\n"
+            for r, label in zip(records, expected_labels(records), strict=True)
+        )
+    )
+    result = runner.invoke(
+        app,
+        [
+            "meta-eval",
+            "--data",
+            str(FIXTURE),
+            "--dataset",
+            "meta_eval",
+            "--labels",
+            str(labels_file),
+            "--metrics-out",
+            str(from_labels),
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert json.loads(judged.read_text()) == json.loads(from_labels.read_text())
 
@@ -82,21 +118,30 @@ def test_cli_judge_run_and_labels_file_agree(server: str, tmp_path: Path) -> Non
 def test_labels_file_errors_name_the_line(tmp_path: Path) -> None:
     records = read_records(FIXTURE, MetaEvalRecord)
     bad = tmp_path / "labels.jsonl"
-    bad.write_text(json.dumps({"completion_id": records[0].completion_id, "rubric": records[0].rubric,
-                               "criteria_met": True}) + "\n"
-                   + json.dumps({"completion_id": records[1].completion_id, "rubric": records[1].rubric,
-                                 "criteria_met": "yes"}) + "\n")
+    bad.write_text(
+        json.dumps(
+            {"completion_id": records[0].completion_id, "rubric": records[0].rubric, "criteria_met": True}
+        )
+        + "\n"
+        + json.dumps(
+            {"completion_id": records[1].completion_id, "rubric": records[1].rubric, "criteria_met": "yes"}
+        )
+        + "\n"
+    )
     result = runner.invoke(app, ["meta-eval", "--data", str(FIXTURE), "--labels", str(bad)])
     assert result.exit_code == 1
     assert f"{bad}:2" in result.stderr and "criteria_met" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize(("labels", "ids", "message"), [
-    ([True, False], ["p1"], "binary_labels has 2 labels but anonymized_physician_ids has 1 ids"),
-    ([], [], "binary_labels is empty"),
-    (["yes"], ["p1"], "binary_labels"),
-])
+@pytest.mark.parametrize(
+    ("labels", "ids", "message"),
+    [
+        ([True, False], ["p1"], "binary_labels has 2 labels but anonymized_physician_ids has 1 ids"),
+        ([], [], "binary_labels is empty"),
+        (["yes"], ["p1"], "binary_labels"),
+    ],
+)
 def test_bad_rows_are_one_line_errors(tmp_path: Path, labels: list, ids: list, message: str) -> None:
     row = json.loads(FIXTURE.read_text().splitlines()[0])
     row.update(binary_labels=labels, anonymized_physician_ids=ids)

@@ -12,8 +12,9 @@ class HealthBenchError(Exception):
 class DataError(HealthBenchError):
     """Bad input data: names the file, the line (1-based) and the field when known."""
 
-    def __init__(self, message: str, *, path: str | None = None, line: int | None = None,
-                 field: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, path: str | None = None, line: int | None = None, field: str | None = None
+    ) -> None:
         self.path, self.line, self.field, self.reason = path, line, field, message
         where = ""
         if path is not None:

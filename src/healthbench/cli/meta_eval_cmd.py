@@ -27,13 +27,27 @@ def _fmt(value: float | None, digits: int = 3) -> str:
 
 def render_meta(result: MetaEvalResult, *, title: str) -> None:
     table = Table(title=title)
-    for column in ("scope", "judge F1 balanced", "physician mean", "percentile", "physicians", "n pairs",
-                   "rows"):
+    for column in (
+        "scope",
+        "judge F1 balanced",
+        "physician mean",
+        "percentile",
+        "physicians",
+        "n pairs",
+        "rows",
+    ):
         table.add_column(column, justify="left" if column == "scope" else "right")
 
     def add(row: GroupSummary) -> None:
-        table.add_row(row.name, _fmt(row.judge_f1_balanced), _fmt(row.physician_f1_balanced_mean),
-                      _fmt(row.percentile, 1), str(row.physician_count), str(row.judge_n), str(row.graded_rows))
+        table.add_row(
+            row.name,
+            _fmt(row.judge_f1_balanced),
+            _fmt(row.physician_f1_balanced_mean),
+            _fmt(row.percentile, 1),
+            str(row.physician_count),
+            str(row.judge_n),
+            str(row.graded_rows),
+        )
 
     add(result.overall)
     for row in result.categories:
@@ -47,30 +61,120 @@ def render_meta(result: MetaEvalResult, *, title: str) -> None:
 @app.command("meta-eval")
 @handles_errors
 def meta_eval_command(
-    judge: Annotated[str | None, typer.Option("--judge", "-j", help=f"Judge model spec. Default {OFFLINE_MODEL}.", show_default=False)] = None,
-    judge_base_url: Annotated[str | None, typer.Option("--judge-base-url", help="OpenAI-compatible endpoint of the judge.")] = None,
-    judge_api_key_env: Annotated[str | None, typer.Option("--judge-api-key-env", help="Environment variable holding the judge's API key.")] = None,
-    judge_temperature: Annotated[float | None, typer.Option("--judge-temperature", help="Judge sampling temperature.")] = None,
-    judge_max_tokens: Annotated[int | None, typer.Option("--judge-max-tokens", help="Judge max output tokens.")] = None,
-    judge_reasoning_effort: Annotated[str | None, typer.Option("--judge-reasoning-effort", help="Judge reasoning effort.")] = None,
-    judge_extra_body: Annotated[str | None, typer.Option("--judge-extra-body", help="JSON object merged into the judge's request body.")] = None,
-    judge_json: Annotated[bool | None, typer.Option("--judge-json/--no-judge-json", help="Ask the judge for schema-constrained JSON (default: on for local models only).", show_default=False)] = None,
-    grader_template: Annotated[Path | None, typer.Option("--grader-template", help="Grader prompt file with <<conversation>> and <<rubric_item>> placeholders.")] = None,
-    dataset: Annotated[str | None, typer.Option("--dataset", "-d", help="meta_eval (official, 29,511 rows) or demo_meta_eval (default, offline).", show_default=False)] = None,
-    data: Annotated[Path | None, typer.Option("--data", help="A local meta-eval JSONL file instead of the download.")] = None,
-    limit: Annotated[int | None, typer.Option("--limit", help="Grade N rows, chosen as simple-evals does (random.Random(0).sample).")] = None,
-    category: Annotated[list[str] | None, typer.Option("--category", help="Only rows of this category (repeatable), e.g. cluster:hedging_no-uncertainty_hedges.")] = None,
-    n_repeats: Annotated[int | None, typer.Option("--n-repeats", help="Grade each row K times (default 1); all repeats count in the metrics.", show_default=False)] = None,
-    labels: Annotated[Path | None, typer.Option("--labels", help="Judge labels made elsewhere (JSONL of completion_id, rubric, criteria_met): compute the metrics without calling a judge.")] = None,
-    min_physician_ratings: Annotated[int, typer.Option("--min-physician-ratings", help="Physicians need more than this many rating pairs to count in the baseline.")] = DEFAULT_MIN_PHYSICIAN_RATINGS,
-    name: Annotated[str | None, typer.Option("--name", help="Run name (default generated). An existing name is continued.")] = None,
-    resume: Annotated[str | None, typer.Option("--resume", help="Continue meta-eval run NAME with its stored settings.")] = None,
-    config: Annotated[Path | None, typer.Option("--config", help="TOML/JSON run config; flags override it.")] = None,
+    judge: Annotated[
+        str | None,
+        typer.Option("--judge", "-j", help=f"Judge model spec. Default {OFFLINE_MODEL}.", show_default=False),
+    ] = None,
+    judge_base_url: Annotated[
+        str | None, typer.Option("--judge-base-url", help="OpenAI-compatible endpoint of the judge.")
+    ] = None,
+    judge_api_key_env: Annotated[
+        str | None,
+        typer.Option("--judge-api-key-env", help="Environment variable holding the judge's API key."),
+    ] = None,
+    judge_temperature: Annotated[
+        float | None, typer.Option("--judge-temperature", help="Judge sampling temperature.")
+    ] = None,
+    judge_max_tokens: Annotated[
+        int | None, typer.Option("--judge-max-tokens", help="Judge max output tokens.")
+    ] = None,
+    judge_reasoning_effort: Annotated[
+        str | None, typer.Option("--judge-reasoning-effort", help="Judge reasoning effort.")
+    ] = None,
+    judge_extra_body: Annotated[
+        str | None,
+        typer.Option("--judge-extra-body", help="JSON object merged into the judge's request body."),
+    ] = None,
+    judge_json: Annotated[
+        bool | None,
+        typer.Option(
+            "--judge-json/--no-judge-json",
+            help="Ask the judge for schema-constrained JSON (default: on for local models only).",
+            show_default=False,
+        ),
+    ] = None,
+    grader_template: Annotated[
+        Path | None,
+        typer.Option(
+            "--grader-template",
+            help="Grader prompt file with <<conversation>> and <<rubric_item>> placeholders.",
+        ),
+    ] = None,
+    dataset: Annotated[
+        str | None,
+        typer.Option(
+            "--dataset",
+            "-d",
+            help="meta_eval (official, 29,511 rows) or demo_meta_eval (default, offline).",
+            show_default=False,
+        ),
+    ] = None,
+    data: Annotated[
+        Path | None, typer.Option("--data", help="A local meta-eval JSONL file instead of the download.")
+    ] = None,
+    limit: Annotated[
+        int | None,
+        typer.Option("--limit", help="Grade N rows, chosen as simple-evals does (random.Random(0).sample)."),
+    ] = None,
+    category: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--category",
+            help="Only rows of this category (repeatable), e.g. cluster:hedging_no-uncertainty_hedges.",
+        ),
+    ] = None,
+    n_repeats: Annotated[
+        int | None,
+        typer.Option(
+            "--n-repeats",
+            help="Grade each row K times (default 1); all repeats count in the metrics.",
+            show_default=False,
+        ),
+    ] = None,
+    labels: Annotated[
+        Path | None,
+        typer.Option(
+            "--labels",
+            help="Judge labels made elsewhere (JSONL of completion_id, rubric, criteria_met): compute the metrics without calling a judge.",
+        ),
+    ] = None,
+    min_physician_ratings: Annotated[
+        int,
+        typer.Option(
+            "--min-physician-ratings",
+            help="Physicians need more than this many rating pairs to count in the baseline.",
+        ),
+    ] = DEFAULT_MIN_PHYSICIAN_RATINGS,
+    name: Annotated[
+        str | None,
+        typer.Option("--name", help="Run name (default generated). An existing name is continued."),
+    ] = None,
+    resume: Annotated[
+        str | None, typer.Option("--resume", help="Continue meta-eval run NAME with its stored settings.")
+    ] = None,
+    config: Annotated[
+        Path | None, typer.Option("--config", help="TOML/JSON run config; flags override it.")
+    ] = None,
     store: StoreOpt = None,
-    max_connections: Annotated[int | None, typer.Option("--max-connections", help="Concurrent judge calls (default 64).", show_default=False)] = None,
-    max_retries: Annotated[int | None, typer.Option("--max-retries", help="Retries of a failed call (default 8).", show_default=False)] = None,
-    judge_retries: Annotated[int | None, typer.Option("--judge-retries", help="Re-asks when a judge answer does not parse (default 3).", show_default=False)] = None,
-    prices: Annotated[Path | None, typer.Option("--prices", help="JSON/TOML price overrides (USD per million tokens).")] = None,
+    max_connections: Annotated[
+        int | None,
+        typer.Option("--max-connections", help="Concurrent judge calls (default 64).", show_default=False),
+    ] = None,
+    max_retries: Annotated[
+        int | None,
+        typer.Option("--max-retries", help="Retries of a failed call (default 8).", show_default=False),
+    ] = None,
+    judge_retries: Annotated[
+        int | None,
+        typer.Option(
+            "--judge-retries",
+            help="Re-asks when a judge answer does not parse (default 3).",
+            show_default=False,
+        ),
+    ] = None,
+    prices: Annotated[
+        Path | None, typer.Option("--prices", help="JSON/TOML price overrides (USD per million tokens).")
+    ] = None,
     cache_dir: Annotated[Path | None, typer.Option("--cache-dir", help="Dataset download cache.")] = None,
     metrics_out: MetricsOutOpt = None,
 ) -> None:
@@ -79,38 +183,58 @@ def meta_eval_command(
     if labels is not None:
         _, records = load_meta_eval(variant, data=data, cache=cache_dir)
         chosen = select(records, limit=limit, categories=split_list(category))
-        result = meta_metrics(chosen, read_labels(labels, chosen), min_physician_ratings=min_physician_ratings)
+        result = meta_metrics(
+            chosen, read_labels(labels, chosen), min_physician_ratings=min_physician_ratings
+        )
         _output(result, f"meta-eval of labels in {labels.name}", metrics_out)
         return
     s = Store(store)
-    how: dict[str, Any] = {"max_connections": max_connections, "judge_retries": judge_retries,
-                           "retry": {"max_retries": max_retries} if max_retries is not None else None,
-                           "prices": str(prices) if prices else None,
-                           "cache_dir": str(cache_dir) if cache_dir else None}
+    how: dict[str, Any] = {
+        "max_connections": max_connections,
+        "judge_retries": judge_retries,
+        "retry": {"max_retries": max_retries} if max_retries is not None else None,
+        "prices": str(prices) if prices else None,
+        "cache_dir": str(cache_dir) if cache_dir else None,
+    }
     how = {k: v for k, v in how.items() if v is not None}
     if resume is not None:
         with RichProgress(console, label="rows (fixed answers)") as progress:
             outcome = resume_meta_eval(resume, store=s, overrides=how, progress=progress)
     else:
         judge_layer: dict[str, Any] = {
-            "spec": judge, "base_url": judge_base_url, "api_key_env": judge_api_key_env,
-            "settings": {"temperature": judge_temperature, "max_tokens": judge_max_tokens,
-                         "reasoning_effort": judge_reasoning_effort,
-                         "extra_body": parse_json_option("--judge-extra-body", judge_extra_body)},
+            "spec": judge,
+            "base_url": judge_base_url,
+            "api_key_env": judge_api_key_env,
+            "settings": {
+                "temperature": judge_temperature,
+                "max_tokens": judge_max_tokens,
+                "reasoning_effort": judge_reasoning_effort,
+                "extra_body": parse_json_option("--judge-extra-body", judge_extra_body),
+            },
         }
         cfg = build_config(
-            {"judge": {"spec": OFFLINE_MODEL}}, load_config_file(config) if config else {},
-            {"dataset": variant, "data": str(data) if data else None, "limit": limit,
-             "categories": split_list(category), "n_repeats": n_repeats, "judge": judge_layer,
-             "grader_template": str(grader_template) if grader_template else None,
-             "judge_structured_output": judge_json, **how},
+            {"judge": {"spec": OFFLINE_MODEL}},
+            load_config_file(config) if config else {},
+            {
+                "dataset": variant,
+                "data": str(data) if data else None,
+                "limit": limit,
+                "categories": split_list(category),
+                "n_repeats": n_repeats,
+                "judge": judge_layer,
+                "grader_template": str(grader_template) if grader_template else None,
+                "judge_structured_output": judge_json,
+                **how,
+            },
         )
         with RichProgress(console, label="rows (fixed answers)") as progress:
             outcome = run_meta_eval(cfg, store=s, name=name, progress=progress)
     result = score_meta_run(s, outcome.run, min_physician_ratings=min_physician_ratings)
     c = outcome.counters
-    console.print(f"{c.calls} judge calls ({c.cache_hits} from cache) in {c.elapsed:.1f}s · "
-                  f"{c.input_tokens + c.output_tokens:,} tokens · ${c.cost:.4f}")
+    console.print(
+        f"{c.calls} judge calls ({c.cache_hits} from cache) in {c.elapsed:.1f}s · "
+        f"{c.input_tokens + c.output_tokens:,} tokens · ${c.cost:.4f}"
+    )
     judge_spec = outcome.run.config["run"]["judge"]["spec"]
     _output(result, f"meta-eval run {outcome.run.name} · judge {judge_spec}", metrics_out)
     if judge_spec.startswith("local/"):

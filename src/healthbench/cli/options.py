@@ -10,16 +10,31 @@ import typer
 
 from healthbench.errors import ConfigError
 
-StoreOpt = Annotated[Path | None, typer.Option(
-    "--store", help="Run store: a SQLite file or a SQLAlchemy URL. Default: $HEALTHBENCH_STORE, else "
-                    "healthbench.db in the user data dir.", show_default=False)]
-MetricsOutOpt = Annotated[Path | None, typer.Option(
-    "--metrics-out", help="Write the flat metrics JSON (simple-evals key style, see docs/metrics.md).")]
-AllResultsOpt = Annotated[Path | None, typer.Option(
-    "--allresults-out", help="Write a simple-evals `_allresults.json` export of the run.")]
-SeedOpt = Annotated[int | None, typer.Option("--seed", help="Bootstrap seed (default 0).", show_default=False)]
-ResamplesOpt = Annotated[int | None, typer.Option(
-    "--n-resamples", help="Bootstrap resamples (default 1000).", show_default=False)]
+StoreOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--store",
+        help="Run store: a SQLite file or a SQLAlchemy URL. Default: $HEALTHBENCH_STORE, else "
+        "healthbench.db in the user data dir.",
+        show_default=False,
+    ),
+]
+MetricsOutOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--metrics-out", help="Write the flat metrics JSON (simple-evals key style, see docs/metrics.md)."
+    ),
+]
+AllResultsOpt = Annotated[
+    Path | None,
+    typer.Option("--allresults-out", help="Write a simple-evals `_allresults.json` export of the run."),
+]
+SeedOpt = Annotated[
+    int | None, typer.Option("--seed", help="Bootstrap seed (default 0).", show_default=False)
+]
+ResamplesOpt = Annotated[
+    int | None, typer.Option("--n-resamples", help="Bootstrap resamples (default 1000).", show_default=False)
+]
 
 
 def parse_json_option(name: str, value: str | None) -> dict[str, Any] | None:

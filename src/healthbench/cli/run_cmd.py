@@ -37,27 +37,57 @@ SMOKE_WARNING = (
 )
 
 
-def _model_layer(spec: str | None, base_url: str | None, key_env: str | None, temperature: float | None,
-                 max_tokens: int | None, reasoning: str | None, extra_body: str | None, timeout: float | None,
-                 system: str | None = None, *, name: str) -> dict[str, Any]:
-    settings = {"temperature": temperature, "max_tokens": max_tokens, "reasoning_effort": reasoning,
-                "extra_body": parse_json_option(f"--{name}-extra-body", extra_body), "timeout": timeout,
-                "system_message": system}
-    layer: dict[str, Any] = {"base_url": base_url, "api_key_env": key_env,
-                             "settings": {k: v for k, v in settings.items() if v is not None}}
+def _model_layer(
+    spec: str | None,
+    base_url: str | None,
+    key_env: str | None,
+    temperature: float | None,
+    max_tokens: int | None,
+    reasoning: str | None,
+    extra_body: str | None,
+    timeout: float | None,
+    system: str | None = None,
+    *,
+    name: str,
+) -> dict[str, Any]:
+    settings = {
+        "temperature": temperature,
+        "max_tokens": max_tokens,
+        "reasoning_effort": reasoning,
+        "extra_body": parse_json_option(f"--{name}-extra-body", extra_body),
+        "timeout": timeout,
+        "system_message": system,
+    }
+    layer: dict[str, Any] = {
+        "base_url": base_url,
+        "api_key_env": key_env,
+        "settings": {k: v for k, v in settings.items() if v is not None},
+    }
     if spec is not None:
         layer["spec"] = spec
     return {k: v for k, v in layer.items() if v not in (None, {})}
 
 
-def _report(store: Store, run: RunRecord, *, metrics_out: Path | None, allresults_out: Path | None,
-            seed: int | None, n_resamples: int | None, strict: bool, counters_line: str | None = None) -> None:
+def _report(
+    store: Store,
+    run: RunRecord,
+    *,
+    metrics_out: Path | None,
+    allresults_out: Path | None,
+    seed: int | None,
+    n_resamples: int | None,
+    strict: bool,
+    counters_line: str | None = None,
+) -> None:
     options = run_results.scoring_options(run)
     if seed is not None or n_resamples is not None:
-        options = ScoringOptions(n_resamples=options.n_resamples if n_resamples is None else n_resamples,
-                                 seed=options.seed if seed is None else seed,
-                                 length_penalty=options.length_penalty, length_center=options.length_center,
-                                 error_rate=options.error_rate)
+        options = ScoringOptions(
+            n_resamples=options.n_resamples if n_resamples is None else n_resamples,
+            seed=options.seed if seed is None else seed,
+            length_penalty=options.length_penalty,
+            length_center=options.length_center,
+            error_rate=options.error_rate,
+        )
     samples = run_results.graded_samples(store, run)
     score = run_results.score_run(samples, options)
     judge = run.config["run"]["judge"]["spec"]
@@ -73,8 +103,10 @@ def _report(store: Store, run: RunRecord, *, metrics_out: Path | None, allresult
         write_allresults(allresults_out, samples, score)
         console.print(f"simple-evals export written to {allresults_out}")
     if score.ungraded_criteria:
-        message = (f"{score.ungraded_criteria} criteria ungraded in {score.ungraded_samples} conversations "
-                   f"(left out of the scores); `healthbench run --resume {run.name}` grades them")
+        message = (
+            f"{score.ungraded_criteria} criteria ungraded in {score.ungraded_samples} conversations "
+            f"(left out of the scores); `healthbench run --resume {run.name}` grades them"
+        )
         if strict:
             raise RunError(f"--strict: {message}")
         err_console.print(f"[yellow]warning:[/] {message}")
@@ -97,76 +129,242 @@ def _dry_run(store: Store, config: RunConfig, name: str | None) -> None:
         done_s, done_g = set(), set()
     work = runner.eval_work(conversations, config.n_repeats)
     model = config.model
-    rows = estimate(work, candidate=model.parsed() if model else None,
-                    answer_tokens=model.settings.max_tokens if model else None, judge=config.judge.parsed(),
-                    template=load_template(config.grader_template), prices=PriceTable.load(config.prices),
-                    done_samples=done_s, done_grades=done_g)
-    table = Table(title=f"dry run: {len(conversations)} conversations × {config.n_repeats} repeats (no call made)")
+    rows = estimate(
+        work,
+        candidate=model.parsed() if model else None,
+        answer_tokens=model.settings.max_tokens if model else None,
+        judge=config.judge.parsed(),
+        template=load_template(config.grader_template),
+        prices=PriceTable.load(config.prices),
+        done_samples=done_s,
+        done_grades=done_g,
+    )
+    table = Table(
+        title=f"dry run: {len(conversations)} conversations × {config.n_repeats} repeats (no call made)"
+    )
     for column in ("role", "model", "calls", "input tokens", "output tokens", "est. cost (USD)"):
         table.add_column(column, justify="right" if column not in ("role", "model") else "left")
     total: float | None = 0.0
     for r in rows:
-        table.add_row(r.role, r.model, f"{r.calls:,}", f"{r.input_tokens:,}", f"{r.output_tokens:,}",
-                      "unknown price" if r.cost is None else f"{r.cost:,.2f}")
+        table.add_row(
+            r.role,
+            r.model,
+            f"{r.calls:,}",
+            f"{r.input_tokens:,}",
+            f"{r.output_tokens:,}",
+            "unknown price" if r.cost is None else f"{r.cost:,.2f}",
+        )
         total = None if total is None or r.cost is None else total + r.cost
     console.print(table)
-    console.print(f"estimated total: {'unknown (a model has no price; see --prices)' if total is None else f'${total:,.2f}'}"
-                  " — tokens estimated at 4 characters each; cached calls cost nothing")
+    console.print(
+        f"estimated total: {'unknown (a model has no price; see --prices)' if total is None else f'${total:,.2f}'}"
+        " — tokens estimated at 4 characters each; cached calls cost nothing"
+    )
 
 
 @app.command("run")
 @handles_errors
 def run_command(
-    model: Annotated[str | None, typer.Option("--model", "-m", help=f"Candidate model spec: openai/NAME, anthropic/NAME, local/smollm2, or NAME with --base-url. Default {OFFLINE_MODEL}.", show_default=False)] = None,
-    base_url: Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible endpoint of the candidate (vLLM, llama.cpp server, Ollama ...).")] = None,
-    api_key_env: Annotated[str | None, typer.Option("--api-key-env", help="Environment variable holding the candidate's API key.")] = None,
-    temperature: Annotated[float | None, typer.Option("--temperature", help="Candidate sampling temperature.")] = None,
-    max_tokens: Annotated[int | None, typer.Option("--max-tokens", help="Candidate max output tokens.")] = None,
-    system_message: Annotated[str | None, typer.Option("--system-message", help="System message sent before each conversation.")] = None,
-    reasoning_effort: Annotated[str | None, typer.Option("--reasoning-effort", help="Candidate reasoning effort (low/medium/high) for reasoning models.")] = None,
-    extra_body: Annotated[str | None, typer.Option("--extra-body", help="JSON object merged into the candidate's request body.")] = None,
-    judge: Annotated[str | None, typer.Option("--judge", "-j", help=f"Judge model spec (same syntax). Default {OFFLINE_MODEL}.", show_default=False)] = None,
-    judge_base_url: Annotated[str | None, typer.Option("--judge-base-url", help="OpenAI-compatible endpoint of the judge.")] = None,
-    judge_api_key_env: Annotated[str | None, typer.Option("--judge-api-key-env", help="Environment variable holding the judge's API key.")] = None,
-    judge_temperature: Annotated[float | None, typer.Option("--judge-temperature", help="Judge sampling temperature.")] = None,
-    judge_max_tokens: Annotated[int | None, typer.Option("--judge-max-tokens", help="Judge max output tokens.")] = None,
-    judge_reasoning_effort: Annotated[str | None, typer.Option("--judge-reasoning-effort", help="Judge reasoning effort.")] = None,
-    judge_extra_body: Annotated[str | None, typer.Option("--judge-extra-body", help="JSON object merged into the judge's request body.")] = None,
-    judge_json: Annotated[bool | None, typer.Option("--judge-json/--no-judge-json", help="Ask the judge for schema-constrained JSON (default: on for local models only).", show_default=False)] = None,
-    timeout: Annotated[float | None, typer.Option("--timeout", help="Per-request timeout in seconds for both models (default 120).", show_default=False)] = None,
-    grader_template: Annotated[Path | None, typer.Option("--grader-template", help="Grader prompt file with <<conversation>> and <<rubric_item>> placeholders.")] = None,
-    dataset: Annotated[str | None, typer.Option("--dataset", "-d", help="full, hard, consensus or demo (default demo: offline).", show_default=False)] = None,
-    data: Annotated[Path | None, typer.Option("--data", help="A local JSONL file in HealthBench format instead of the download.")] = None,
-    limit: Annotated[int | None, typer.Option("--limit", help="Run N conversations, chosen as simple-evals does (random.Random(0).sample).")] = None,
-    ids: Annotated[list[str] | None, typer.Option("--ids", help="Only these prompt_ids (repeatable or comma-separated).")] = None,
-    theme: Annotated[list[str] | None, typer.Option("--theme", help="Only conversations with this theme (repeatable), e.g. emergency_referrals.")] = None,
-    n_repeats: Annotated[int | None, typer.Option("--n-repeats", help="Sample each conversation K times (default 1).", show_default=False)] = None,
-    name: Annotated[str | None, typer.Option("--name", help="Run name (default generated). An existing name is continued.")] = None,
-    resume: Annotated[str | None, typer.Option("--resume", help="Continue run NAME with its stored settings (grades what is missing or ungraded).")] = None,
-    config: Annotated[Path | None, typer.Option("--config", help="TOML/JSON run config; flags override it.")] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model",
+            "-m",
+            help=f"Candidate model spec: openai/NAME, anthropic/NAME, local/smollm2, or NAME with --base-url. Default {OFFLINE_MODEL}.",
+            show_default=False,
+        ),
+    ] = None,
+    base_url: Annotated[
+        str | None,
+        typer.Option(
+            "--base-url",
+            help="OpenAI-compatible endpoint of the candidate (vLLM, llama.cpp server, Ollama ...).",
+        ),
+    ] = None,
+    api_key_env: Annotated[
+        str | None,
+        typer.Option("--api-key-env", help="Environment variable holding the candidate's API key."),
+    ] = None,
+    temperature: Annotated[
+        float | None, typer.Option("--temperature", help="Candidate sampling temperature.")
+    ] = None,
+    max_tokens: Annotated[
+        int | None, typer.Option("--max-tokens", help="Candidate max output tokens.")
+    ] = None,
+    system_message: Annotated[
+        str | None, typer.Option("--system-message", help="System message sent before each conversation.")
+    ] = None,
+    reasoning_effort: Annotated[
+        str | None,
+        typer.Option(
+            "--reasoning-effort", help="Candidate reasoning effort (low/medium/high) for reasoning models."
+        ),
+    ] = None,
+    extra_body: Annotated[
+        str | None, typer.Option("--extra-body", help="JSON object merged into the candidate's request body.")
+    ] = None,
+    judge: Annotated[
+        str | None,
+        typer.Option(
+            "--judge",
+            "-j",
+            help=f"Judge model spec (same syntax). Default {OFFLINE_MODEL}.",
+            show_default=False,
+        ),
+    ] = None,
+    judge_base_url: Annotated[
+        str | None, typer.Option("--judge-base-url", help="OpenAI-compatible endpoint of the judge.")
+    ] = None,
+    judge_api_key_env: Annotated[
+        str | None,
+        typer.Option("--judge-api-key-env", help="Environment variable holding the judge's API key."),
+    ] = None,
+    judge_temperature: Annotated[
+        float | None, typer.Option("--judge-temperature", help="Judge sampling temperature.")
+    ] = None,
+    judge_max_tokens: Annotated[
+        int | None, typer.Option("--judge-max-tokens", help="Judge max output tokens.")
+    ] = None,
+    judge_reasoning_effort: Annotated[
+        str | None, typer.Option("--judge-reasoning-effort", help="Judge reasoning effort.")
+    ] = None,
+    judge_extra_body: Annotated[
+        str | None,
+        typer.Option("--judge-extra-body", help="JSON object merged into the judge's request body."),
+    ] = None,
+    judge_json: Annotated[
+        bool | None,
+        typer.Option(
+            "--judge-json/--no-judge-json",
+            help="Ask the judge for schema-constrained JSON (default: on for local models only).",
+            show_default=False,
+        ),
+    ] = None,
+    timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--timeout",
+            help="Per-request timeout in seconds for both models (default 120).",
+            show_default=False,
+        ),
+    ] = None,
+    grader_template: Annotated[
+        Path | None,
+        typer.Option(
+            "--grader-template",
+            help="Grader prompt file with <<conversation>> and <<rubric_item>> placeholders.",
+        ),
+    ] = None,
+    dataset: Annotated[
+        str | None,
+        typer.Option(
+            "--dataset",
+            "-d",
+            help="full, hard, consensus or demo (default demo: offline).",
+            show_default=False,
+        ),
+    ] = None,
+    data: Annotated[
+        Path | None,
+        typer.Option("--data", help="A local JSONL file in HealthBench format instead of the download."),
+    ] = None,
+    limit: Annotated[
+        int | None,
+        typer.Option(
+            "--limit", help="Run N conversations, chosen as simple-evals does (random.Random(0).sample)."
+        ),
+    ] = None,
+    ids: Annotated[
+        list[str] | None, typer.Option("--ids", help="Only these prompt_ids (repeatable or comma-separated).")
+    ] = None,
+    theme: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--theme", help="Only conversations with this theme (repeatable), e.g. emergency_referrals."
+        ),
+    ] = None,
+    n_repeats: Annotated[
+        int | None,
+        typer.Option("--n-repeats", help="Sample each conversation K times (default 1).", show_default=False),
+    ] = None,
+    name: Annotated[
+        str | None,
+        typer.Option("--name", help="Run name (default generated). An existing name is continued."),
+    ] = None,
+    resume: Annotated[
+        str | None,
+        typer.Option(
+            "--resume",
+            help="Continue run NAME with its stored settings (grades what is missing or ungraded).",
+        ),
+    ] = None,
+    config: Annotated[
+        Path | None, typer.Option("--config", help="TOML/JSON run config; flags override it.")
+    ] = None,
     store: StoreOpt = None,
-    max_connections: Annotated[int | None, typer.Option("--max-connections", help="Concurrent model calls, candidate and judge together (default 64).", show_default=False)] = None,
+    max_connections: Annotated[
+        int | None,
+        typer.Option(
+            "--max-connections",
+            help="Concurrent model calls, candidate and judge together (default 64).",
+            show_default=False,
+        ),
+    ] = None,
     rpm: Annotated[float | None, typer.Option("--rpm", help="Requests per minute per endpoint.")] = None,
     tpm: Annotated[float | None, typer.Option("--tpm", help="Tokens per minute per endpoint.")] = None,
-    max_retries: Annotated[int | None, typer.Option("--max-retries", help="Retries of a failed call (429, 5xx, timeouts; default 8).", show_default=False)] = None,
-    judge_retries: Annotated[int | None, typer.Option("--judge-retries", help="Re-asks when a judge answer does not parse (default 3).", show_default=False)] = None,
-    prices: Annotated[Path | None, typer.Option("--prices", help="JSON/TOML price overrides (USD per million tokens).")] = None,
-    cache_dir: Annotated[Path | None, typer.Option("--cache-dir", help="Dataset download cache (default $HEALTHBENCH_CACHE_DIR or the user cache dir).")] = None,
-    length_penalty: Annotated[float | None, typer.Option("--length-penalty", help="Also report score - penalty*(len(answer)-center)/500.")] = None,
-    length_center: Annotated[float | None, typer.Option("--length-center", help="Center (characters) for --length-penalty.")] = None,
+    max_retries: Annotated[
+        int | None,
+        typer.Option(
+            "--max-retries",
+            help="Retries of a failed call (429, 5xx, timeouts; default 8).",
+            show_default=False,
+        ),
+    ] = None,
+    judge_retries: Annotated[
+        int | None,
+        typer.Option(
+            "--judge-retries",
+            help="Re-asks when a judge answer does not parse (default 3).",
+            show_default=False,
+        ),
+    ] = None,
+    prices: Annotated[
+        Path | None, typer.Option("--prices", help="JSON/TOML price overrides (USD per million tokens).")
+    ] = None,
+    cache_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--cache-dir",
+            help="Dataset download cache (default $HEALTHBENCH_CACHE_DIR or the user cache dir).",
+        ),
+    ] = None,
+    length_penalty: Annotated[
+        float | None,
+        typer.Option("--length-penalty", help="Also report score - penalty*(len(answer)-center)/500."),
+    ] = None,
+    length_center: Annotated[
+        float | None, typer.Option("--length-center", help="Center (characters) for --length-penalty.")
+    ] = None,
     seed: SeedOpt = None,
     n_resamples: ResamplesOpt = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print calls, tokens and estimated cost; call nothing.")] = False,
-    strict: Annotated[bool, typer.Option("--strict", help="Fail (exit 1) if any criterion is left ungraded.")] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print calls, tokens and estimated cost; call nothing.")
+    ] = False,
+    strict: Annotated[
+        bool, typer.Option("--strict", help="Fail (exit 1) if any criterion is left ungraded.")
+    ] = False,
     metrics_out: MetricsOutOpt = None,
     allresults_out: AllResultsOpt = None,
 ) -> None:
     """Sample a model on HealthBench, grade every rubric criterion with a judge, and report the scores."""
     s = Store(store)
     how: dict[str, Any] = {
-        "max_connections": max_connections, "requests_per_minute": rpm, "tokens_per_minute": tpm,
+        "max_connections": max_connections,
+        "requests_per_minute": rpm,
+        "tokens_per_minute": tpm,
         "retry": {"max_retries": max_retries} if max_retries is not None else None,
-        "judge_retries": judge_retries, "prices": str(prices) if prices else None,
+        "judge_retries": judge_retries,
+        "prices": str(prices) if prices else None,
         "cache_dir": str(cache_dir) if cache_dir else None,
     }
     how = {k: v for k, v in how.items() if v is not None}
@@ -180,19 +378,48 @@ def run_command(
         return
     defaults: dict[str, Any] = {"model": {"spec": OFFLINE_MODEL}, "judge": {"spec": OFFLINE_MODEL}}
     layers: list[dict[str, Any]] = [defaults, load_config_file(config) if config else {}]
-    layers.append({
-        "dataset": dataset, "data": str(data) if data else None, "limit": limit, "ids": split_list(ids),
-        "themes": split_list(theme), "n_repeats": n_repeats,
-        "model": _model_layer(model, base_url, api_key_env, temperature, max_tokens, reasoning_effort,
-                              extra_body, timeout, system_message, name="model"),
-        "judge": _model_layer(judge, judge_base_url, judge_api_key_env, judge_temperature, judge_max_tokens,
-                              judge_reasoning_effort, judge_extra_body, timeout, name="judge"),
-        "grader_template": str(grader_template) if grader_template else None,
-        "judge_structured_output": judge_json,
-        "scoring": {"seed": seed, "n_resamples": n_resamples, "length_penalty": length_penalty,
-                    "length_center": length_center},
-        **how,
-    })
+    layers.append(
+        {
+            "dataset": dataset,
+            "data": str(data) if data else None,
+            "limit": limit,
+            "ids": split_list(ids),
+            "themes": split_list(theme),
+            "n_repeats": n_repeats,
+            "model": _model_layer(
+                model,
+                base_url,
+                api_key_env,
+                temperature,
+                max_tokens,
+                reasoning_effort,
+                extra_body,
+                timeout,
+                system_message,
+                name="model",
+            ),
+            "judge": _model_layer(
+                judge,
+                judge_base_url,
+                judge_api_key_env,
+                judge_temperature,
+                judge_max_tokens,
+                judge_reasoning_effort,
+                judge_extra_body,
+                timeout,
+                name="judge",
+            ),
+            "grader_template": str(grader_template) if grader_template else None,
+            "judge_structured_output": judge_json,
+            "scoring": {
+                "seed": seed,
+                "n_resamples": n_resamples,
+                "length_penalty": length_penalty,
+                "length_center": length_center,
+            },
+            **how,
+        }
+    )
     cfg = build_config(*layers)
     if dry_run:
         _dry_run(s, cfg, name)
@@ -202,17 +429,34 @@ def run_command(
     _finish(s, outcome, metrics_out, allresults_out, None, None, strict)
 
 
-def _finish(s: Store, outcome: runner.RunOutcome, metrics_out: Path | None, allresults_out: Path | None,
-            seed: int | None, n_resamples: int | None, strict: bool) -> None:
+def _finish(
+    s: Store,
+    outcome: runner.RunOutcome,
+    metrics_out: Path | None,
+    allresults_out: Path | None,
+    seed: int | None,
+    n_resamples: int | None,
+    strict: bool,
+) -> None:
     c = outcome.counters
-    line = (f"{c.calls} model calls ({c.cache_hits} answered from cache) in {c.elapsed:.1f}s · "
-            f"{c.input_tokens:,} input + {c.output_tokens:,} output tokens · ${c.cost:.4f}")
+    line = (
+        f"{c.calls} model calls ({c.cache_hits} answered from cache) in {c.elapsed:.1f}s · "
+        f"{c.input_tokens:,} input + {c.output_tokens:,} output tokens · ${c.cost:.4f}"
+    )
     if c.unpriced_calls:
         line += f" + unknown cost of {c.unpriced_calls} calls to unpriced models (see --prices)"
     if c.samples_failed:
         line += f" · [red]{c.samples_failed} conversations could not be sampled[/]"
-    _report(s, outcome.run, metrics_out=metrics_out, allresults_out=allresults_out, seed=seed,
-            n_resamples=n_resamples, strict=strict, counters_line=line)
+    _report(
+        s,
+        outcome.run,
+        metrics_out=metrics_out,
+        allresults_out=allresults_out,
+        seed=seed,
+        n_resamples=n_resamples,
+        strict=strict,
+        counters_line=line,
+    )
 
 
 @app.command("regrade")
@@ -220,17 +464,46 @@ def _finish(s: Store, outcome: runner.RunOutcome, metrics_out: Path | None, allr
 def regrade_command(
     source: Annotated[str, typer.Argument(help="The run whose samples are graded again.")],
     judge: Annotated[str, typer.Option("--judge", "-j", help="Judge model spec.")],
-    judge_base_url: Annotated[str | None, typer.Option("--judge-base-url", help="OpenAI-compatible endpoint of the judge.")] = None,
-    judge_api_key_env: Annotated[str | None, typer.Option("--judge-api-key-env", help="Environment variable holding the judge's API key.")] = None,
-    judge_temperature: Annotated[float | None, typer.Option("--judge-temperature", help="Judge sampling temperature.")] = None,
-    judge_max_tokens: Annotated[int | None, typer.Option("--judge-max-tokens", help="Judge max output tokens.")] = None,
-    judge_reasoning_effort: Annotated[str | None, typer.Option("--judge-reasoning-effort", help="Judge reasoning effort.")] = None,
-    judge_extra_body: Annotated[str | None, typer.Option("--judge-extra-body", help="JSON object merged into the judge's request body.")] = None,
-    grader_template: Annotated[Path | None, typer.Option("--grader-template", help="Grader prompt file with <<conversation>> and <<rubric_item>>.")] = None,
-    name: Annotated[str | None, typer.Option("--name", help="Name of the new run (default generated); an existing regrade is continued.")] = None,
+    judge_base_url: Annotated[
+        str | None, typer.Option("--judge-base-url", help="OpenAI-compatible endpoint of the judge.")
+    ] = None,
+    judge_api_key_env: Annotated[
+        str | None,
+        typer.Option("--judge-api-key-env", help="Environment variable holding the judge's API key."),
+    ] = None,
+    judge_temperature: Annotated[
+        float | None, typer.Option("--judge-temperature", help="Judge sampling temperature.")
+    ] = None,
+    judge_max_tokens: Annotated[
+        int | None, typer.Option("--judge-max-tokens", help="Judge max output tokens.")
+    ] = None,
+    judge_reasoning_effort: Annotated[
+        str | None, typer.Option("--judge-reasoning-effort", help="Judge reasoning effort.")
+    ] = None,
+    judge_extra_body: Annotated[
+        str | None,
+        typer.Option("--judge-extra-body", help="JSON object merged into the judge's request body."),
+    ] = None,
+    grader_template: Annotated[
+        Path | None,
+        typer.Option(
+            "--grader-template", help="Grader prompt file with <<conversation>> and <<rubric_item>>."
+        ),
+    ] = None,
+    name: Annotated[
+        str | None,
+        typer.Option(
+            "--name", help="Name of the new run (default generated); an existing regrade is continued."
+        ),
+    ] = None,
     store: StoreOpt = None,
-    max_connections: Annotated[int | None, typer.Option("--max-connections", help="Concurrent judge calls (default 64).", show_default=False)] = None,
-    strict: Annotated[bool, typer.Option("--strict", help="Fail (exit 1) if any criterion is left ungraded.")] = False,
+    max_connections: Annotated[
+        int | None,
+        typer.Option("--max-connections", help="Concurrent judge calls (default 64).", show_default=False),
+    ] = None,
+    strict: Annotated[
+        bool, typer.Option("--strict", help="Fail (exit 1) if any criterion is left ungraded.")
+    ] = False,
     metrics_out: MetricsOutOpt = None,
     allresults_out: AllResultsOpt = None,
 ) -> None:
@@ -238,16 +511,31 @@ def regrade_command(
     from healthbench.runner.config import ModelConfig
 
     s = Store(store)
-    layer = _model_layer(judge, judge_base_url, judge_api_key_env, judge_temperature, judge_max_tokens,
-                         judge_reasoning_effort, judge_extra_body, None, name="judge")
+    layer = _model_layer(
+        judge,
+        judge_base_url,
+        judge_api_key_env,
+        judge_temperature,
+        judge_max_tokens,
+        judge_reasoning_effort,
+        judge_extra_body,
+        None,
+        name="judge",
+    )
     overrides: dict[str, Any] = {}
     if max_connections is not None:
         overrides["max_connections"] = max_connections
     if grader_template is not None:
         overrides["grader_template"] = str(grader_template)
     with RichProgress(console, label="answers reused") as progress:
-        outcome = runner.regrade(source, ModelConfig.model_validate(layer), store=s, name=name,
-                                 overrides=overrides, progress=progress)
+        outcome = runner.regrade(
+            source,
+            ModelConfig.model_validate(layer),
+            store=s,
+            name=name,
+            overrides=overrides,
+            progress=progress,
+        )
     _finish(s, outcome, metrics_out, allresults_out, None, None, strict)
 
 
@@ -261,8 +549,15 @@ def runs_command(store: StoreOpt = None) -> None:
         table.add_column(column)
     for run in s.list_runs():
         cfg = run.config["run"]
-        table.add_row(run.name, run.kind, run.status, (cfg.get("model") or {}).get("spec", "-"),
-                      cfg["judge"]["spec"], str(cfg.get("dataset")), run.created_at[:19])
+        table.add_row(
+            run.name,
+            run.kind,
+            run.status,
+            (cfg.get("model") or {}).get("spec", "-"),
+            cfg["judge"]["spec"],
+            str(cfg.get("dataset")),
+            run.created_at[:19],
+        )
     console.print(table)
 
 
@@ -281,5 +576,12 @@ def results_command(
     run = s.require_run(name)
     if run.kind != "eval":
         raise RunError(f"run {name!r} is a {run.kind} run; use `healthbench meta-eval --resume {name}`")
-    _report(s, run, metrics_out=metrics_out, allresults_out=allresults_out, seed=seed, n_resamples=n_resamples,
-            strict=False)
+    _report(
+        s,
+        run,
+        metrics_out=metrics_out,
+        allresults_out=allresults_out,
+        seed=seed,
+        n_resamples=n_resamples,
+        strict=False,
+    )

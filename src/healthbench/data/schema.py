@@ -140,8 +140,9 @@ def parse_record(line: str, record_type: type[Record], *, source: str, line_numb
     try:
         raw = json.loads(line)
     except json.JSONDecodeError as exc:
-        raise DataError(f"invalid JSON ({exc.msg} at column {exc.colno})", path=source,
-                        line=line_number) from None
+        raise DataError(
+            f"invalid JSON ({exc.msg} at column {exc.colno})", path=source, line=line_number
+        ) from None
     if not isinstance(raw, dict):
         raise DataError(f"expected a JSON object, got {type(raw).__name__}", path=source, line=line_number)
     try:
@@ -161,8 +162,12 @@ def parse_lines(lines: Iterable[str], record_type: type[Record], *, source: str)
         record = parse_record(line, record_type, source=source, line_number=number)
         key = _identity(record)
         if key in seen:
-            raise DataError(f"duplicate {key!r} (first seen on line {seen[key]})", path=source,
-                            line=number, field="prompt_id")
+            raise DataError(
+                f"duplicate {key!r} (first seen on line {seen[key]})",
+                path=source,
+                line=number,
+                field="prompt_id",
+            )
         seen[key] = number
         records.append(record)
     if not records:

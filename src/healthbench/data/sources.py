@@ -70,9 +70,14 @@ def _demo_path(variant: str) -> Path:
     return Path(str(resource))
 
 
-def resolve(variant: str, *, data: str | os.PathLike[str] | None = None,
-            cache: str | os.PathLike[str] | None = None, show_progress: bool = True,
-            transport: httpx.BaseTransport | None = None) -> DatasetFile:
+def resolve(
+    variant: str,
+    *,
+    data: str | os.PathLike[str] | None = None,
+    cache: str | os.PathLike[str] | None = None,
+    show_progress: bool = True,
+    transport: httpx.BaseTransport | None = None,
+) -> DatasetFile:
     """Find (or download once) the file for ``variant``; ``data`` overrides with a local file."""
     if data is not None:
         path = Path(data)
@@ -94,25 +99,34 @@ def resolve(variant: str, *, data: str | os.PathLike[str] | None = None,
     return DatasetFile(variant, target, url, digest)
 
 
-def download(url: str, target: Path, *, show_progress: bool = True,
-             transport: httpx.BaseTransport | None = None) -> str:
+def download(
+    url: str, target: Path, *, show_progress: bool = True, transport: httpx.BaseTransport | None = None
+) -> str:
     """GET ``url`` into ``target`` atomically (temp file + rename); returns and records its sha256."""
     target.parent.mkdir(parents=True, exist_ok=True)
     digest = hashlib.sha256()
     handle, temp_name = tempfile.mkstemp(dir=target.parent, prefix=target.name, suffix=".part")
     try:
-        with os.fdopen(handle, "wb") as out, httpx.Client(transport=transport, follow_redirects=True,
-                                                          timeout=60.0) as client:
-            with client.stream("GET", url) as response:
-                response.raise_for_status()
-                total = int(response.headers.get("content-length", 0)) or None
-                with Progress(TextColumn("[bold]{task.description}"), BarColumn(), DownloadColumn(),
-                              TransferSpeedColumn(), disable=not show_progress, transient=True) as bar:
-                    task = bar.add_task(f"downloading {target.name}", total=total)
-                    for chunk in response.iter_bytes(1 << 16):
-                        out.write(chunk)
-                        digest.update(chunk)
-                        bar.advance(task, len(chunk))
+        with (
+            os.fdopen(handle, "wb") as out,
+            httpx.Client(transport=transport, follow_redirects=True, timeout=60.0) as client,
+            client.stream("GET", url) as response,
+        ):
+            response.raise_for_status()
+            total = int(response.headers.get("content-length", 0)) or None
+            with Progress(
+                TextColumn("[bold]{task.description}"),
+                BarColumn(),
+                DownloadColumn(),
+                TransferSpeedColumn(),
+                disable=not show_progress,
+                transient=True,
+            ) as bar:
+                task = bar.add_task(f"downloading {target.name}", total=total)
+                for chunk in response.iter_bytes(1 << 16):
+                    out.write(chunk)
+                    digest.update(chunk)
+                    bar.advance(task, len(chunk))
         os.replace(temp_name, target)
     except (httpx.HTTPError, OSError) as exc:
         Path(temp_name).unlink(missing_ok=True)
@@ -138,9 +152,13 @@ def read_records(path: Path, record_type: type[Record]) -> list[Record]:
     return parse_lines(decode_lines(data, source=str(path)), record_type, source=str(path))
 
 
-def load_conversations(variant: str = "full", *, data: str | os.PathLike[str] | None = None,
-                       cache: str | os.PathLike[str] | None = None,
-                       show_progress: bool = True) -> tuple[DatasetFile, list[Conversation]]:
+def load_conversations(
+    variant: str = "full",
+    *,
+    data: str | os.PathLike[str] | None = None,
+    cache: str | os.PathLike[str] | None = None,
+    show_progress: bool = True,
+) -> tuple[DatasetFile, list[Conversation]]:
     """The conversations of an eval variant (full, hard, consensus, demo) or of a local file."""
     if variant in META_VARIANTS:
         raise DataError(f"{variant!r} is a meta-eval dataset; use `healthbench meta-eval`")
@@ -148,13 +166,23 @@ def load_conversations(variant: str = "full", *, data: str | os.PathLike[str] | 
     return source, read_records(source.path, Conversation)
 
 
-def load_meta_eval(variant: str = "meta_eval", *, data: str | os.PathLike[str] | None = None,
-                   cache: str | os.PathLike[str] | None = None,
-                   show_progress: bool = True) -> tuple[DatasetFile, list[MetaEvalRecord]]:
+def load_meta_eval(
+    variant: str = "meta_eval",
+    *,
+    data: str | os.PathLike[str] | None = None,
+    cache: str | os.PathLike[str] | None = None,
+    show_progress: bool = True,
+) -> tuple[DatasetFile, list[MetaEvalRecord]]:
     source = resolve(variant, data=data, cache=cache, show_progress=show_progress)
     return source, read_records(source.path, MetaEvalRecord)
 
 
 def describe(source: DatasetFile) -> str:
-    return json.dumps({"variant": source.variant, "path": str(source.path), "source": source.source,
-                       "sha256": source.sha256})
+    return json.dumps(
+        {
+            "variant": source.variant,
+            "path": str(source.path),
+            "source": source.source,
+            "sha256": source.sha256,
+        }
+    )

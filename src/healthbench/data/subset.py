@@ -21,8 +21,14 @@ class HasPromptId(Protocol):
 T = TypeVar("T", bound=HasPromptId)
 
 
-def select(records: Sequence[T], *, limit: int | None = None, ids: Sequence[str] | None = None,
-           themes: Sequence[str] | None = None, categories: Sequence[str] | None = None) -> list[T]:
+def select(
+    records: Sequence[T],
+    *,
+    limit: int | None = None,
+    ids: Sequence[str] | None = None,
+    themes: Sequence[str] | None = None,
+    categories: Sequence[str] | None = None,
+) -> list[T]:
     """Filter by ids / themes / categories, then take simple-evals' deterministic ``limit`` sample."""
     chosen = list(records)
     if ids:
@@ -30,8 +36,10 @@ def select(records: Sequence[T], *, limit: int | None = None, ids: Sequence[str]
         by_id = {r.prompt_id: r for r in chosen}
         missing = [i for i in wanted if i not in by_id]
         if missing:
-            raise DataError(f"prompt_id not in the dataset: {', '.join(missing[:5])}"
-                            + (f" (and {len(missing) - 5} more)" if len(missing) > 5 else ""))
+            raise DataError(
+                f"prompt_id not in the dataset: {', '.join(missing[:5])}"
+                + (f" (and {len(missing) - 5} more)" if len(missing) > 5 else "")
+            )
         keep = set(wanted)
         chosen = [r for r in chosen if r.prompt_id in keep]
     if themes:

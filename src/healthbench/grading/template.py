@@ -38,8 +38,10 @@ class GraderTemplate:
     def __post_init__(self) -> None:
         for placeholder in (CONVERSATION, RUBRIC_ITEM):
             if self.text.count(placeholder) != 1:
-                raise ConfigError(f"grader template {self.source}: must contain {placeholder} exactly once "
-                                  f"(found {self.text.count(placeholder)})")
+                raise ConfigError(
+                    f"grader template {self.source}: must contain {placeholder} exactly once "
+                    f"(found {self.text.count(placeholder)})"
+                )
 
     @property
     def sha256(self) -> str:

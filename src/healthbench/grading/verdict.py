@@ -56,5 +56,7 @@ def parse_verdict(text: str) -> ParsedVerdict:
             if not isinstance(met, bool):
                 raise VerdictParseError(f"criteria_met is {json.dumps(met)}, not a JSON boolean")
             explanation = obj.get("explanation", "")
-            return ParsedVerdict(met, explanation if isinstance(explanation, str) else json.dumps(explanation))
+            return ParsedVerdict(
+                met, explanation if isinstance(explanation, str) else json.dumps(explanation)
+            )
     raise VerdictParseError("no JSON object with a criteria_met field in the judge's answer")

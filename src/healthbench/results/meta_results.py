@@ -30,8 +30,9 @@ def stored_labels(store: Store, run: RunRecord) -> tuple[list[MetaEvalRecord], l
     return rows, labels
 
 
-def score_meta_run(store: Store, run: RunRecord, *,
-                   min_physician_ratings: int = DEFAULT_MIN_PHYSICIAN_RATINGS) -> MetaEvalResult:
+def score_meta_run(
+    store: Store, run: RunRecord, *, min_physician_ratings: int = DEFAULT_MIN_PHYSICIAN_RATINGS
+) -> MetaEvalResult:
     rows, labels = stored_labels(store, run)
     return meta_metrics(rows, labels, min_physician_ratings=min_physician_ratings)
 
@@ -62,12 +63,14 @@ def read_labels(path: Path, records: Sequence[MetaEvalRecord]) -> list[bool | No
         field = "criteria_met" if "criteria_met" in obj else "label"
         label = obj.get(field)
         if not isinstance(label, bool):
-            raise DataError(f"expected true or false, got {json.dumps(label)}", path=source, line=number,
-                            field=field)
+            raise DataError(
+                f"expected true or false, got {json.dumps(label)}", path=source, line=number, field=field
+            )
         key = (obj["completion_id"], obj["rubric"])
         if key not in wanted:
-            raise DataError(f"no meta-eval row has completion_id {key[0]!r} with this rubric", path=source,
-                            line=number)
+            raise DataError(
+                f"no meta-eval row has completion_id {key[0]!r} with this rubric", path=source, line=number
+            )
         if key in found:
             raise DataError(f"duplicate label for completion_id {key[0]!r}", path=source, line=number)
         found[key] = label

@@ -31,8 +31,11 @@ class ModelConfig(BaseModel):
     def identity(self) -> dict[str, Any]:
         """What defines the model's answers (the key variable and timeout are not part of it)."""
         spec = self.parsed()
-        return {"spec": spec.name, "url": spec.url,
-                "settings": self.settings.model_dump(mode="json", exclude={"timeout"})}
+        return {
+            "spec": spec.name,
+            "url": spec.url,
+            "settings": self.settings.model_dump(mode="json", exclude={"timeout"}),
+        }
 
 
 class ScoringConfig(BaseModel):
@@ -77,8 +80,16 @@ class RunConfig(BaseModel):
         return self.judge.parsed().provider == "local"
 
 
-HOW_FIELDS = {"max_connections", "requests_per_minute", "tokens_per_minute", "retry", "judge_retries",
-              "prices", "cache_dir", "scoring"}
+HOW_FIELDS = {
+    "max_connections",
+    "requests_per_minute",
+    "tokens_per_minute",
+    "retry",
+    "judge_retries",
+    "prices",
+    "cache_dir",
+    "scoring",
+}
 
 
 def load_config_file(path: str | Path) -> dict[str, Any]:

@@ -95,9 +95,18 @@ def plan(store: Store, run_id: int, work: Sequence[WorkItem]) -> Plan:
 
 
 class Engine:
-    def __init__(self, store: Store, run_id: int, *, candidate: ChatModel | None, judge: ChatModel,
-                 template: GraderTemplate, options: EngineOptions | None = None,
-                 prices: PriceTable | None = None, progress: ProgressSink | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        run_id: int,
+        *,
+        candidate: ChatModel | None,
+        judge: ChatModel,
+        template: GraderTemplate,
+        options: EngineOptions | None = None,
+        prices: PriceTable | None = None,
+        progress: ProgressSink | None = None,
+    ) -> None:
         self.store = store
         self.run_id = run_id
         self.candidate = candidate
@@ -159,13 +168,25 @@ class Engine:
         if self.candidate is None:
             raise HealthBenchError(f"{w.item_id}: no completion stored and no candidate model to sample one")
         messages = [dict(m) for m in w.messages]
-        key = request_key(self.candidate.spec, self.candidate.settings, messages, None, salt=f"repeat:{w.repeat}")
-        row: dict[str, Any] = {"run_id": self.run_id, "item_id": w.item_id, "repeat": w.repeat,
-                               "messages": self._sent_messages(w), "created_at": now()}
+        key = request_key(
+            self.candidate.spec, self.candidate.settings, messages, None, salt=f"repeat:{w.repeat}"
+        )
+        row: dict[str, Any] = {
+            "run_id": self.run_id,
+            "item_id": w.item_id,
+            "repeat": w.repeat,
+            "messages": self._sent_messages(w),
+            "created_at": now(),
+        }
         try:
             async with self._call(self.candidate, key, messages, None) as result:
-                row.update(completion=result.text, usage=asdict(result.usage), cost=result.cost,
-                           cached=result.cached, error=None)
+                row.update(
+                    completion=result.text,
+                    usage=asdict(result.usage),
+                    cost=result.cost,
+                    cached=result.cached,
+                    error=None,
+                )
                 await self._commit(result, key, self.candidate, [("samples", row)])
         except FatalModelError:
             raise
@@ -182,8 +203,15 @@ class Engine:
         conversation = [*w.messages, {"role": "assistant", "content": completion}]
         messages = [{"role": "user", "content": self.template.render(conversation, w.criteria[index])}]
         schema = JUDGE_SCHEMA if self.options.structured_judge else None
-        row: dict[str, Any] = {"run_id": self.run_id, "item_id": w.item_id, "repeat": w.repeat,
-                               "criterion": index, "explanation": None, "raw": None, "error": None}
+        row: dict[str, Any] = {
+            "run_id": self.run_id,
+            "item_id": w.item_id,
+            "repeat": w.repeat,
+            "criterion": index,
+            "explanation": None,
+            "raw": None,
+            "error": None,
+        }
         usage, cost, cached = Usage(), 0.0, True
         status = "ungraded"
         attempts = first_attempt
@@ -210,16 +238,29 @@ class Engine:
                     if verdict is not None:
                         status = "met" if verdict.criteria_met else "not_met"
                         row.update(explanation=verdict.explanation, raw=None, error=None)
-                    row.update(status=status, attempts=attempts, usage=asdict(usage), cost=cost, cached=cached,
-                               created_at=now())
+                    row.update(
+                        status=status,
+                        attempts=attempts,
+                        usage=asdict(usage),
+                        cost=cost,
+                        cached=cached,
+                        created_at=now(),
+                    )
                     await self._commit(result, key, self.judge, [("grades", row)])
                     break
             except FatalModelError:
                 raise
             except ModelError as exc:
                 self._check_alive(self.judge, exc)
-                row.update(status="ungraded", attempts=attempts, usage=asdict(usage), cost=cost, cached=cached,
-                           error=str(exc), created_at=now())
+                row.update(
+                    status="ungraded",
+                    attempts=attempts,
+                    usage=asdict(usage),
+                    cost=cost,
+                    cached=cached,
+                    error=str(exc),
+                    created_at=now(),
+                )
                 await self._commit(None, key, self.judge, [("grades", row)])
                 break
         self.counters.criteria_done += 1
@@ -230,12 +271,13 @@ class Engine:
         """A model that has never answered and just exhausted its retries is down or misconfigured:
         stop the run with that error instead of failing every remaining call the same way."""
         if self._answered.get(model.spec.name, 0) == 0:
-            raise RunError(f"{exc} (no call to {model.spec.name} has succeeded; stopping the run, "
-                           "everything finished so far is saved)") from None
+            raise RunError(
+                f"{exc} (no call to {model.spec.name} has succeeded; stopping the run, "
+                "everything finished so far is saved)"
+            ) from None
 
     # -- calls ---------------------------------------------------------------------------------
-    def _call(self, model: ChatModel, key: str, messages: Messages,
-              schema: dict[str, Any] | None) -> _Call:
+    def _call(self, model: ChatModel, key: str, messages: Messages, schema: dict[str, Any] | None) -> _Call:
         return _Call(self, model, key, messages, schema)
 
     async def _commit(self, result: CallResult | None, key: str, model: ChatModel, ops: list[Op]) -> None:
@@ -243,8 +285,19 @@ class Engine:
         assert self._writer is not None
         batch = list(ops)
         if result is not None and not result.cached:
-            batch.append(("call_cache", {"key": key, "provider": model.spec.provider, "model": model.spec.model,
-                                         "text": result.text, "usage": asdict(result.usage), "created_at": now()}))
+            batch.append(
+                (
+                    "call_cache",
+                    {
+                        "key": key,
+                        "provider": model.spec.provider,
+                        "model": model.spec.model,
+                        "text": result.text,
+                        "usage": asdict(result.usage),
+                        "created_at": now(),
+                    },
+                )
+            )
             self._cache_keys.add(key)
         if batch:
             await self._writer.write(batch)
@@ -254,8 +307,9 @@ class _Call:
     """``async with engine._call(...) as result``: a cached answer, or a model call holding a slot
     until the caller has committed what it made of the answer."""
 
-    def __init__(self, engine: Engine, model: ChatModel, key: str, messages: Messages,
-                 schema: dict[str, Any] | None) -> None:
+    def __init__(
+        self, engine: Engine, model: ChatModel, key: str, messages: Messages, schema: dict[str, Any] | None
+    ) -> None:
         self.engine, self.model, self.key, self.messages, self.schema = engine, model, key, messages, schema
         self._holding = False
 

@@ -34,9 +34,17 @@ def _tokens(text_chars: int) -> int:
     return -(-text_chars // CHARS_PER_TOKEN)
 
 
-def estimate(work: Sequence[WorkItem], *, candidate: ModelSpec | None, answer_tokens: int | None,
-             judge: ModelSpec, template: GraderTemplate, prices: PriceTable,
-             done_samples: set[tuple[str, int]], done_grades: set[tuple[str, int, int]]) -> list[RoleEstimate]:
+def estimate(
+    work: Sequence[WorkItem],
+    *,
+    candidate: ModelSpec | None,
+    answer_tokens: int | None,
+    judge: ModelSpec,
+    template: GraderTemplate,
+    prices: PriceTable,
+    done_samples: set[tuple[str, int]],
+    done_grades: set[tuple[str, int, int]],
+) -> list[RoleEstimate]:
     answer = answer_tokens or ASSUMED_ANSWER_TOKENS
     c_calls = c_in = 0
     j_calls = j_in = 0
@@ -54,9 +62,25 @@ def estimate(work: Sequence[WorkItem], *, candidate: ModelSpec | None, answer_to
     out: list[RoleEstimate] = []
     if candidate is not None:
         usage = Usage(c_in, c_calls * answer)
-        out.append(RoleEstimate("candidate", candidate.name, c_calls, usage.input_tokens, usage.output_tokens,
-                                prices.cost(candidate.provider, candidate.model, usage)))
+        out.append(
+            RoleEstimate(
+                "candidate",
+                candidate.name,
+                c_calls,
+                usage.input_tokens,
+                usage.output_tokens,
+                prices.cost(candidate.provider, candidate.model, usage),
+            )
+        )
     usage = Usage(j_in, j_calls * ASSUMED_VERDICT_TOKENS)
-    out.append(RoleEstimate("judge", judge.name, j_calls, usage.input_tokens, usage.output_tokens,
-                            prices.cost(judge.provider, judge.model, usage)))
+    out.append(
+        RoleEstimate(
+            "judge",
+            judge.name,
+            j_calls,
+            usage.input_tokens,
+            usage.output_tokens,
+            prices.cost(judge.provider, judge.model, usage),
+        )
+    )
     return out

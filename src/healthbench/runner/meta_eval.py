@@ -32,14 +32,22 @@ def prepare_meta_eval(store: Store, config: RunConfig, name: str, *, show_progre
             raise RunError(f"run {name!r} is a {existing.kind} run, not a meta-eval run")
         check_same_settings(existing, config)
         return existing
-    source, records = load_meta_eval(config.dataset, data=config.data, cache=config.cache_dir,
-                                     show_progress=show_progress)
+    source, records = load_meta_eval(
+        config.dataset, data=config.data, cache=config.cache_dir, show_progress=show_progress
+    )
     chosen = select(records, limit=config.limit, ids=config.ids, categories=config.categories)
-    dataset = {"variant": config.dataset, "source": source.source, "path": str(source.path),
-               "sha256": source.sha256, "rows": len(chosen)}
+    dataset = {
+        "variant": config.dataset,
+        "source": source.source,
+        "path": str(source.path),
+        "sha256": source.sha256,
+        "rows": len(chosen),
+    }
     template = load_template(config.grader_template)
     record = _stored_record(config, kind="meta_eval", dataset=dataset, template_sha=template.sha256)
-    return store.create_run(name, "meta_eval", record, [(row_id(r), r.model_dump(mode="json")) for r in chosen])
+    return store.create_run(
+        name, "meta_eval", record, [(row_id(r), r.model_dump(mode="json")) for r in chosen]
+    )
 
 
 def meta_records(store: Store, run: RunRecord) -> list[MetaEvalRecord]:
@@ -48,25 +56,45 @@ def meta_records(store: Store, run: RunRecord) -> list[MetaEvalRecord]:
 
 def meta_work(records: Sequence[MetaEvalRecord], n_repeats: int) -> list[WorkItem]:
     return [
-        WorkItem(item_id=row_id(r), repeat=k,
-                 messages=tuple({"role": m.role, "content": m.content} for m in r.prompt),
-                 criteria=(r.rubric,), fixed_completion=r.completion)
-        for k in range(n_repeats) for r in records
+        WorkItem(
+            item_id=row_id(r),
+            repeat=k,
+            messages=tuple({"role": m.role, "content": m.content} for m in r.prompt),
+            criteria=(r.rubric,),
+            fixed_completion=r.completion,
+        )
+        for k in range(n_repeats)
+        for r in records
     ]
 
 
-def run_meta_eval(config: RunConfig, *, store: Store, name: str | None = None,
-                  progress: ProgressSink | None = None, environ: Mapping[str, str] | None = None,
-                  show_progress: bool = True) -> RunOutcome:
+def run_meta_eval(
+    config: RunConfig,
+    *,
+    store: Store,
+    name: str | None = None,
+    progress: ProgressSink | None = None,
+    environ: Mapping[str, str] | None = None,
+    show_progress: bool = True,
+) -> RunOutcome:
     """Start or continue the meta-eval run ``name`` (same settings) and grade every row."""
-    run = prepare_meta_eval(store, config.model_copy(update={"model": None}), name or new_run_name("meta"),
-                            show_progress=show_progress)
+    run = prepare_meta_eval(
+        store,
+        config.model_copy(update={"model": None}),
+        name or new_run_name("meta"),
+        show_progress=show_progress,
+    )
     return _finish(store, run, config, progress=progress, environ=environ)
 
 
-def resume_meta_eval(name: str, *, store: Store, overrides: Mapping[str, Any] | None = None,
-                     progress: ProgressSink | None = None,
-                     environ: Mapping[str, str] | None = None) -> RunOutcome:
+def resume_meta_eval(
+    name: str,
+    *,
+    store: Store,
+    overrides: Mapping[str, Any] | None = None,
+    progress: ProgressSink | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> RunOutcome:
     run = store.require_run(name)
     if run.kind != "meta_eval":
         raise RunError(f"run {name!r} is a {run.kind} run; resume it with `healthbench run --resume`")
@@ -74,9 +102,16 @@ def resume_meta_eval(name: str, *, store: Store, overrides: Mapping[str, Any] | 
     return _finish(store, run, config, progress=progress, environ=environ)
 
 
-def _finish(store: Store, run: RunRecord, config: RunConfig, *, progress: ProgressSink | None,
-            environ: Mapping[str, str] | None) -> RunOutcome:
+def _finish(
+    store: Store,
+    run: RunRecord,
+    config: RunConfig,
+    *,
+    progress: ProgressSink | None,
+    environ: Mapping[str, str] | None,
+) -> RunOutcome:
     work = meta_work(meta_records(store, run), config.n_repeats)
-    counters = run_async(execute(store, run, config, work, progress=progress, environ=environ,
-                                 with_candidate=False))
+    counters = run_async(
+        execute(store, run, config, work, progress=progress, environ=environ, with_candidate=False)
+    )
     return RunOutcome(store.require_run(run.name), counters)

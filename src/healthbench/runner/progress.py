@@ -51,8 +51,13 @@ class RichProgress:
 
     def __init__(self, console: Console | None = None, *, label: str = "conversations sampled") -> None:
         self._progress = Progress(
-            TextColumn("[bold]{task.description:<22}"), BarColumn(), MofNCompleteColumn(),
-            TimeElapsedColumn(), TextColumn("{task.fields[info]}"), console=console, transient=False,
+            TextColumn("[bold]{task.description:<22}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.fields[info]}"),
+            console=console,
+            transient=False,
         )
         self._label = label
         self._samples: TaskID | None = None
@@ -69,12 +74,19 @@ class RichProgress:
 
     def update(self, counters: RunCounters) -> None:
         assert self._samples is not None and self._criteria is not None
-        self._progress.update(self._samples, total=counters.samples_total, completed=counters.samples_done,
-                              info=f"[red]{counters.samples_failed} failed[/]" if counters.samples_failed else "")
-        info = (f"{counters.calls_per_second:6.1f} calls/s · {counters.calls} calls · "
-                f"{counters.cache_hits} cached · {counters.input_tokens + counters.output_tokens:,} tok · "
-                f"${counters.cost:.4f}" + ("+?" if counters.unpriced_calls else ""))
+        self._progress.update(
+            self._samples,
+            total=counters.samples_total,
+            completed=counters.samples_done,
+            info=f"[red]{counters.samples_failed} failed[/]" if counters.samples_failed else "",
+        )
+        info = (
+            f"{counters.calls_per_second:6.1f} calls/s · {counters.calls} calls · "
+            f"{counters.cache_hits} cached · {counters.input_tokens + counters.output_tokens:,} tok · "
+            f"${counters.cost:.4f}" + ("+?" if counters.unpriced_calls else "")
+        )
         if counters.ungraded:
             info += f" · [red]{counters.ungraded} ungraded[/]"
-        self._progress.update(self._criteria, total=counters.criteria_total, completed=counters.criteria_done,
-                              info=info)
+        self._progress.update(
+            self._criteria, total=counters.criteria_total, completed=counters.criteria_done, info=info
+        )

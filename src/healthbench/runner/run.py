@@ -46,9 +46,16 @@ def _identity(config: RunConfig) -> dict[str, Any]:
     return data
 
 
-def _stored_record(config: RunConfig, *, kind: str, dataset: Mapping[str, Any], template_sha: str) -> dict[str, Any]:
-    return {"run": config.model_dump(mode="json"), "identity": _identity(config), "kind": kind,
-            "dataset": dict(dataset), "grader_template_sha256": template_sha}
+def _stored_record(
+    config: RunConfig, *, kind: str, dataset: Mapping[str, Any], template_sha: str
+) -> dict[str, Any]:
+    return {
+        "run": config.model_dump(mode="json"),
+        "identity": _identity(config),
+        "kind": kind,
+        "dataset": dict(dataset),
+        "grader_template_sha256": template_sha,
+    }
 
 
 def check_same_settings(run: RunRecord, config: RunConfig) -> None:
@@ -56,8 +63,10 @@ def check_same_settings(run: RunRecord, config: RunConfig) -> None:
     before, after = run.config["identity"], _identity(config)
     changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
     if changed:
-        raise RunError(f"run {run.name!r} exists with different settings ({', '.join(changed)}); "
-                       f"use `--resume {run.name}` to continue it as it was, or another --name")
+        raise RunError(
+            f"run {run.name!r} exists with different settings ({', '.join(changed)}); "
+            f"use `--resume {run.name}` to continue it as it was, or another --name"
+        )
 
 
 # -- eval runs -------------------------------------------------------------------------------------
@@ -70,14 +79,19 @@ def prepare_eval(store: Store, config: RunConfig, name: str, *, show_progress: b
         return existing
     if config.model is None:
         raise RunError("an eval run needs a candidate model (--model)")
-    source, conversations = load_conversations(config.dataset, data=config.data, cache=config.cache_dir,
-                                               show_progress=show_progress)
+    source, conversations = load_conversations(
+        config.dataset, data=config.data, cache=config.cache_dir, show_progress=show_progress
+    )
     chosen = select(conversations, limit=config.limit, ids=config.ids, themes=config.themes)
-    dataset = {"variant": config.dataset, "source": source.source, "path": str(source.path),
-               "sha256": source.sha256, "conversations": len(chosen)}
+    dataset = {
+        "variant": config.dataset,
+        "source": source.source,
+        "path": str(source.path),
+        "sha256": source.sha256,
+        "conversations": len(chosen),
+    }
     record = _stored_record(config, kind="eval", dataset=dataset, template_sha=template.sha256)
-    return store.create_run(name, "eval", record,
-                            [(c.prompt_id, c.model_dump(mode="json")) for c in chosen])
+    return store.create_run(name, "eval", record, [(c.prompt_id, c.model_dump(mode="json")) for c in chosen])
 
 
 def conversations_of(store: Store, run: RunRecord) -> list[Conversation]:
@@ -86,39 +100,68 @@ def conversations_of(store: Store, run: RunRecord) -> list[Conversation]:
 
 def eval_work(conversations: Sequence[Conversation], n_repeats: int) -> list[WorkItem]:
     return [
-        WorkItem(item_id=c.prompt_id, repeat=r,
-                 messages=tuple({"role": m.role, "content": m.content} for m in c.prompt),
-                 criteria=tuple(str(item) for item in c.rubrics))
-        for r in range(n_repeats) for c in conversations
+        WorkItem(
+            item_id=c.prompt_id,
+            repeat=r,
+            messages=tuple({"role": m.role, "content": m.content} for m in c.prompt),
+            criteria=tuple(str(item) for item in c.rubrics),
+        )
+        for r in range(n_repeats)
+        for c in conversations
     ]
 
 
-async def execute(store: Store, run: RunRecord, config: RunConfig, work: Sequence[WorkItem], *,
-                  progress: ProgressSink | None = None, environ: Mapping[str, str] | None = None,
-                  with_candidate: bool = True) -> RunCounters:
+async def execute(
+    store: Store,
+    run: RunRecord,
+    config: RunConfig,
+    work: Sequence[WorkItem],
+    *,
+    progress: ProgressSink | None = None,
+    environ: Mapping[str, str] | None = None,
+    with_candidate: bool = True,
+) -> RunCounters:
     """Run the engine over ``work`` and record the run's status. Models are created (and closed) here."""
     work_plan = plan(store, run.id, work)
     if work_plan.empty:  # nothing left: no model is created, no call is made
-        counters = RunCounters(samples_total=work_plan.samples_total, samples_done=work_plan.samples_done,
-                               criteria_total=work_plan.criteria_total, criteria_done=work_plan.criteria_done)
+        counters = RunCounters(
+            samples_total=work_plan.samples_total,
+            samples_done=work_plan.samples_done,
+            criteria_total=work_plan.criteria_total,
+            criteria_done=work_plan.criteria_done,
+        )
         if run.status != "finished":
             store.set_status(run.id, "finished")
         return counters
-    pool = ConnectionPool(ConnectionLimits(max_connections=config.max_connections,
-                                           requests_per_minute=config.requests_per_minute,
-                                           tokens_per_minute=config.tokens_per_minute))
-    judge = create_model(config.judge.parsed(), config.judge.settings, pool=pool, policy=config.retry,
-                         environ=environ)
+    pool = ConnectionPool(
+        ConnectionLimits(
+            max_connections=config.max_connections,
+            requests_per_minute=config.requests_per_minute,
+            tokens_per_minute=config.tokens_per_minute,
+        )
+    )
+    judge = create_model(
+        config.judge.parsed(), config.judge.settings, pool=pool, policy=config.retry, environ=environ
+    )
     candidate = None
     if with_candidate and config.model is not None:
-        candidate = create_model(config.model.parsed(), config.model.settings, pool=pool,
-                                 policy=config.retry, environ=environ)
-    engine = Engine(store, run.id, candidate=candidate, judge=judge,
-                    template=load_template(config.grader_template),
-                    options=EngineOptions(max_connections=config.max_connections,
-                                          judge_retries=config.judge_retries,
-                                          structured_judge=config.structured_judge),
-                    prices=PriceTable.load(config.prices), progress=progress or NoProgress())
+        candidate = create_model(
+            config.model.parsed(), config.model.settings, pool=pool, policy=config.retry, environ=environ
+        )
+    engine = Engine(
+        store,
+        run.id,
+        candidate=candidate,
+        judge=judge,
+        template=load_template(config.grader_template),
+        options=EngineOptions(
+            max_connections=config.max_connections,
+            judge_retries=config.judge_retries,
+            structured_judge=config.structured_judge,
+        ),
+        prices=PriceTable.load(config.prices),
+        progress=progress or NoProgress(),
+    )
     store.set_status(run.id, "running")
     status = "failed"
     try:
@@ -132,16 +175,28 @@ async def execute(store: Store, run: RunRecord, config: RunConfig, work: Sequenc
                 await model.aclose()
 
 
-def run_eval(config: RunConfig, *, store: Store, name: str | None = None,
-             progress: ProgressSink | None = None, environ: Mapping[str, str] | None = None,
-             show_progress: bool = True) -> RunOutcome:
+def run_eval(
+    config: RunConfig,
+    *,
+    store: Store,
+    name: str | None = None,
+    progress: ProgressSink | None = None,
+    environ: Mapping[str, str] | None = None,
+    show_progress: bool = True,
+) -> RunOutcome:
     """Start (or continue, with the same settings) the eval run ``name`` and run it to the end."""
     run = prepare_eval(store, config, name or new_run_name(), show_progress=show_progress)
     return _finish_eval(store, run, config, progress=progress, environ=environ)
 
 
-def resume_run(name: str, *, store: Store, overrides: Mapping[str, Any] | None = None,
-               progress: ProgressSink | None = None, environ: Mapping[str, str] | None = None) -> RunOutcome:
+def resume_run(
+    name: str,
+    *,
+    store: Store,
+    overrides: Mapping[str, Any] | None = None,
+    progress: ProgressSink | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> RunOutcome:
     """Continue a run with its stored settings; only the "how" settings may be overridden."""
     run = store.require_run(name)
     base = run.config["run"]
@@ -154,18 +209,32 @@ def resume_run(name: str, *, store: Store, overrides: Mapping[str, Any] | None =
     return _finish_eval(store, run, config, progress=progress, environ=environ)
 
 
-def _finish_eval(store: Store, run: RunRecord, config: RunConfig, *, progress: ProgressSink | None,
-                 environ: Mapping[str, str] | None) -> RunOutcome:
+def _finish_eval(
+    store: Store,
+    run: RunRecord,
+    config: RunConfig,
+    *,
+    progress: ProgressSink | None,
+    environ: Mapping[str, str] | None,
+) -> RunOutcome:
     work = eval_work(conversations_of(store, run), config.n_repeats)
     with_candidate = run.parent_run is None
-    counters = run_async(execute(store, run, config, work, progress=progress, environ=environ,
-                                   with_candidate=with_candidate))
+    counters = run_async(
+        execute(store, run, config, work, progress=progress, environ=environ, with_candidate=with_candidate)
+    )
     return RunOutcome(store.require_run(run.name), counters)
 
 
-def regrade(source: str, judge: ModelConfig, *, store: Store, name: str | None = None,
-            overrides: Mapping[str, Any] | None = None, progress: ProgressSink | None = None,
-            environ: Mapping[str, str] | None = None) -> RunOutcome:
+def regrade(
+    source: str,
+    judge: ModelConfig,
+    *,
+    store: Store,
+    name: str | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    progress: ProgressSink | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> RunOutcome:
     """Grade another run's samples with another judge (or template) without re-sampling."""
     parent = store.require_run(source)
     if parent.kind != "eval":
@@ -178,8 +247,9 @@ def regrade(source: str, judge: ModelConfig, *, store: Store, name: str | None =
     existing = store.get_run(name)
     if existing is None:
         template = load_template(config.grader_template)
-        record = _stored_record(config, kind="eval", dataset=parent.config["dataset"],
-                                template_sha=template.sha256)
+        record = _stored_record(
+            config, kind="eval", dataset=parent.config["dataset"], template_sha=template.sha256
+        )
         run = store.create_run(name, "eval", record, store.load_items(parent.id), parent_run=parent.name)
         store.copy_samples(parent.id, run.id)
     else:

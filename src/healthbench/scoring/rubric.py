@@ -50,8 +50,9 @@ def rubric_score(items: Sequence[RubricItem], verdicts: Sequence[Verdict]) -> fl
     possible = sum(item.points for item in items if item.points > 0)
     if possible == 0:
         return None
-    achieved = sum(item.points for item, verdict in zip(items, verdicts, strict=True)
-                   if verdict is Verdict.MET)
+    achieved = sum(
+        item.points for item, verdict in zip(items, verdicts, strict=True) if verdict is Verdict.MET
+    )
     return achieved / possible
 
 

@@ -33,8 +33,10 @@ class GradedSample:
 
     def __post_init__(self) -> None:
         if len(self.verdicts) != len(self.conversation.rubrics):
-            raise ValueError(f"{self.conversation.prompt_id}: {len(self.verdicts)} verdicts for "
-                             f"{len(self.conversation.rubrics)} criteria")
+            raise ValueError(
+                f"{self.conversation.prompt_id}: {len(self.verdicts)} verdicts for "
+                f"{len(self.conversation.rubrics)} criteria"
+            )
 
     @property
     def ungraded(self) -> int:
@@ -101,9 +103,12 @@ def sample_metrics(sample: GradedSample, options: ScoringOptions) -> dict[str, f
     if options.length_penalty is not None:
         if options.length_center is None:
             raise ValueError("a length penalty needs an explicit length center")
-        metrics[LENGTH_ADJUSTED] = length_adjusted(metrics[OVERALL], len(sample.completion),
-                                                   penalty=options.length_penalty,
-                                                   center=options.length_center)
+        metrics[LENGTH_ADJUSTED] = length_adjusted(
+            metrics[OVERALL],
+            len(sample.completion),
+            penalty=options.length_penalty,
+            center=options.length_center,
+        )
     return metrics
 
 
@@ -112,8 +117,13 @@ def score_run(samples: Sequence[GradedSample], options: ScoringOptions | None = 
     options = options or ScoringOptions()
     per_sample = [sample_metrics(s, options) for s in samples]
     rows = [dict(m, score=m[OVERALL]) for m in per_sample if m is not None]
-    stats = aggregate(rows, n_resamples=options.n_resamples, seed=options.seed,
-                      confidence=options.confidence, workers=options.workers)
+    stats = aggregate(
+        rows,
+        n_resamples=options.n_resamples,
+        seed=options.seed,
+        confidence=options.confidence,
+        workers=options.workers,
+    )
     return RunScore(
         stats=stats,
         per_sample=per_sample,

@@ -37,13 +37,15 @@ STORE_ENV = "HEALTHBENCH_STORE"
 metadata = MetaData()
 
 schema_migrations = Table(
-    "schema_migrations", metadata,
+    "schema_migrations",
+    metadata,
     Column("name", String(100), primary_key=True),
     Column("applied_at", String(40), nullable=False),
 )
 
 runs = Table(
-    "runs", metadata,
+    "runs",
+    metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("name", String(200), nullable=False, unique=True),
     Column("kind", String(20), nullable=False),  # "eval" or "meta_eval"
@@ -55,7 +57,8 @@ runs = Table(
 )
 
 items = Table(
-    "items", metadata,
+    "items",
+    metadata,
     Column("run_id", Integer, ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
     Column("position", Integer, primary_key=True),
     Column("item_id", String(300), nullable=False),
@@ -63,7 +66,8 @@ items = Table(
 )
 
 samples = Table(
-    "samples", metadata,
+    "samples",
+    metadata,
     Column("run_id", Integer, ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
     Column("item_id", String(300), primary_key=True),
     Column("repeat", Integer, primary_key=True),
@@ -77,7 +81,8 @@ samples = Table(
 )
 
 grades = Table(
-    "grades", metadata,
+    "grades",
+    metadata,
     Column("run_id", Integer, ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
     Column("item_id", String(300), primary_key=True),
     Column("repeat", Integer, primary_key=True),
@@ -94,7 +99,8 @@ grades = Table(
 )
 
 call_cache = Table(
-    "call_cache", metadata,
+    "call_cache",
+    metadata,
     Column("key", String(64), primary_key=True),
     Column("provider", String(40), nullable=False),
     Column("model", String(200), nullable=False),
@@ -104,7 +110,8 @@ call_cache = Table(
 )
 
 jobs = Table(
-    "jobs", metadata,
+    "jobs",
+    metadata,
     Column("id", String(64), primary_key=True),
     Column("run_name", String(200), nullable=False),
     Column("kind", String(20), nullable=False),
@@ -172,7 +179,9 @@ def migrate(engine: Engine) -> list[str]:
     return applied
 
 
-def upsert(conn: Connection, table: Table, rows: Sequence[Mapping[str, Any]] | Iterable[Mapping[str, Any]]) -> None:
+def upsert(
+    conn: Connection, table: Table, rows: Sequence[Mapping[str, Any]] | Iterable[Mapping[str, Any]]
+) -> None:
     """Insert rows, replacing any row with the same primary key (work items are idempotent)."""
     rows = list(rows)
     if not rows:

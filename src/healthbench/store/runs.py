@@ -69,19 +69,37 @@ class Store:
         self.engine.dispose()
 
     # -- runs ---------------------------------------------------------------------------------
-    def create_run(self, name: str, kind: str, config: Mapping[str, Any],
-                   records: Sequence[tuple[str, Mapping[str, Any]]], *, parent_run: str | None = None) -> RunRecord:
+    def create_run(
+        self,
+        name: str,
+        kind: str,
+        config: Mapping[str, Any],
+        records: Sequence[tuple[str, Mapping[str, Any]]],
+        *,
+        parent_run: str | None = None,
+    ) -> RunRecord:
         stamp = db.now()
         with self.engine.begin() as conn:
             if conn.execute(select(runs.c.id).where(runs.c.name == name)).first() is not None:
                 raise RunError(f"a run named {name!r} already exists")
-            run_id = conn.execute(runs.insert().values(
-                name=name, kind=kind, status="created", config=dict(config), created_at=stamp,
-                updated_at=stamp, parent_run=parent_run)).inserted_primary_key[0]
-            conn.execute(items.insert(), [
-                {"run_id": run_id, "position": i, "item_id": item_id, "record": dict(record)}
-                for i, (item_id, record) in enumerate(records)
-            ])
+            run_id = conn.execute(
+                runs.insert().values(
+                    name=name,
+                    kind=kind,
+                    status="created",
+                    config=dict(config),
+                    created_at=stamp,
+                    updated_at=stamp,
+                    parent_run=parent_run,
+                )
+            ).inserted_primary_key[0]
+            conn.execute(
+                items.insert(),
+                [
+                    {"run_id": run_id, "position": i, "item_id": item_id, "record": dict(record)}
+                    for i, (item_id, record) in enumerate(records)
+                ],
+            )
         run = self.get_run(name)
         assert run is not None
         return run
@@ -116,20 +134,38 @@ class Store:
     # -- contents -----------------------------------------------------------------------------
     def load_items(self, run_id: int) -> list[tuple[str, dict[str, Any]]]:
         with self.engine.connect() as conn:
-            rows = conn.execute(select(items.c.item_id, items.c.record).where(items.c.run_id == run_id)
-                                .order_by(items.c.position)).all()
+            rows = conn.execute(
+                select(items.c.item_id, items.c.record)
+                .where(items.c.run_id == run_id)
+                .order_by(items.c.position)
+            ).all()
         return [(row.item_id, row.record) for row in rows]
 
     def load_samples(self, run_id: int) -> dict[tuple[str, int], SampleRow]:
-        cols = [samples.c[n] for n in ("item_id", "repeat", "completion", "messages", "usage", "cost",
-                                       "cached", "error")]
+        cols = [
+            samples.c[n]
+            for n in ("item_id", "repeat", "completion", "messages", "usage", "cost", "cached", "error")
+        ]
         with self.engine.connect() as conn:
             rows = conn.execute(select(*cols).where(samples.c.run_id == run_id)).mappings().all()
         return {(r["item_id"], r["repeat"]): SampleRow(**r) for r in rows}
 
     def load_grades(self, run_id: int) -> dict[tuple[str, int, int], GradeRow]:
-        cols = [grades.c[n] for n in ("item_id", "repeat", "criterion", "status", "explanation", "attempts",
-                                      "usage", "cost", "cached", "error")]
+        cols = [
+            grades.c[n]
+            for n in (
+                "item_id",
+                "repeat",
+                "criterion",
+                "status",
+                "explanation",
+                "attempts",
+                "usage",
+                "cost",
+                "cached",
+                "error",
+            )
+        ]
         with self.engine.connect() as conn:
             rows = conn.execute(select(*cols).where(grades.c.run_id == run_id)).mappings().all()
         return {(r["item_id"], r["repeat"], r["criterion"]): GradeRow(**r) for r in rows}
@@ -137,31 +173,50 @@ class Store:
     def sample_progress(self, run_id: int) -> dict[tuple[str, int], str]:
         """The completions of a run's successful samples (what the engine needs to plan)."""
         with self.engine.connect() as conn:
-            rows = conn.execute(select(samples.c.item_id, samples.c.repeat, samples.c.completion).where(
-                and_(samples.c.run_id == run_id, samples.c.error.is_(None)))).all()
+            rows = conn.execute(
+                select(samples.c.item_id, samples.c.repeat, samples.c.completion).where(
+                    and_(samples.c.run_id == run_id, samples.c.error.is_(None))
+                )
+            ).all()
         return {(r.item_id, r.repeat): r.completion for r in rows}
 
     def grade_progress(self, run_id: int) -> dict[tuple[str, int, int], tuple[str, int]]:
         """(status, attempts) of every stored grade of a run."""
         with self.engine.connect() as conn:
-            rows = conn.execute(select(grades.c.item_id, grades.c.repeat, grades.c.criterion, grades.c.status,
-                                       grades.c.attempts).where(grades.c.run_id == run_id)).all()
+            rows = conn.execute(
+                select(
+                    grades.c.item_id, grades.c.repeat, grades.c.criterion, grades.c.status, grades.c.attempts
+                ).where(grades.c.run_id == run_id)
+            ).all()
         return {(r.item_id, r.repeat, r.criterion): (r.status, r.attempts) for r in rows}
 
     def copy_samples(self, source_run: int, target_run: int) -> int:
         """Reuse another run's successful samples (regrading without re-sampling)."""
         with self.engine.begin() as conn:
-            rows = conn.execute(select(samples).where(and_(samples.c.run_id == source_run,
-                                                           samples.c.error.is_(None)))).mappings().all()
+            rows = (
+                conn.execute(
+                    select(samples).where(and_(samples.c.run_id == source_run, samples.c.error.is_(None)))
+                )
+                .mappings()
+                .all()
+            )
             upsert(conn, samples, [dict(r, run_id=target_run) for r in rows])
         return len(rows)
 
     def counts(self, run_id: int) -> dict[str, int]:
         with self.engine.connect() as conn:
-            n_samples = conn.execute(select(func.count()).select_from(samples).where(
-                and_(samples.c.run_id == run_id, samples.c.error.is_(None)))).scalar_one()
-            by_status = dict(conn.execute(select(grades.c.status, func.count()).where(
-                grades.c.run_id == run_id).group_by(grades.c.status)).all())
+            n_samples = conn.execute(
+                select(func.count())
+                .select_from(samples)
+                .where(and_(samples.c.run_id == run_id, samples.c.error.is_(None)))
+            ).scalar_one()
+            by_status = dict(
+                conn.execute(
+                    select(grades.c.status, func.count())
+                    .where(grades.c.run_id == run_id)
+                    .group_by(grades.c.status)
+                ).all()
+            )
         return {"samples": n_samples, **{str(k): int(v) for k, v in by_status.items()}}
 
     # -- call cache ---------------------------------------------------------------------------
@@ -171,7 +226,9 @@ class Store:
 
     def cache_get(self, key: str) -> CachedCall | None:
         with self.engine.connect() as conn:
-            row = conn.execute(select(call_cache.c.text, call_cache.c.usage).where(call_cache.c.key == key)).first()
+            row = conn.execute(
+                select(call_cache.c.text, call_cache.c.usage).where(call_cache.c.key == key)
+            ).first()
         return CachedCall(row.text, row.usage) if row else None
 
     def write(self, ops: Sequence[tuple[str, Mapping[str, Any]]]) -> None:

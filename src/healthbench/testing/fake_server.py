@@ -214,8 +214,9 @@ def _retry_after_header(seconds: float) -> str:
     return str(int(seconds)) if float(seconds).is_integer() else f"{seconds:g}"
 
 
-async def _serve_chat(state: FakeServerState, raw_body: bytes, headers: dict[str, str], *,
-                      anthropic: bool) -> Reply:
+async def _serve_chat(
+    state: FakeServerState, raw_body: bytes, headers: dict[str, str], *, anthropic: bool
+) -> Reply:
     """The shared path of both chat endpoints: parse, count, check, wait, maybe fail, answer."""
     error = _anthropic_error if anthropic else _openai_error
     state.counts["requests"] += 1
@@ -306,8 +307,10 @@ class FakeServerApp:
                 state.end()
         if method == "GET" and path == "/v1/models":
             state.counts["models"] += 1
-            data = [{"id": m, "object": "model", "created": 0, "owned_by": "healthbench-fake"}
-                    for m in state.config.models]
+            data = [
+                {"id": m, "object": "model", "created": 0, "owned_by": "healthbench-fake"}
+                for m in state.config.models
+            ]
             return 200, {"object": "list", "data": data}, None
         if method == "GET" and path == "/stats":
             return 200, state.stats(), None

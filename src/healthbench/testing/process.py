@@ -27,8 +27,12 @@ def fake_server_process(*args: str, port: int | None = None, startup_timeout: fl
     ``.../v1`` URL."""
     port = port or free_port()
     command = [sys.executable, "-m", "healthbench", "fake-server", "--port", str(port), *args]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                               env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    process = subprocess.Popen(
+        command,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + startup_timeout
