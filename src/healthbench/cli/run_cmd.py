@@ -27,7 +27,7 @@ from healthbench.runner import run as runner
 from healthbench.runner.config import OFFLINE_MODEL, RunConfig, build_config, load_config_file
 from healthbench.runner.estimate import estimate
 from healthbench.runner.progress import RichProgress
-from healthbench.scoring.run_score import ScoringOptions
+from healthbench.scoring.run_score import ScoringOptions, score_run
 from healthbench.store import RunRecord, Store
 
 SMOKE_WARNING = (
@@ -89,7 +89,7 @@ def _report(
             error_rate=options.error_rate,
         )
     samples = run_results.graded_samples(store, run)
-    score = run_results.score_run(samples, options)
+    score = score_run(samples, options)
     judge = run.config["run"]["judge"]["spec"]
     render_summary(score, title=f"run {run.name} · judge {judge}", console=console)
     if counters_line:

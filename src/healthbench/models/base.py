@@ -196,8 +196,11 @@ def request_key(
 class ChatModel(Protocol):
     """A model the engine can call: retries, limits and usage accounting are already inside."""
 
-    spec: ModelSpec
-    settings: ModelSettings
+    @property
+    def spec(self) -> ModelSpec: ...
+
+    @property
+    def settings(self) -> ModelSettings: ...
 
     async def generate(self, messages: Messages, *, json_schema: dict[str, Any] | None = None) -> Completion:
         """Answer `messages`; `json_schema` asks for schema-constrained JSON where the provider can."""

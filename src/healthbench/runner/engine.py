@@ -212,7 +212,8 @@ class Engine:
             "raw": None,
             "error": None,
         }
-        usage, cost, cached = Usage(), 0.0, True
+        usage, cached = Usage(), True
+        cost: float | None = 0.0
         status = "ungraded"
         attempts = first_attempt
         last = first_attempt + self.options.judge_retries

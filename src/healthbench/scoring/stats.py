@@ -281,8 +281,8 @@ class Frame:
     def of(cls, columns: Sequence[Column], alone: Mapping[int, Counted], n_rows: int) -> Frame | None:
         """The frame of the samples that are row subsets of a full column, if cheaper than alone."""
         full = [i for i in alone if columns[i].values.size == n_rows]
-        parent = {i: p for i in alone if i not in full for p in full[:1] if _is_slice(columns, i, full)}
-        parent = {i: _parent(columns, i, full) for i in parent}
+        found = {i: _parent(columns, i, full) for i in alone if i not in full}
+        parent = {i: p for i, p in found.items() if p is not None}
         if not parent:
             return None
         row_sets: dict[bytes, int] = {}
@@ -334,13 +334,10 @@ class Frame:
         return counts
 
 
-def _parent(columns: Sequence[Column], i: int, full: Sequence[int]) -> int:
-    return next(p for p in full if np.array_equal(columns[p].values[columns[i].rows], columns[i].values))
-
-
-def _is_slice(columns: Sequence[Column], i: int, full: Sequence[int]) -> bool:
-    """Whether sample ``i`` is some full column's values on ``i``'s rows."""
-    return any(np.array_equal(columns[p].values[columns[i].rows], columns[i].values) for p in full)
+def _parent(columns: Sequence[Column], i: int, full: Sequence[int]) -> int | None:
+    """The first full column whose values on sample ``i``'s rows are ``i``'s values, if any."""
+    rows, values = columns[i].rows, columns[i].values
+    return next((p for p in full if np.array_equal(columns[p].values[rows], values)), None)
 
 
 # --- exact samplers -------------------------------------------------------------------------------

@@ -82,7 +82,7 @@ class Store:
         with self.engine.begin() as conn:
             if conn.execute(select(runs.c.id).where(runs.c.name == name)).first() is not None:
                 raise RunError(f"a run named {name!r} already exists")
-            run_id = conn.execute(
+            inserted = conn.execute(
                 runs.insert().values(
                     name=name,
                     kind=kind,
@@ -92,7 +92,9 @@ class Store:
                     updated_at=stamp,
                     parent_run=parent_run,
                 )
-            ).inserted_primary_key[0]
+            ).inserted_primary_key
+            assert inserted is not None
+            run_id = inserted[0]
             conn.execute(
                 items.insert(),
                 [
@@ -210,7 +212,7 @@ class Store:
                 .select_from(samples)
                 .where(and_(samples.c.run_id == run_id, samples.c.error.is_(None)))
             ).scalar_one()
-            by_status = dict(
+            by_status: dict[str, int] = dict(
                 conn.execute(
                     select(grades.c.status, func.count())
                     .where(grades.c.run_id == run_id)
