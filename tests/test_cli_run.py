@@ -189,3 +189,33 @@ def test_existing_name_with_other_settings(server: str, tmp_path: Path) -> None:
     assert invoke(*fake_args(server, store, "--name", "n", "--limit", "2")).exit_code == 0
     text = one_line_error(invoke(*fake_args(server, store, "--name", "n", "--limit", "3")))
     assert "different settings" in text and "limit" in text
+
+
+def test_config_file_with_flags_on_top(server: str, tmp_path: Path) -> None:
+    config = tmp_path / "run.toml"
+    config.write_text(f'limit = 2\nn_repeats = 2\n[judge]\nspec = "judge"\nbase_url = "{server}"\n'
+                      f'[model]\nspec = "cand"\nbase_url = "{server}"\n')
+    metrics = tmp_path / "m.json"
+    result = invoke("run", "--config", str(config), "--limit", "3", "--store", str(tmp_path / "s.db"),
+                    "--metrics-out", str(metrics))
+    assert result.exit_code == 0, result.output
+    assert json.loads(metrics.read_text())["overall_score:n_samples"] == 6  # flag wins: 3 x 2 repeats
+    bad = tmp_path / "bad.toml"
+    bad.write_text("limmit = 2\n")
+    text = one_line_error(invoke("run", "--config", str(bad), "--store", str(tmp_path / "s.db")))
+    assert "limmit" in text and "unknown setting" in text
+
+
+def test_regrade_and_runs_listing(server: str, tmp_path: Path) -> None:
+    store = tmp_path / "s.db"
+    assert invoke(*fake_args(server, store, "--name", "base", "--limit", "2")).exit_code == 0
+    reset_stats(server)
+    result = invoke("regrade", "base", "--judge", "judge-2", "--judge-base-url", server, "--name", "re",
+                    "--store", str(store))
+    assert result.exit_code == 0, result.output
+    stats = fetch_stats(server)
+    assert stats["candidate"] == 0 and stats["judge"] > 0
+    listing = invoke("runs", "--store", str(store))
+    assert listing.exit_code == 0 and "base" in listing.output and "re" in listing.output
+    missing = one_line_error(invoke("results", "nope", "--store", str(store)))
+    assert "no run named 'nope'" in missing
