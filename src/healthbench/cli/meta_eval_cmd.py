@@ -3,13 +3,33 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.table import Table
 
 from healthbench.cli.app import app, console, err_console, handles_errors
-from healthbench.cli.options import MetricsOutOpt, StoreOpt, parse_json_option, split_list
+from healthbench.cli.options import (
+    CacheDir,
+    ConfigFile,
+    GraderTemplate,
+    JudgeBaseUrl,
+    JudgeExtraBody,
+    JudgeJson,
+    JudgeKeyEnv,
+    JudgeMaxTokens,
+    JudgeReasoning,
+    JudgeRetries,
+    JudgeTemperature,
+    MaxConnections,
+    MaxRetries,
+    MetricsOutOpt,
+    Prices,
+    StoreOpt,
+    how_layer,
+    model_layer,
+    split_list,
+)
 from healthbench.data.sources import load_meta_eval
 from healthbench.data.subset import select
 from healthbench.results.meta_results import read_labels, score_meta_run
@@ -63,50 +83,23 @@ def render_meta(result: MetaEvalResult, *, title: str) -> None:
 def meta_eval_command(
     judge: Annotated[
         str | None,
-        typer.Option("--judge", "-j", help=f"Judge model spec. Default {OFFLINE_MODEL}.", show_default=False),
+        typer.Option("--judge", "-j", show_default=False, help=f"Judge model spec. Default {OFFLINE_MODEL}."),
     ] = None,
-    judge_base_url: Annotated[
-        str | None, typer.Option("--judge-base-url", help="OpenAI-compatible endpoint of the judge.")
-    ] = None,
-    judge_api_key_env: Annotated[
-        str | None,
-        typer.Option("--judge-api-key-env", help="Environment variable holding the judge's API key."),
-    ] = None,
-    judge_temperature: Annotated[
-        float | None, typer.Option("--judge-temperature", help="Judge sampling temperature.")
-    ] = None,
-    judge_max_tokens: Annotated[
-        int | None, typer.Option("--judge-max-tokens", help="Judge max output tokens.")
-    ] = None,
-    judge_reasoning_effort: Annotated[
-        str | None, typer.Option("--judge-reasoning-effort", help="Judge reasoning effort.")
-    ] = None,
-    judge_extra_body: Annotated[
-        str | None,
-        typer.Option("--judge-extra-body", help="JSON object merged into the judge's request body."),
-    ] = None,
-    judge_json: Annotated[
-        bool | None,
-        typer.Option(
-            "--judge-json/--no-judge-json",
-            help="Ask the judge for schema-constrained JSON (default: on for local models only).",
-            show_default=False,
-        ),
-    ] = None,
-    grader_template: Annotated[
-        Path | None,
-        typer.Option(
-            "--grader-template",
-            help="Grader prompt file with <<conversation>> and <<rubric_item>> placeholders.",
-        ),
-    ] = None,
+    judge_base_url: JudgeBaseUrl = None,
+    judge_api_key_env: JudgeKeyEnv = None,
+    judge_temperature: JudgeTemperature = None,
+    judge_max_tokens: JudgeMaxTokens = None,
+    judge_reasoning_effort: JudgeReasoning = None,
+    judge_extra_body: JudgeExtraBody = None,
+    judge_json: JudgeJson = None,
+    grader_template: GraderTemplate = None,
     dataset: Annotated[
         str | None,
         typer.Option(
             "--dataset",
             "-d",
-            help="meta_eval (official, 29,511 rows) or demo_meta_eval (default, offline).",
             show_default=False,
+            help="meta_eval (official, 29,511 rows) or demo_meta_eval (default, offline).",
         ),
     ] = None,
     data: Annotated[
@@ -127,8 +120,8 @@ def meta_eval_command(
         int | None,
         typer.Option(
             "--n-repeats",
-            help="Grade each row K times (default 1); all repeats count in the metrics.",
             show_default=False,
+            help="Grade each row K times (default 1); all repeats count in the metrics.",
         ),
     ] = None,
     labels: Annotated[
@@ -152,30 +145,13 @@ def meta_eval_command(
     resume: Annotated[
         str | None, typer.Option("--resume", help="Continue meta-eval run NAME with its stored settings.")
     ] = None,
-    config: Annotated[
-        Path | None, typer.Option("--config", help="TOML/JSON run config; flags override it.")
-    ] = None,
+    config: ConfigFile = None,
     store: StoreOpt = None,
-    max_connections: Annotated[
-        int | None,
-        typer.Option("--max-connections", help="Concurrent judge calls (default 64).", show_default=False),
-    ] = None,
-    max_retries: Annotated[
-        int | None,
-        typer.Option("--max-retries", help="Retries of a failed call (default 8).", show_default=False),
-    ] = None,
-    judge_retries: Annotated[
-        int | None,
-        typer.Option(
-            "--judge-retries",
-            help="Re-asks when a judge answer does not parse (default 3).",
-            show_default=False,
-        ),
-    ] = None,
-    prices: Annotated[
-        Path | None, typer.Option("--prices", help="JSON/TOML price overrides (USD per million tokens).")
-    ] = None,
-    cache_dir: Annotated[Path | None, typer.Option("--cache-dir", help="Dataset download cache.")] = None,
+    max_connections: MaxConnections = None,
+    max_retries: MaxRetries = None,
+    judge_retries: JudgeRetries = None,
+    prices: Prices = None,
+    cache_dir: CacheDir = None,
     metrics_out: MetricsOutOpt = None,
 ) -> None:
     """Grade the meta-eval rows with a judge and measure its agreement with physicians."""
@@ -189,43 +165,38 @@ def meta_eval_command(
         _output(result, f"meta-eval of labels in {labels.name}", metrics_out)
         return
     s = Store(store)
-    how: dict[str, Any] = {
-        "max_connections": max_connections,
-        "judge_retries": judge_retries,
-        "retry": {"max_retries": max_retries} if max_retries is not None else None,
-        "prices": str(prices) if prices else None,
-        "cache_dir": str(cache_dir) if cache_dir else None,
-    }
-    how = {k: v for k, v in how.items() if v is not None}
+    how = how_layer(
+        max_connections=max_connections,
+        max_retries=max_retries,
+        judge_retries=judge_retries,
+        prices=prices,
+        cache_dir=cache_dir,
+    )
     if resume is not None:
         with RichProgress(console, label="rows (fixed answers)") as progress:
             outcome = resume_meta_eval(resume, store=s, overrides=how, progress=progress)
     else:
-        judge_layer: dict[str, Any] = {
-            "spec": judge,
-            "base_url": judge_base_url,
-            "api_key_env": judge_api_key_env,
-            "settings": {
-                "temperature": judge_temperature,
-                "max_tokens": judge_max_tokens,
-                "reasoning_effort": judge_reasoning_effort,
-                "extra_body": parse_json_option("--judge-extra-body", judge_extra_body),
-            },
+        flags = {
+            "dataset": variant,
+            "data": str(data) if data else None,
+            "limit": limit,
+            "categories": split_list(category),
+            "n_repeats": n_repeats,
+            "judge": model_layer(
+                judge,
+                judge_base_url,
+                judge_api_key_env,
+                judge_temperature,
+                judge_max_tokens,
+                judge_reasoning_effort,
+                judge_extra_body,
+            ),
+            "grader_template": str(grader_template) if grader_template else None,
+            "judge_structured_output": judge_json,
+            **how,
         }
         cfg = build_config(
-            {"judge": {"spec": OFFLINE_MODEL}},
-            load_config_file(config) if config else {},
-            {
-                "dataset": variant,
-                "data": str(data) if data else None,
-                "limit": limit,
-                "categories": split_list(category),
-                "n_repeats": n_repeats,
-                "judge": judge_layer,
-                "grader_template": str(grader_template) if grader_template else None,
-                "judge_structured_output": judge_json,
-                **how,
-            },
+            {"judge": {"spec": OFFLINE_MODEL}}, load_config_file(config) if config else {}, flags
         )
         with RichProgress(console, label="rows (fixed answers)") as progress:
             outcome = run_meta_eval(cfg, store=s, name=name, progress=progress)

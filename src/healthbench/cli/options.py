@@ -54,3 +54,98 @@ def split_list(values: list[str] | None) -> list[str] | None:
     if not values:
         return None
     return [part.strip() for value in values for part in value.split(",") if part.strip()]
+
+
+# -- the judge and the run's "how", shared by run, regrade and meta-eval ----------------------------
+def _opt(kind: type, *flags: str, help: str, **kw: Any) -> Any:
+    return Annotated[kind | None, typer.Option(*flags, help=help, **kw)]
+
+
+JudgeBaseUrl = _opt(str, "--judge-base-url", help="OpenAI-compatible endpoint of the judge.")
+JudgeKeyEnv = _opt(str, "--judge-api-key-env", help="Environment variable holding the judge's API key.")
+JudgeTemperature = _opt(float, "--judge-temperature", help="Judge sampling temperature.")
+JudgeMaxTokens = _opt(int, "--judge-max-tokens", help="Judge max output tokens.")
+JudgeReasoning = _opt(str, "--judge-reasoning-effort", help="Judge reasoning effort.")
+JudgeExtraBody = _opt(str, "--judge-extra-body", help="JSON object merged into the judge's request body.")
+JudgeJson = _opt(
+    bool,
+    "--judge-json/--no-judge-json",
+    show_default=False,
+    help="Ask the judge for schema-constrained JSON (default: on for local models only).",
+)
+GraderTemplate = _opt(
+    Path,
+    "--grader-template",
+    help="Grader prompt file with <<conversation>> and <<rubric_item>> placeholders.",
+)
+ConfigFile = _opt(Path, "--config", help="TOML/JSON run config; flags override it.")
+MaxConnections = _opt(
+    int,
+    "--max-connections",
+    show_default=False,
+    help="Concurrent model calls, candidate and judge together (default 64).",
+)
+MaxRetries = _opt(
+    int, "--max-retries", show_default=False, help="Retries of a failed call (429, 5xx, timeouts; default 8)."
+)
+JudgeRetries = _opt(
+    int, "--judge-retries", show_default=False, help="Re-asks when a judge answer does not parse (default 3)."
+)
+Prices = _opt(Path, "--prices", help="JSON/TOML price overrides (USD per million tokens).")
+CacheDir = _opt(
+    Path, "--cache-dir", help="Dataset download cache (default $HEALTHBENCH_CACHE_DIR or the user cache dir)."
+)
+
+
+def model_layer(
+    spec: str | None,
+    base_url: str | None,
+    key_env: str | None,
+    temperature: float | None,
+    max_tokens: int | None,
+    reasoning: str | None,
+    extra_body: str | None,
+    timeout: float | None = None,
+    system: str | None = None,
+    *,
+    extra_body_flag: str = "--judge-extra-body",
+) -> dict[str, Any]:
+    """A model role's config layer from its flags (unset flags are left out so lower layers show)."""
+    settings = {
+        "temperature": temperature,
+        "max_tokens": max_tokens,
+        "reasoning_effort": reasoning,
+        "extra_body": parse_json_option(extra_body_flag, extra_body),
+        "timeout": timeout,
+        "system_message": system,
+    }
+    layer: dict[str, Any] = {
+        "spec": spec,
+        "base_url": base_url,
+        "api_key_env": key_env,
+        "settings": {k: v for k, v in settings.items() if v is not None},
+    }
+    return {k: v for k, v in layer.items() if v not in (None, {})}
+
+
+def how_layer(
+    *,
+    max_connections: int | None = None,
+    max_retries: int | None = None,
+    judge_retries: int | None = None,
+    prices: Path | None = None,
+    cache_dir: Path | None = None,
+    rpm: float | None = None,
+    tpm: float | None = None,
+) -> dict[str, Any]:
+    """The settings a run may change between sessions (see `RunConfig`), from their flags."""
+    how: dict[str, Any] = {
+        "max_connections": max_connections,
+        "requests_per_minute": rpm,
+        "tokens_per_minute": tpm,
+        "retry": {"max_retries": max_retries} if max_retries is not None else None,
+        "judge_retries": judge_retries,
+        "prices": str(prices) if prices else None,
+        "cache_dir": str(cache_dir) if cache_dir else None,
+    }
+    return {k: v for k, v in how.items() if v is not None}

@@ -11,11 +11,26 @@ from rich.table import Table
 from healthbench.cli.app import app, console, err_console, handles_errors
 from healthbench.cli.options import (
     AllResultsOpt,
+    CacheDir,
+    ConfigFile,
+    GraderTemplate,
+    JudgeBaseUrl,
+    JudgeExtraBody,
+    JudgeJson,
+    JudgeKeyEnv,
+    JudgeMaxTokens,
+    JudgeReasoning,
+    JudgeRetries,
+    JudgeTemperature,
+    MaxConnections,
+    MaxRetries,
     MetricsOutOpt,
+    Prices,
     ResamplesOpt,
     SeedOpt,
     StoreOpt,
-    parse_json_option,
+    how_layer,
+    model_layer,
     split_list,
 )
 from healthbench.errors import RunError
@@ -24,7 +39,7 @@ from healthbench.results.metrics_out import write_metrics
 from healthbench.results.simple_evals import write_allresults
 from healthbench.results.summary import render_summary
 from healthbench.runner import run as runner
-from healthbench.runner.config import OFFLINE_MODEL, RunConfig, build_config, load_config_file
+from healthbench.runner.config import OFFLINE_MODEL, ModelConfig, RunConfig, build_config, load_config_file
 from healthbench.runner.estimate import estimate
 from healthbench.runner.progress import RichProgress
 from healthbench.scoring.run_score import ScoringOptions, score_run
@@ -35,37 +50,6 @@ SMOKE_WARNING = (
     "measurement. Its verdicts are no better than a constant; use a real judge (e.g. --judge "
     "openai/gpt-4.1) for numbers you can compare."
 )
-
-
-def _model_layer(
-    spec: str | None,
-    base_url: str | None,
-    key_env: str | None,
-    temperature: float | None,
-    max_tokens: int | None,
-    reasoning: str | None,
-    extra_body: str | None,
-    timeout: float | None,
-    system: str | None = None,
-    *,
-    name: str,
-) -> dict[str, Any]:
-    settings = {
-        "temperature": temperature,
-        "max_tokens": max_tokens,
-        "reasoning_effort": reasoning,
-        "extra_body": parse_json_option(f"--{name}-extra-body", extra_body),
-        "timeout": timeout,
-        "system_message": system,
-    }
-    layer: dict[str, Any] = {
-        "base_url": base_url,
-        "api_key_env": key_env,
-        "settings": {k: v for k, v in settings.items() if v is not None},
-    }
-    if spec is not None:
-        layer["spec"] = spec
-    return {k: v for k, v in layer.items() if v not in (None, {})}
 
 
 def _report(
@@ -170,8 +154,8 @@ def run_command(
         typer.Option(
             "--model",
             "-m",
-            help=f"Candidate model spec: openai/NAME, anthropic/NAME, local/smollm2, or NAME with --base-url. Default {OFFLINE_MODEL}.",
             show_default=False,
+            help=f"Candidate model spec: openai/NAME, anthropic/NAME, local/smollm2, or NAME with --base-url. Default {OFFLINE_MODEL}.",
         ),
     ] = None,
     base_url: Annotated[
@@ -208,60 +192,33 @@ def run_command(
         typer.Option(
             "--judge",
             "-j",
+            show_default=False,
             help=f"Judge model spec (same syntax). Default {OFFLINE_MODEL}.",
-            show_default=False,
         ),
     ] = None,
-    judge_base_url: Annotated[
-        str | None, typer.Option("--judge-base-url", help="OpenAI-compatible endpoint of the judge.")
-    ] = None,
-    judge_api_key_env: Annotated[
-        str | None,
-        typer.Option("--judge-api-key-env", help="Environment variable holding the judge's API key."),
-    ] = None,
-    judge_temperature: Annotated[
-        float | None, typer.Option("--judge-temperature", help="Judge sampling temperature.")
-    ] = None,
-    judge_max_tokens: Annotated[
-        int | None, typer.Option("--judge-max-tokens", help="Judge max output tokens.")
-    ] = None,
-    judge_reasoning_effort: Annotated[
-        str | None, typer.Option("--judge-reasoning-effort", help="Judge reasoning effort.")
-    ] = None,
-    judge_extra_body: Annotated[
-        str | None,
-        typer.Option("--judge-extra-body", help="JSON object merged into the judge's request body."),
-    ] = None,
-    judge_json: Annotated[
-        bool | None,
-        typer.Option(
-            "--judge-json/--no-judge-json",
-            help="Ask the judge for schema-constrained JSON (default: on for local models only).",
-            show_default=False,
-        ),
-    ] = None,
+    judge_base_url: JudgeBaseUrl = None,
+    judge_api_key_env: JudgeKeyEnv = None,
+    judge_temperature: JudgeTemperature = None,
+    judge_max_tokens: JudgeMaxTokens = None,
+    judge_reasoning_effort: JudgeReasoning = None,
+    judge_extra_body: JudgeExtraBody = None,
+    judge_json: JudgeJson = None,
     timeout: Annotated[
         float | None,
         typer.Option(
             "--timeout",
-            help="Per-request timeout in seconds for both models (default 120).",
             show_default=False,
+            help="Per-request timeout in seconds for both models (default 120).",
         ),
     ] = None,
-    grader_template: Annotated[
-        Path | None,
-        typer.Option(
-            "--grader-template",
-            help="Grader prompt file with <<conversation>> and <<rubric_item>> placeholders.",
-        ),
-    ] = None,
+    grader_template: GraderTemplate = None,
     dataset: Annotated[
         str | None,
         typer.Option(
             "--dataset",
             "-d",
-            help="full, hard, consensus or demo (default demo: offline).",
             show_default=False,
+            help="full, hard, consensus or demo (default demo: offline).",
         ),
     ] = None,
     data: Annotated[
@@ -285,7 +242,7 @@ def run_command(
     ] = None,
     n_repeats: Annotated[
         int | None,
-        typer.Option("--n-repeats", help="Sample each conversation K times (default 1).", show_default=False),
+        typer.Option("--n-repeats", show_default=False, help="Sample each conversation K times (default 1)."),
     ] = None,
     name: Annotated[
         str | None,
@@ -298,46 +255,15 @@ def run_command(
             help="Continue run NAME with its stored settings (grades what is missing or ungraded).",
         ),
     ] = None,
-    config: Annotated[
-        Path | None, typer.Option("--config", help="TOML/JSON run config; flags override it.")
-    ] = None,
+    config: ConfigFile = None,
     store: StoreOpt = None,
-    max_connections: Annotated[
-        int | None,
-        typer.Option(
-            "--max-connections",
-            help="Concurrent model calls, candidate and judge together (default 64).",
-            show_default=False,
-        ),
-    ] = None,
+    max_connections: MaxConnections = None,
     rpm: Annotated[float | None, typer.Option("--rpm", help="Requests per minute per endpoint.")] = None,
     tpm: Annotated[float | None, typer.Option("--tpm", help="Tokens per minute per endpoint.")] = None,
-    max_retries: Annotated[
-        int | None,
-        typer.Option(
-            "--max-retries",
-            help="Retries of a failed call (429, 5xx, timeouts; default 8).",
-            show_default=False,
-        ),
-    ] = None,
-    judge_retries: Annotated[
-        int | None,
-        typer.Option(
-            "--judge-retries",
-            help="Re-asks when a judge answer does not parse (default 3).",
-            show_default=False,
-        ),
-    ] = None,
-    prices: Annotated[
-        Path | None, typer.Option("--prices", help="JSON/TOML price overrides (USD per million tokens).")
-    ] = None,
-    cache_dir: Annotated[
-        Path | None,
-        typer.Option(
-            "--cache-dir",
-            help="Dataset download cache (default $HEALTHBENCH_CACHE_DIR or the user cache dir).",
-        ),
-    ] = None,
+    max_retries: MaxRetries = None,
+    judge_retries: JudgeRetries = None,
+    prices: Prices = None,
+    cache_dir: CacheDir = None,
     length_penalty: Annotated[
         float | None,
         typer.Option("--length-penalty", help="Also report score - penalty*(len(answer)-center)/500."),
@@ -358,16 +284,15 @@ def run_command(
 ) -> None:
     """Sample a model on HealthBench, grade every rubric criterion with a judge, and report the scores."""
     s = Store(store)
-    how: dict[str, Any] = {
-        "max_connections": max_connections,
-        "requests_per_minute": rpm,
-        "tokens_per_minute": tpm,
-        "retry": {"max_retries": max_retries} if max_retries is not None else None,
-        "judge_retries": judge_retries,
-        "prices": str(prices) if prices else None,
-        "cache_dir": str(cache_dir) if cache_dir else None,
-    }
-    how = {k: v for k, v in how.items() if v is not None}
+    how = how_layer(
+        max_connections=max_connections,
+        max_retries=max_retries,
+        judge_retries=judge_retries,
+        prices=prices,
+        cache_dir=cache_dir,
+        rpm=rpm,
+        tpm=tpm,
+    )
     if resume is not None:
         if dry_run:
             _dry_run(s, runner.run_config_of(s.require_run(resume)), resume)
@@ -376,51 +301,47 @@ def run_command(
             outcome = runner.resume_run(resume, store=s, overrides=how, progress=progress)
         _finish(s, outcome, metrics_out, allresults_out, seed, n_resamples, strict)
         return
+    flags: dict[str, Any] = {
+        "dataset": dataset,
+        "data": str(data) if data else None,
+        "limit": limit,
+        "ids": split_list(ids),
+        "themes": split_list(theme),
+        "n_repeats": n_repeats,
+        "model": model_layer(
+            model,
+            base_url,
+            api_key_env,
+            temperature,
+            max_tokens,
+            reasoning_effort,
+            extra_body,
+            timeout,
+            system_message,
+            extra_body_flag="--extra-body",
+        ),
+        "judge": model_layer(
+            judge,
+            judge_base_url,
+            judge_api_key_env,
+            judge_temperature,
+            judge_max_tokens,
+            judge_reasoning_effort,
+            judge_extra_body,
+            timeout,
+        ),
+        "grader_template": str(grader_template) if grader_template else None,
+        "judge_structured_output": judge_json,
+        "scoring": {
+            "seed": seed,
+            "n_resamples": n_resamples,
+            "length_penalty": length_penalty,
+            "length_center": length_center,
+        },
+        **how,
+    }
     defaults: dict[str, Any] = {"model": {"spec": OFFLINE_MODEL}, "judge": {"spec": OFFLINE_MODEL}}
-    layers: list[dict[str, Any]] = [defaults, load_config_file(config) if config else {}]
-    layers.append(
-        {
-            "dataset": dataset,
-            "data": str(data) if data else None,
-            "limit": limit,
-            "ids": split_list(ids),
-            "themes": split_list(theme),
-            "n_repeats": n_repeats,
-            "model": _model_layer(
-                model,
-                base_url,
-                api_key_env,
-                temperature,
-                max_tokens,
-                reasoning_effort,
-                extra_body,
-                timeout,
-                system_message,
-                name="model",
-            ),
-            "judge": _model_layer(
-                judge,
-                judge_base_url,
-                judge_api_key_env,
-                judge_temperature,
-                judge_max_tokens,
-                judge_reasoning_effort,
-                judge_extra_body,
-                timeout,
-                name="judge",
-            ),
-            "grader_template": str(grader_template) if grader_template else None,
-            "judge_structured_output": judge_json,
-            "scoring": {
-                "seed": seed,
-                "n_resamples": n_resamples,
-                "length_penalty": length_penalty,
-                "length_center": length_center,
-            },
-            **how,
-        }
-    )
-    cfg = build_config(*layers)
+    cfg = build_config(defaults, load_config_file(config) if config else {}, flags)
     if dry_run:
         _dry_run(s, cfg, name)
         return
@@ -464,32 +385,13 @@ def _finish(
 def regrade_command(
     source: Annotated[str, typer.Argument(help="The run whose samples are graded again.")],
     judge: Annotated[str, typer.Option("--judge", "-j", help="Judge model spec.")],
-    judge_base_url: Annotated[
-        str | None, typer.Option("--judge-base-url", help="OpenAI-compatible endpoint of the judge.")
-    ] = None,
-    judge_api_key_env: Annotated[
-        str | None,
-        typer.Option("--judge-api-key-env", help="Environment variable holding the judge's API key."),
-    ] = None,
-    judge_temperature: Annotated[
-        float | None, typer.Option("--judge-temperature", help="Judge sampling temperature.")
-    ] = None,
-    judge_max_tokens: Annotated[
-        int | None, typer.Option("--judge-max-tokens", help="Judge max output tokens.")
-    ] = None,
-    judge_reasoning_effort: Annotated[
-        str | None, typer.Option("--judge-reasoning-effort", help="Judge reasoning effort.")
-    ] = None,
-    judge_extra_body: Annotated[
-        str | None,
-        typer.Option("--judge-extra-body", help="JSON object merged into the judge's request body."),
-    ] = None,
-    grader_template: Annotated[
-        Path | None,
-        typer.Option(
-            "--grader-template", help="Grader prompt file with <<conversation>> and <<rubric_item>>."
-        ),
-    ] = None,
+    judge_base_url: JudgeBaseUrl = None,
+    judge_api_key_env: JudgeKeyEnv = None,
+    judge_temperature: JudgeTemperature = None,
+    judge_max_tokens: JudgeMaxTokens = None,
+    judge_reasoning_effort: JudgeReasoning = None,
+    judge_extra_body: JudgeExtraBody = None,
+    grader_template: GraderTemplate = None,
     name: Annotated[
         str | None,
         typer.Option(
@@ -497,10 +399,10 @@ def regrade_command(
         ),
     ] = None,
     store: StoreOpt = None,
-    max_connections: Annotated[
-        int | None,
-        typer.Option("--max-connections", help="Concurrent judge calls (default 64).", show_default=False),
-    ] = None,
+    max_connections: MaxConnections = None,
+    max_retries: MaxRetries = None,
+    judge_retries: JudgeRetries = None,
+    prices: Prices = None,
     strict: Annotated[
         bool, typer.Option("--strict", help="Fail (exit 1) if any criterion is left ungraded.")
     ] = False,
@@ -508,10 +410,8 @@ def regrade_command(
     allresults_out: AllResultsOpt = None,
 ) -> None:
     """Grade an existing run's answers with another judge or template, without re-sampling."""
-    from healthbench.runner.config import ModelConfig
-
     s = Store(store)
-    layer = _model_layer(
+    layer = model_layer(
         judge,
         judge_base_url,
         judge_api_key_env,
@@ -519,12 +419,10 @@ def regrade_command(
         judge_max_tokens,
         judge_reasoning_effort,
         judge_extra_body,
-        None,
-        name="judge",
     )
-    overrides: dict[str, Any] = {}
-    if max_connections is not None:
-        overrides["max_connections"] = max_connections
+    overrides = how_layer(
+        max_connections=max_connections, max_retries=max_retries, judge_retries=judge_retries, prices=prices
+    )
     if grader_template is not None:
         overrides["grader_template"] = str(grader_template)
     with RichProgress(console, label="answers reused") as progress:

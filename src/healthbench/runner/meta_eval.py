@@ -14,9 +14,8 @@ from healthbench.errors import RunError
 from healthbench.grading.template import load_template
 from healthbench.runner.config import RunConfig
 from healthbench.runner.engine import WorkItem
-from healthbench.runner.loop import run_async
 from healthbench.runner.progress import ProgressSink
-from healthbench.runner.run import RunOutcome, _stored_record, check_same_settings, execute, new_run_name
+from healthbench.runner.run import RunOutcome, check_same_settings, new_run_name, run_to_end, stored_record
 from healthbench.store.runs import RunRecord, Store
 
 
@@ -44,7 +43,7 @@ def prepare_meta_eval(store: Store, config: RunConfig, name: str, *, show_progre
         "rows": len(chosen),
     }
     template = load_template(config.grader_template)
-    record = _stored_record(config, kind="meta_eval", dataset=dataset, template_sha=template.sha256)
+    record = stored_record(config, kind="meta_eval", dataset=dataset, template_sha=template.sha256)
     return store.create_run(
         name, "meta_eval", record, [(row_id(r), r.model_dump(mode="json")) for r in chosen]
     )
@@ -111,7 +110,4 @@ def _finish(
     environ: Mapping[str, str] | None,
 ) -> RunOutcome:
     work = meta_work(meta_records(store, run), config.n_repeats)
-    counters = run_async(
-        execute(store, run, config, work, progress=progress, environ=environ, with_candidate=False)
-    )
-    return RunOutcome(store.require_run(run.name), counters)
+    return run_to_end(store, run, config, work, with_candidate=False, progress=progress, environ=environ)

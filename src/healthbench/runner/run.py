@@ -46,7 +46,7 @@ def _identity(config: RunConfig) -> dict[str, Any]:
     return data
 
 
-def _stored_record(
+def stored_record(
     config: RunConfig, *, kind: str, dataset: Mapping[str, Any], template_sha: str
 ) -> dict[str, Any]:
     return {
@@ -90,7 +90,7 @@ def prepare_eval(store: Store, config: RunConfig, name: str, *, show_progress: b
         "sha256": source.sha256,
         "conversations": len(chosen),
     }
-    record = _stored_record(config, kind="eval", dataset=dataset, template_sha=template.sha256)
+    record = stored_record(config, kind="eval", dataset=dataset, template_sha=template.sha256)
     return store.create_run(name, "eval", record, [(c.prompt_id, c.model_dump(mode="json")) for c in chosen])
 
 
@@ -209,6 +209,23 @@ def resume_run(
     return _finish_eval(store, run, config, progress=progress, environ=environ)
 
 
+def run_to_end(
+    store: Store,
+    run: RunRecord,
+    config: RunConfig,
+    work: Sequence[WorkItem],
+    *,
+    with_candidate: bool,
+    progress: ProgressSink | None,
+    environ: Mapping[str, str] | None,
+) -> RunOutcome:
+    """Execute ``work`` for ``run`` on the event loop and return the run as stored afterwards."""
+    counters = run_async(
+        execute(store, run, config, work, progress=progress, environ=environ, with_candidate=with_candidate)
+    )
+    return RunOutcome(store.require_run(run.name), counters)
+
+
 def _finish_eval(
     store: Store,
     run: RunRecord,
@@ -218,11 +235,10 @@ def _finish_eval(
     environ: Mapping[str, str] | None,
 ) -> RunOutcome:
     work = eval_work(conversations_of(store, run), config.n_repeats)
-    with_candidate = run.parent_run is None
-    counters = run_async(
-        execute(store, run, config, work, progress=progress, environ=environ, with_candidate=with_candidate)
+    # a regrade has no candidate: its answers were copied from the parent run
+    return run_to_end(
+        store, run, config, work, with_candidate=run.parent_run is None, progress=progress, environ=environ
     )
-    return RunOutcome(store.require_run(run.name), counters)
 
 
 def regrade(
@@ -247,7 +263,7 @@ def regrade(
     existing = store.get_run(name)
     if existing is None:
         template = load_template(config.grader_template)
-        record = _stored_record(
+        record = stored_record(
             config, kind="eval", dataset=parent.config["dataset"], template_sha=template.sha256
         )
         run = store.create_run(name, "eval", record, store.load_items(parent.id), parent_run=parent.name)
