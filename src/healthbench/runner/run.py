@@ -3,6 +3,7 @@ them: `run_eval`, `resume_run`, `regrade`. Every result is then read back from t
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -168,6 +169,9 @@ async def execute(
         counters = await engine.run(work_plan)
         status = "finished" if counters.ungraded == 0 and counters.samples_failed == 0 else "incomplete"
         return counters
+    except (asyncio.CancelledError, KeyboardInterrupt):
+        status = "interrupted"  # everything committed so far is kept; run it again to continue
+        raise
     finally:
         store.set_status(run.id, status)
         for model in (candidate, judge):
