@@ -117,6 +117,9 @@ class Engine:
         self.progress = progress or NoProgress()
         self.counters = RunCounters()
         self._slots = asyncio.Semaphore(self.options.max_connections)
+        # items in progress: enough to keep every slot busy, few enough that a 5,000-conversation run
+        # does not hold 60,000 rendered judge prompts in memory at once
+        self._open_items = asyncio.Semaphore(2 * self.options.max_connections)
         self._cache_keys: set[str] = set()
         self._writer: StoreWriter | None = None
         self._answered: dict[str, int] = {}  # successful real calls per model, to spot dead endpoints
@@ -152,6 +155,12 @@ class Engine:
 
     # -- one work item -------------------------------------------------------------------------
     async def _item(self, w: WorkItem, completion: str | None, missing: list[tuple[int, int]]) -> None:
+        async with self._open_items:
+            await self._sample_and_grade(w, completion, missing)
+
+    async def _sample_and_grade(
+        self, w: WorkItem, completion: str | None, missing: list[tuple[int, int]]
+    ) -> None:
         if completion is None:
             completion = await self._sample(w)
             if completion is None:

@@ -32,7 +32,7 @@ depend only on the inputs and the seed: not on chunk sizes, thread count or mach
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -40,12 +40,12 @@ import numpy as np
 import numpy.typing as npt
 
 DEFAULT_RESAMPLES = 1000
-_CHUNK_ELEMENTS = 1 << 15  # draws gathered per pass (cache-sized buffers); the numbers do not depend on it
+_CHUNK_ELEMENTS = 1 << 17  # draws gathered per pass (cache-sized buffers); the numbers do not depend on it
 
 # Cost per resample (about nanoseconds) of the exact methods. Fixed, so the plan depends on the data only.
-_COST_DRAW = 2.0  # gather one value: a uniform index, a lookup and an addition
-_COST_COLUMN = 0.6  # read one more column in each frame draw
-_COST_BINOMIAL = 30.0  # one binomial split of a multinomial count vector
+_COST_DRAW = 1.9  # gather one value: a uniform index, a lookup and an addition
+_COST_COLUMN = 0.5  # read one more column in each frame draw
+_COST_BINOMIAL = 60.0  # one binomial split of a multinomial count vector
 
 Floats = npt.NDArray[np.float64]
 Ints = npt.NDArray[np.int64]
@@ -291,7 +291,7 @@ class Frame:
         members = np.zeros((n_rows, len(row_sets)), dtype=bool)
         for i in parent:
             members[columns[i].rows, row_sets[columns[i].rows.tobytes()] - 1] = True
-        signatures, atom_of_row = np.unique(members, axis=0, return_inverse=True)
+        signatures, atom_of_row = _distinct_rows(members)
         class_atoms = np.vstack([np.ones(len(signatures), dtype=bool), signatures.T])
         shared = list(dict.fromkeys(parent.values()))
         extra = [i for i in full if i not in shared and _COST_COLUMN * n_rows < alone[i].cost]
@@ -334,6 +334,14 @@ class Frame:
         return counts
 
 
+def _distinct_rows(matrix: npt.NDArray[np.bool_]) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.intp]]:
+    """The distinct rows of a boolean matrix (sorted) and each row's index among them."""
+    packed = np.ascontiguousarray(np.packbits(matrix, axis=1))
+    _, first, inverse = np.unique(packed.view(np.dtype((np.void, packed.shape[1]))).ravel(),
+                                  return_index=True, return_inverse=True)
+    return matrix[first], inverse.ravel()
+
+
 def _parent(columns: Sequence[Column], i: int, full: Sequence[int]) -> int | None:
     """The first full column whose values on sample ``i``'s rows are ``i``'s values, if any."""
     rows, values = columns[i].rows, columns[i].values
@@ -368,47 +376,38 @@ def multinomial(n: int, categories: Ints, size: int, rng: np.random.Generator) -
 
 def gathered_sums(pool: Floats, lengths: Ints, rng: np.random.Generator) -> Floats:
     """For each resample b, the sum of ``lengths[b]`` uniform draws (with replacement) from ``pool``."""
-    out = np.empty(lengths.size)
-    for rows in _chunks(lengths):
-        picked = pool[rng.integers(0, pool.size, int(lengths[rows].sum()))]
-        out[rows] = segment_sums(picked, lengths[rows])
-    return out
+    return segmented_draws(pool, lengths, rng)
 
 
 def prefix_sums(pool: Floats, cuts: Ints, rng: np.random.Generator) -> Floats:
     """Resample b draws one stream of ``max(cuts[b])`` uniform rows of ``pool`` (rows, columns) and
     returns, for each i, the column sums of the stream's first ``cuts[b, i]`` rows: (b, i, column)."""
-    out = np.empty((*cuts.shape, pool.shape[1]))
-    for rows in _chunks(cuts.max(axis=1)):
-        part = cuts[rows]
-        order = np.argsort(part, axis=1, kind="stable")
-        ordered = np.take_along_axis(part, order, axis=1)
-        picked = np.take(pool, rng.integers(0, len(pool), int(ordered[:, -1].sum())), axis=0)
-        pieces = segment_sums(picked, np.diff(ordered, axis=1, prepend=0).ravel())
-        prefix = np.cumsum(pieces.reshape(*part.shape, -1), axis=1)
-        np.put_along_axis(out[rows], order[:, :, None], prefix, axis=1)
+    order = np.argsort(cuts, axis=1, kind="stable")
+    ordered = np.take_along_axis(cuts, order, axis=1)
+    pieces = segmented_draws(pool, np.diff(ordered, axis=1, prepend=0).ravel(), rng)
+    prefix = np.cumsum(pieces.reshape(*cuts.shape, -1), axis=1)
+    out = np.empty_like(prefix)
+    np.put_along_axis(out, order[:, :, None], prefix, axis=1)
     return out
 
 
-def segment_sums(values: Floats, lengths: Ints) -> Floats:
-    """Sums (along axis 0) of consecutive segments of ``values`` with the given lengths (0 when empty)."""
-    sums = np.zeros((lengths.size, *values.shape[1:]))
-    nonempty = lengths > 0
-    if nonempty.any():
-        starts = np.cumsum(lengths) - lengths
-        sums[nonempty] = np.add.reduceat(values, starts[nonempty], axis=0)
-    return sums
-
-
-def _chunks(lengths: Ints) -> Iterator[slice]:
-    """Consecutive resamples with about ``_CHUNK_ELEMENTS`` draws in all (at least one resample)."""
+def segmented_draws(pool: Floats, lengths: Ints, rng: np.random.Generator) -> Floats:
+    """Draw ``lengths.sum()`` uniform rows of ``pool`` in order and return the sums of consecutive
+    segments of ``lengths`` draws (zero for an empty one), a cache-sized pass at a time."""
+    sums = np.zeros((lengths.size, *pool.shape[1:]))
     ends = np.cumsum(lengths)
-    start = 0
-    while start < lengths.size:
-        before = int(ends[start - 1]) if start else 0
-        stop = max(start + 1, int(np.searchsorted(ends, before + _CHUNK_ELEMENTS, side="right")))
-        yield slice(start, stop)
-        start = stop
+    first = 0
+    while first < lengths.size:
+        done = int(ends[first - 1]) if first else 0
+        stop = max(first + 1, int(np.searchsorted(ends, done + _CHUNK_ELEMENTS, side="right")))
+        part = lengths[first:stop]
+        picked = np.take(pool, rng.integers(0, len(pool), int(ends[stop - 1]) - done), axis=0)
+        nonempty = part > 0
+        if nonempty.any():
+            starts = np.cumsum(part) - part
+            sums[first:stop][nonempty] = np.add.reduceat(picked, starts[nonempty], axis=0)
+        first = stop
+    return sums
 
 
 def flatten(stats: Mapping[str, KeyStats]) -> dict[str, float | int]:
