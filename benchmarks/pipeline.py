@@ -61,6 +61,20 @@ def synthetic(path: Path, n: int = 527, criteria: int = 12) -> Path:
     return path
 
 
+def structural_ceiling(criteria: list[int], concurrency: int) -> int:
+    """Waves of calls a perfect client needs with fixed latency: a conversation's criteria can only be
+    graded once its answer is back, so the first wave holds at most one call per conversation.
+    (The engine queues every sample first, then grades as answers arrive; this replays that order.)"""
+    pending_samples, ready_grades, waves = list(criteria), 0, 0
+    while pending_samples or ready_grades:
+        sampled = pending_samples[:concurrency]
+        pending_samples = pending_samples[concurrency:]
+        graded = min(concurrency - len(sampled), ready_grades)
+        ready_grades += sum(sampled) - graded
+        waves += 1
+    return waves
+
+
 def cpu_seconds() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
@@ -84,6 +98,8 @@ def one(url: str, data: Path, concurrency: int, latency: float, workdir: Path) -
     calls = fetch_stats(url)["requests"]
     assert outcome.counters.ungraded == 0 and calls == outcome.counters.calls
     ideal = max(calls * latency / concurrency, 2 * latency)
+    criteria = [len(json.loads(line)["rubrics"]) for line in data.read_text().splitlines() if line.strip()]
+    best = structural_ceiling(criteria, concurrency) * latency
     reset_stats(url)
     t1 = time.perf_counter()
     again = run_eval(cfg, store=store, name="bench", show_progress=False)
@@ -97,6 +113,7 @@ def one(url: str, data: Path, concurrency: int, latency: float, workdir: Path) -
         "wall": wall,
         "ideal": ideal,
         "efficiency": ideal / wall,
+        "ceiling": ideal / best,
         "calls_per_s": calls / wall,
         "cpu_per_1000": 1000 * cpu / calls,
         "rerun": rerun,
@@ -120,17 +137,19 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append(one(url, data, concurrency, args.latency, workdir))
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(
-        f"{'conc':>5} {'calls':>6} {'wall s':>7} {'ideal s':>7} {'effic.':>6} {'calls/s':>8} "
+        f"{'conc':>5} {'calls':>6} {'wall s':>7} {'ideal s':>7} {'effic.':>6} {'ceiling':>7} {'calls/s':>8} "
         f"{'cpu s/1k':>8} {'rerun s':>8} {'rerun %':>7} {'rerun calls':>11}"
     )
     for r in rows:
         print(
             f"{r['concurrency']:>5} {r['calls']:>6} {r['wall']:>7.2f} {r['ideal']:>7.2f} "
-            f"{r['efficiency']:>6.2f} "
+            f"{r['efficiency']:>6.2f} {r['ceiling']:>7.2f} "
             f"{r['calls_per_s']:>8.0f} {r['cpu_per_1000']:>8.2f} {r['rerun']:>8.3f} "
             f"{100 * r['rerun_share']:>6.1f}% {r['rerun_calls']:>11}"
         )
     print(f"peak RSS of the client process: {peak_mb:.0f} MB")
+    print("ceiling = ideal / the fewest latency waves any client can need (answers before grades): the best")
+    print("efficiency reachable for this workload; where it is below 0.9, the 0.9 target cannot be met.")
     ok = all(r["efficiency"] >= 0.9 for r in rows) and all(
         r["rerun_calls"] == 0 and r["rerun_share"] < 0.05 for r in rows
     )
