@@ -193,11 +193,22 @@ def test_existing_name_with_other_settings(server: str, tmp_path: Path) -> None:
 
 def test_config_file_with_flags_on_top(server: str, tmp_path: Path) -> None:
     config = tmp_path / "run.toml"
-    config.write_text(f'limit = 2\nn_repeats = 2\n[judge]\nspec = "judge"\nbase_url = "{server}"\n'
-                      f'[model]\nspec = "cand"\nbase_url = "{server}"\n')
+    config.write_text(
+        f'limit = 2\nn_repeats = 2\n[judge]\nspec = "judge"\nbase_url = "{server}"\n'
+        f'[model]\nspec = "cand"\nbase_url = "{server}"\n'
+    )
     metrics = tmp_path / "m.json"
-    result = invoke("run", "--config", str(config), "--limit", "3", "--store", str(tmp_path / "s.db"),
-                    "--metrics-out", str(metrics))
+    result = invoke(
+        "run",
+        "--config",
+        str(config),
+        "--limit",
+        "3",
+        "--store",
+        str(tmp_path / "s.db"),
+        "--metrics-out",
+        str(metrics),
+    )
     assert result.exit_code == 0, result.output
     assert json.loads(metrics.read_text())["overall_score:n_samples"] == 6  # flag wins: 3 x 2 repeats
     bad = tmp_path / "bad.toml"
@@ -210,8 +221,18 @@ def test_regrade_and_runs_listing(server: str, tmp_path: Path) -> None:
     store = tmp_path / "s.db"
     assert invoke(*fake_args(server, store, "--name", "base", "--limit", "2")).exit_code == 0
     reset_stats(server)
-    result = invoke("regrade", "base", "--judge", "judge-2", "--judge-base-url", server, "--name", "re",
-                    "--store", str(store))
+    result = invoke(
+        "regrade",
+        "base",
+        "--judge",
+        "judge-2",
+        "--judge-base-url",
+        server,
+        "--name",
+        "re",
+        "--store",
+        str(store),
+    )
     assert result.exit_code == 0, result.output
     stats = fetch_stats(server)
     assert stats["candidate"] == 0 and stats["judge"] > 0

@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 
+import numpy as np
 import pytest
 
 from healthbench.data.schema import Conversation, Message, RubricItem
-from healthbench.scoring.rubric import OVERALL, Verdict, conversation_metrics, length_adjusted, rubric_score
+from healthbench.scoring.rubric import (
+    OVERALL,
+    MetricTable,
+    Verdict,
+    batch_metrics,
+    conversation_metrics,
+    length_adjusted,
+    rubric_score,
+)
+from healthbench.scoring.stats import columns_of
 
 MET, NOT, UNGRADED = Verdict.MET, Verdict.NOT_MET, Verdict.UNGRADED
 ConversationFactory = Callable[..., Conversation]
@@ -135,3 +146,119 @@ def test_length_adjusted(score: float, length: int, penalty: float, center: floa
     assert length_adjusted(score, length, penalty=penalty, center=center) == pytest.approx(
         expected, abs=1e-15
     )
+
+
+# --- batch_metrics: every conversation at once, the same numbers as conversation_metrics ------------------
+
+
+def random_batch(
+    seed: int,
+    *,
+    example_vocabulary: tuple[str, ...] = ("theme:a", "theme:b", "physician:x"),
+    rubric_vocabulary: tuple[str, ...] = (
+        "axis:accuracy",
+        "axis:completeness",
+        "level:example",
+        "level:cluster",
+        "cluster:c1",
+        "cluster:c2",
+    ),
+    n: int = 60,
+) -> tuple[list[Conversation], list[list[Verdict]]]:
+    """Random conversations: int and float points (negative too), tags repeated within a criterion,
+    tags with only negative points, criteria without tags, ungraded criteria, varied example tags."""
+    rng = random.Random(seed)
+    conversations, verdicts = [], []
+    for index in range(n):
+        items = []
+        for number in range(rng.randint(1, 7)):
+            points: float = rng.choice([-10, -3, -1, 1, 2, 5, 10, 2.5, 0.1, -0.7])
+            tags = rng.sample(rubric_vocabulary, rng.randint(0, min(3, len(rubric_vocabulary))))
+            if tags and rng.random() < 0.15:
+                tags.append(tags[0])  # a tag repeated within one criterion
+            items.append(RubricItem(criterion=f"c{number}", points=points, tags=tags))
+        if not any(item.points > 0 for item in items):
+            items.append(RubricItem(criterion="positive", points=4, tags=["axis:accuracy"]))
+        example_tags = rng.sample(example_vocabulary, rng.randint(0, min(2, len(example_vocabulary))))
+        conversations.append(
+            Conversation(
+                prompt=[Message(role="user", content="q")],
+                prompt_id=f"p{index}",
+                rubrics=items,
+                example_tags=example_tags,
+            )
+        )
+        verdicts.append(
+            [rng.choice([MET, NOT, MET, NOT, UNGRADED if rng.random() < 0.05 else MET]) for _ in items]
+        )
+    return conversations, verdicts
+
+
+def assert_same_as_one_by_one(conversations: list[Conversation], verdicts: list[list[Verdict]]) -> None:
+    table = batch_metrics(conversations, verdicts)
+    expected = [conversation_metrics(c, v) for c, v in zip(conversations, verdicts, strict=True)]
+    assert table.per_conversation == expected
+    for mine, theirs in zip(table.per_conversation, expected, strict=True):
+        if theirs is not None:
+            assert mine is not None and list(mine) == list(theirs)  # same key order
+            assert [mine[k].hex() for k in mine] == [theirs[k].hex() for k in theirs]  # same bits
+    columns = columns_of([m for m in expected if m is not None])
+    assert list(table.columns) == list(columns)
+    for key, column in columns.items():
+        assert np.array_equal(table.columns[key].rows, column.rows), key
+        assert table.columns[key].values.tobytes() == column.values.tobytes(), key
+    assert table.ungraded_criteria == sum(v is UNGRADED for vs in verdicts for v in vs)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_batch_metrics_matches_conversation_metrics(seed: int) -> None:
+    assert_same_as_one_by_one(*random_batch(seed))
+
+
+@pytest.mark.parametrize(
+    "example_vocabulary",
+    [
+        ("theme:a", "axis:accuracy"),  # an example tag that is also a rubric tag
+        ("theme:a", OVERALL),  # an example tag named like the overall score
+        ("theme:a", "theme:a"),  # the same example tag twice in a conversation
+        (),  # no example tags at all
+    ],
+)
+def test_batch_metrics_unusual_tags(example_vocabulary: tuple[str, ...]) -> None:
+    conversations, verdicts = random_batch(11, example_vocabulary=example_vocabulary)
+    if example_vocabulary == ("theme:a", "theme:a"):
+        conversations[0] = conversations[0].model_copy(update={"example_tags": ["theme:a", "theme:a"]})
+    assert_same_as_one_by_one(conversations, verdicts)
+
+
+def test_batch_metrics_with_a_rubric_tag_named_like_the_overall_score() -> None:
+    assert_same_as_one_by_one(*random_batch(12, rubric_vocabulary=("axis:accuracy", OVERALL)))
+
+
+def test_batch_metrics_of_nothing_and_of_only_ungraded() -> None:
+    assert batch_metrics([], []) == MetricTable([], {}, 0)
+    conversations, verdicts = random_batch(13, n=3)
+    verdicts = [[UNGRADED] * len(v) for v in verdicts]
+    table = batch_metrics(conversations, verdicts)
+    assert table.per_conversation == [None, None, None] and table.columns == {}
+    assert table.ungraded_criteria == sum(len(v) for v in verdicts)
+
+
+def test_batch_metrics_raises_what_conversation_metrics_raises(
+    make_conversation: ConversationFactory,
+) -> None:
+    conversation = make_conversation([(5, [])])
+    with pytest.raises(ValueError, match="1 rubric items but 2 verdicts"):
+        batch_metrics([conversation], [[MET, MET]])
+    hand_built = Conversation.model_construct(
+        prompt=[Message(role="user", content="q")],
+        prompt_id="hand-built",
+        rubrics=[item(-5)],
+        example_tags=[],
+        ideal_completions_data=None,
+        canary=None,
+    )
+    with pytest.raises(ValueError, match="hand-built has no positive points"):
+        batch_metrics([conversation, hand_built], [[MET], [MET]])
+    with pytest.raises(ValueError, match="2 conversations but 1 verdict lists"):
+        batch_metrics([conversation, conversation], [[MET]])

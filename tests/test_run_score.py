@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Callable
 
 import pytest
@@ -11,7 +12,8 @@ from rich.console import Console
 from healthbench.data.schema import Conversation
 from healthbench.results.summary import SummaryRow, render_summary, summary_rows
 from healthbench.scoring.rubric import OVERALL
-from healthbench.scoring.run_score import GradedSample, RunScore, ScoringOptions, score_run
+from healthbench.scoring.run_score import GradedSample, RunScore, ScoringOptions, sample_metrics, score_run
+from healthbench.scoring.stats import aggregate
 
 ConversationFactory = Callable[..., Conversation]
 SampleFactory = Callable[..., GradedSample]
@@ -225,3 +227,60 @@ def test_summary_without_resamples_shows_no_interval(run: list[GradedSample]) ->
     render_summary(score_run(run[:3], ScoringOptions(n_resamples=0)), title="t", console=console)
     text = console.export_text()
     assert "ungraded: 0 criteria in 0 of 3 samples" in text and "[0." not in text
+
+
+def random_run(
+    make_conversation: ConversationFactory,
+    make_sample: SampleFactory,
+    seed: int,
+    rubric_tags: tuple[str, ...] = ("axis:accuracy", "axis:completeness", "cluster:x", "level:example"),
+) -> list[GradedSample]:
+    """Random graded samples: themes and categories, overlapping rubric tags, some ungraded criteria."""
+    rng = random.Random(seed)
+    samples = []
+    for index in range(80):
+        items = [
+            (
+                rng.choice([-5, 1, 2, 3, 5, 10]),
+                rng.sample(rubric_tags, rng.randint(0, min(2, len(rubric_tags)))),
+            )
+            for _ in range(rng.randint(1, 6))
+        ]
+        items.append((4, [rubric_tags[0]]))
+        theme = rng.choice("abc")
+        conversation = make_conversation(
+            items,
+            prompt_id=f"r{index}",
+            example_tags=[f"theme:{theme}", f"category:{theme}{rng.randint(0, 1)}"],
+        )
+        met = [None if rng.random() < 0.02 else rng.random() < 0.6 for _ in items]
+        samples.append(make_sample(conversation, met, completion="x" * rng.randint(100, 3000)))
+    return samples
+
+
+@pytest.mark.parametrize(
+    ("options", "rubric_tags"),
+    [
+        (ScoringOptions(n_resamples=300, seed=4), ("axis:accuracy", "axis:completeness", "cluster:x")),
+        (ScoringOptions(n_resamples=300, seed=5, length_penalty=0.05, length_center=800), ("axis:accuracy",)),
+        (ScoringOptions(n_resamples=300, seed=6), ("axis:accuracy", "score")),  # a tag named "score"
+    ],
+)
+def test_score_run_is_aggregate_of_sample_metrics(
+    make_conversation: ConversationFactory,
+    make_sample: SampleFactory,
+    options: ScoringOptions,
+    rubric_tags: tuple[str, ...],
+) -> None:
+    # the batch path gives the same per-sample metrics, the same keys in the same order, and (laid
+    # out the same way) the very same bootstrap bits as the one-sample-at-a-time definition
+    samples = random_run(make_conversation, make_sample, 7, rubric_tags)
+    result = score_run(samples, options)
+    per_sample = [sample_metrics(s, options) for s in samples]
+    assert result.per_sample == per_sample
+    rows = [dict(m, score=m[OVERALL]) for m in per_sample if m is not None]
+    expected = aggregate(rows, n_resamples=options.n_resamples, seed=options.seed)
+    assert list(result.stats) == list(expected)
+    assert result.stats == expected
+    assert result.ungraded_criteria == sum(s.ungraded for s in samples)
+    assert result.ungraded_samples == sum(m is None for m in per_sample)

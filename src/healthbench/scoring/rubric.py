@@ -11,10 +11,19 @@ conversation with any ungraded criterion has no score (it is left out of the agg
 
 from __future__ import annotations
 
+import itertools
+import operator
+from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from enum import Enum
+from itertools import chain, count, repeat
+
+import numpy as np
+import numpy.typing as npt
 
 from healthbench.data.schema import Conversation, RubricItem
+from healthbench.scoring.stats import Column, columns_of
 
 OVERALL = "overall_score"
 
@@ -97,6 +106,246 @@ def conversation_metrics(conversation: Conversation, verdicts: Sequence[Verdict]
         if tag_total > 0:  # only tags with at least one positive-point criterion get a score
             metrics[tag] = tag_achieved.get(tag, 0) / tag_total
     return metrics
+
+
+@dataclass(frozen=True)
+class MetricTable:
+    """`conversation_metrics` of many conversations: simple-evals' per-conversation dicts (None when
+    ungraded), and the same values as one `Column` per key, keys in first-seen order, whose rows are
+    the positions among the graded conversations."""
+
+    per_conversation: list[dict[str, float] | None]
+    columns: dict[str, Column]
+    ungraded_criteria: int
+
+
+def batch_metrics(
+    conversations: Sequence[Conversation], verdicts: Sequence[Sequence[Verdict]]
+) -> MetricTable:
+    """`conversation_metrics` of every conversation, computed over all criteria at once.
+
+    Sums are `np.bincount` accumulations, which add the same points in the same (criterion) order as
+    `conversation_metrics`, so every value is bit-identical; the keys and their order are the same.
+    Anything unusual (a length mismatch, a conversation without positive points, an example tag
+    repeated or also used as a rubric tag, very many distinct tags) goes through
+    `conversation_metrics` one conversation at a time, which also raises its errors.
+    """
+    if len(conversations) != len(verdicts):
+        raise ValueError(f"{len(conversations)} conversations but {len(verdicts)} verdict lists")
+    if not conversations:
+        return MetricTable([], {}, 0)
+    criteria = _Criteria.of(conversations, verdicts)
+    table = criteria.table() if criteria is not None else None
+    if table is not None:
+        return table
+    per_conversation = [conversation_metrics(c, v) for c, v in zip(conversations, verdicts, strict=True)]
+    ungraded = sum(v is Verdict.UNGRADED for v in chain.from_iterable(verdicts))
+    return MetricTable(per_conversation, columns_of([m for m in per_conversation if m is not None]), ungraded)
+
+
+_MAX_CELLS = 1 << 24  # conversations x distinct tags for the dense per-tag sums; beyond, one by one
+_POINTS, _TAGS = operator.attrgetter("points"), operator.attrgetter("tags")
+
+
+@dataclass(frozen=True)
+class _Criteria:
+    """Every criterion of a batch flattened in order, with its tag occurrences (as indices into
+    ``names``, by first appearance) and each conversation's example tags."""
+
+    n_items: npt.NDArray[np.intp]  # criteria per conversation
+    points: npt.NDArray[np.float64]
+    met: npt.NDArray[np.bool_]
+    ungraded: npt.NDArray[np.bool_]
+    n_tags: npt.NDArray[np.intp]  # tags per criterion
+    tag: npt.NDArray[np.intp]
+    names: list[str]
+    example_tags: list[list[str]]
+
+    @classmethod
+    def of(
+        cls, conversations: Sequence[Conversation], verdicts: Sequence[Sequence[Verdict]]
+    ) -> _Criteria | None:
+        """None when a conversation has more or fewer verdicts than criteria.
+
+        One pass, conversation by conversation: reading the criteria's fields is bound by memory
+        latency, so each is read once, while its conversation is in cache.
+        """
+        n_items = np.fromiter(map(len, verdicts), np.intp, len(verdicts))
+        names: defaultdict[str, int] = defaultdict(count().__next__)  # tag -> index, by first appearance
+        lookup = names.__getitem__
+        points: list[float] = []
+        n_tags: list[int] = []
+        tags: list[int] = []
+        example_tags: list[list[str]] = []
+        for conversation, n in zip(conversations, n_items.tolist(), strict=True):
+            rubric = conversation.rubrics
+            if len(rubric) != n:
+                return None
+            tag_lists = list(map(_TAGS, rubric))
+            points.extend(map(_POINTS, rubric))
+            n_tags.extend(map(len, tag_lists))
+            tags.extend(map(lookup, chain.from_iterable(tag_lists)))
+            example_tags.append(conversation.example_tags)
+        verdict = np.fromiter(map(id, chain.from_iterable(verdicts)), np.intp, len(points))
+        return cls(
+            n_items,
+            np.fromiter(points, np.float64, len(points)),
+            verdict == id(Verdict.MET),
+            verdict == id(Verdict.UNGRADED),
+            np.fromiter(n_tags, np.intp, len(n_tags)),
+            np.fromiter(tags, np.intp, len(tags)),
+            list(names),
+            example_tags,
+        )
+
+    def table(self) -> MetricTable | None:
+        """The metrics, or None when the batch needs `conversation_metrics` one by one."""
+        n_conv, n_names = len(self.n_items), len(self.names)
+        conv_of_item = np.repeat(np.arange(n_conv), self.n_items)
+        graded = np.bincount(conv_of_item, self.ungraded, n_conv) == 0
+        positive = np.where(self.points > 0, self.points, 0.0)
+        earned = np.where(self.met, self.points, 0.0)
+        possible = np.bincount(conv_of_item, positive, n_conv)
+        if np.any(graded & (possible == 0)) or n_conv * n_names > _MAX_CELLS:
+            return None
+        overall = np.divide(
+            np.bincount(conv_of_item, earned, n_conv), possible, where=graded, out=np.zeros(n_conv)
+        )
+        examples = _ExampleTags.of(self.example_tags, graded, set(self.names))
+        if examples is None:
+            return None
+        item_of_tag = np.repeat(np.arange(len(self.points)), self.n_tags)
+        kept = _first_in_criterion(self.tag, item_of_tag)
+        tag_items = item_of_tag[kept]
+        cell = conv_of_item[tag_items] * n_names + self.tag[kept]  # (conversation, tag) cell
+        tag_possible = np.bincount(cell, positive[tag_items], n_conv * n_names)
+        scored = ((tag_possible.reshape(n_conv, n_names) > 0) & graded[:, None]).ravel()
+        ratio = np.bincount(cell, earned[tag_items], n_conv * n_names).astype(np.float64, copy=False)
+        np.divide(ratio, tag_possible, where=scored, out=ratio)  # (only scored cells are read)
+        position = np.arange(cell.size, dtype=np.int32)
+        first = np.full(n_conv * n_names, cell.size, dtype=np.int32)
+        np.minimum.at(first, cell, position)
+        entry = cell[(first[cell] == position) & scored[cell]]  # per conversation, in order
+        per_conversation = _dicts(overall, graded, self.example_tags, self.names, entry, ratio)
+        columns = _columns(
+            overall,
+            graded,
+            self.example_tags,
+            examples,
+            self.names,
+            scored.reshape(n_conv, n_names),
+            ratio.reshape(n_conv, n_names),
+            entry,
+        )
+        return MetricTable(per_conversation, columns, int(self.ungraded.sum()))
+
+
+def _first_in_criterion(
+    tag: npt.NDArray[np.intp], item_of_tag: npt.NDArray[np.intp]
+) -> npt.NDArray[np.bool_]:
+    """False for a tag occurrence that repeats a tag earlier in the same criterion (it counts once)."""
+    kept = np.ones(tag.size, dtype=bool)
+    lag = 1
+    while lag < tag.size and np.any(item_of_tag[lag:] == item_of_tag[:-lag]):
+        kept[lag:] &= ~((item_of_tag[lag:] == item_of_tag[:-lag]) & (tag[lag:] == tag[:-lag]))
+        lag += 1
+    return kept
+
+
+@dataclass(frozen=True)
+class _ExampleTags:
+    """The example tags' names (by first appearance) and, per name, the graded conversations with it."""
+
+    names: list[str]
+    carriers: list[npt.NDArray[np.intp]]
+
+    @classmethod
+    def of(
+        cls, example_tags: list[list[str]], graded: npt.NDArray[np.bool_], rubric_names: set[str]
+    ) -> _ExampleTags | None:
+        """None when a tag repeats within a conversation or is also a rubric tag (or overall's name)."""
+        index: defaultdict[str, int] = defaultdict(count().__next__)
+        tag = np.fromiter(map(index.__getitem__, chain.from_iterable(example_tags)), np.intp)
+        names = list(index)
+        if not rubric_names.isdisjoint(names) or OVERALL in rubric_names or OVERALL in index:
+            return None
+        n_conv = len(example_tags)
+        if n_conv * len(names) > _MAX_CELLS:
+            return None
+        conv = np.repeat(np.arange(n_conv), np.fromiter(map(len, example_tags), np.intp, n_conv))
+        carried = np.bincount(conv * len(names) + tag, minlength=n_conv * len(names)).reshape(
+            n_conv, len(names)
+        )
+        if carried.size and carried.max() > 1:
+            return None
+        carried &= graded[:, None]
+        return cls(names, [np.flatnonzero(carried[:, e]) for e in range(len(names))])
+
+
+def _dicts(
+    overall: npt.NDArray[np.float64],
+    graded: npt.NDArray[np.bool_],
+    example_tags: list[list[str]],
+    names: list[str],
+    entry: npt.NDArray[np.intp],
+    ratio: npt.NDArray[np.float64],
+) -> list[dict[str, float] | None]:
+    """simple-evals' per-conversation dicts: overall, the example tags, then the scored rubric tags
+    (``entry``: their cells, conversation by conversation in key order), None when ungraded."""
+    n_heads = np.where(graded, 1 + np.fromiter(map(len, example_tags), np.intp, len(graded)), 0)
+    sizes = n_heads + np.bincount(entry // len(names), minlength=len(graded))
+    within = np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    is_head = within < np.repeat(n_heads, sizes)
+    keys = np.empty(is_head.size, dtype=object)
+    graded_tags = itertools.compress(example_tags, graded.tolist())
+    keys[is_head] = list(chain.from_iterable(chain.from_iterable(zip(repeat((OVERALL,)), graded_tags))))
+    keys[~is_head] = np.array(names, dtype=object)[entry % len(names)]
+    values = np.empty(is_head.size)
+    values[is_head] = np.repeat(overall, n_heads)
+    values[~is_head] = ratio[entry]
+    key_iter, value_iter = iter(keys.tolist()), iter(values.tolist())
+    slices = (
+        map(itertools.islice, repeat(key_iter), sizes.tolist()),
+        map(itertools.islice, repeat(value_iter), sizes.tolist()),
+    )
+    dicts: list[dict[str, float] | None] = list(map(dict, map(zip, *slices)))
+    if not graded.all():
+        for i in np.flatnonzero(~graded).tolist():
+            dicts[i] = None
+    return dicts
+
+
+def _columns(
+    overall: npt.NDArray[np.float64],
+    graded: npt.NDArray[np.bool_],
+    example_tags: list[list[str]],
+    examples: _ExampleTags,
+    names: list[str],
+    scored: npt.NDArray[np.bool_],
+    ratio: npt.NDArray[np.float64],
+    entry: npt.NDArray[np.intp],
+) -> dict[str, Column]:
+    """One column per key (``scored`` and ``ratio`` are conversations x rubric tags), keys in the order
+    they are first seen in the per-conversation dicts: by conversation, then position in its dict."""
+    if not graded.any():
+        return {}
+    rank = np.cumsum(graded) - 1  # the row of each graded conversation
+    columns = {OVERALL: Column(np.arange(int(graded.sum()), dtype=np.intp), overall[graded])}
+    seen = {OVERALL: (int(np.argmax(graded)), 0)}
+    for name, carriers in zip(examples.names, examples.carriers, strict=True):
+        if carriers.size:
+            first = int(carriers[0])
+            columns[name] = Column(rank[carriers], overall[carriers])
+            seen[name] = (first, 1 + example_tags[first].index(name))
+    bounds = np.searchsorted(entry // len(names), np.arange(len(graded) + 1))
+    for tag, name in enumerate(names):
+        carriers = np.flatnonzero(scored[:, tag])
+        if carriers.size:
+            first = int(carriers[0])
+            columns[name] = Column(rank[carriers], ratio[carriers, tag])
+            at = np.flatnonzero(entry[bounds[first] : bounds[first + 1]] == first * len(names) + tag)[0]
+            seen[name] = (first, 1 + len(example_tags[first]) + int(at))
+    return {key: columns[key] for key in sorted(columns, key=seen.__getitem__)}
 
 
 def length_adjusted(score: float, response_length: int, *, penalty: float, center: float) -> float:

@@ -11,9 +11,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from healthbench.data.schema import Conversation
-from healthbench.scoring.rubric import OVERALL, Verdict, conversation_metrics, length_adjusted
-from healthbench.scoring.stats import DEFAULT_RESAMPLES, KeyStats, aggregate, flatten
+from healthbench.scoring.rubric import OVERALL, Verdict, batch_metrics, conversation_metrics, length_adjusted
+from healthbench.scoring.stats import (
+    DEFAULT_RESAMPLES,
+    Column,
+    KeyStats,
+    aggregate_columns,
+    columns_of,
+    flatten,
+)
 
 LENGTH_ADJUSTED = "length_adjusted_score"
 ERROR_RATE = "error_rate"
@@ -113,12 +122,21 @@ def sample_metrics(sample: GradedSample, options: ScoringOptions) -> dict[str, f
 
 
 def score_run(samples: Sequence[GradedSample], options: ScoringOptions | None = None) -> RunScore:
-    """Score a run. Ungraded samples are counted and left out; ``score`` mirrors simple-evals."""
+    """Score a run. Ungraded samples are counted and left out; ``score`` mirrors simple-evals.
+
+    The per-sample metrics are `sample_metrics` of every sample (computed all at once by
+    `batch_metrics`); the aggregate is `aggregate` of those metrics plus simple-evals' ``score`` key
+    (the overall score again), laid out as columns so that the bootstrap can share draws.
+    """
     options = options or ScoringOptions()
-    per_sample = [sample_metrics(s, options) for s in samples]
-    rows = [dict(m, score=m[OVERALL]) for m in per_sample if m is not None]
-    stats = aggregate(
-        rows,
+    table = batch_metrics([s.conversation for s in samples], [s.verdicts for s in samples])
+    per_sample = table.per_conversation
+    graded = [m for m in per_sample if m is not None]
+    if options.length_penalty is not None and graded:
+        _add_length_adjusted(samples, per_sample, options)
+    stats = aggregate_columns(
+        _run_columns(table.columns, graded, options),
+        len(graded),
         n_resamples=options.n_resamples,
         seed=options.seed,
         confidence=options.confidence,
@@ -127,7 +145,45 @@ def score_run(samples: Sequence[GradedSample], options: ScoringOptions | None = 
     return RunScore(
         stats=stats,
         per_sample=per_sample,
-        ungraded_criteria=sum(s.ungraded for s in samples),
-        ungraded_samples=sum(m is None for m in per_sample),
+        ungraded_criteria=table.ungraded_criteria,
+        ungraded_samples=len(per_sample) - len(graded),
         options=options,
     )
+
+
+def _add_length_adjusted(
+    samples: Sequence[GradedSample], per_sample: list[dict[str, float] | None], options: ScoringOptions
+) -> None:
+    """Add `LENGTH_ADJUSTED` to every graded sample's metrics, as `sample_metrics` does."""
+    if options.length_center is None:
+        raise ValueError("a length penalty needs an explicit length center")
+    assert options.length_penalty is not None
+    for sample, metrics in zip(samples, per_sample, strict=True):
+        if metrics is not None:
+            metrics[LENGTH_ADJUSTED] = length_adjusted(
+                metrics[OVERALL],
+                len(sample.completion),
+                penalty=options.length_penalty,
+                center=options.length_center,
+            )
+
+
+def _run_columns(
+    columns: dict[str, Column], graded: list[dict[str, float]], options: ScoringOptions
+) -> dict[str, Column]:
+    """The aggregated keys as columns, in the first-seen order of simple-evals' rows (each graded
+    sample's metrics followed by ``score``): ``score`` (and the length-adjusted score) come right
+    after the first graded sample's keys."""
+    extra = [LENGTH_ADJUSTED] if options.length_penalty is not None else []
+    if not graded:
+        return {}
+    if any(key in columns for key in [*extra, "score"]):  # a tag with one of these names: go by rows
+        return columns_of([dict(m, score=m[OVERALL]) for m in graded])
+    added = {
+        key: Column(columns[OVERALL].rows, np.array([m[key] for m in graded], dtype=np.float64))
+        for key in extra
+    }
+    added["score"] = columns[OVERALL]
+    keys = list(columns)
+    width = len(graded[0]) - len(extra)
+    return {**{k: columns[k] for k in keys[:width]}, **added, **{k: columns[k] for k in keys[width:]}}

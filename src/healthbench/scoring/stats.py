@@ -8,47 +8,53 @@ How a key is resampled
 ----------------------
 A resample of a key with n values is n draws, uniform and with replacement, from its own values, and
 only the sum of the draws matters. Every key's resample sums are drawn *exactly* from that
-distribution, by whichever of these equivalent methods the cost model finds cheapest for it:
+distribution, by whichever of these equivalent methods a fixed cost model finds cheapest for it:
 
-- gather: draw n uniform indices and add up the values they pick (the definition itself);
+- gather: n uniform indices (exact integers, several per random number, `_uniform_indices`), and
+  the sum of the values they pick -- the definition itself;
 - counts: how many of the n draws pick each distinct value is Multinomial(n, multiplicity / n), so a
-  resample sum is ``sum(count_j * value_j)``: a 0/1 key (a cluster) costs one binomial per resample
+  resample sum is ``sum(count_j * value_j)``; a 0/1 key (a cluster) costs one binomial per resample
   instead of n lookups. Keys mix both: their frequent values are counted and the other ("tail")
-  values are gathered; the tail's share of the n draws is one more multinomial category, and given
-  that share its draws are uniform over the tail values, so the mix is exact too;
-- frame: keys that take a subset of the rows of one shared column (theme and category keys hold
-  the overall score of their conversations) are drawn together. The rows are cut into atoms (rows in
-  the same keys); each atom has one stream of uniform draws over its rows. A key's n draws, uniform
+  values gathered. The tail's share of the n draws is one more multinomial category and, given that
+  share, its draws are uniform over the tail values, so the mix is exact too;
+- frame: keys that take a subset of the rows of one shared column (theme and category keys hold the
+  overall score of their conversations) are drawn together. The rows are cut into atoms (rows in the
+  same keys), and each atom has one stream of uniform draws over its rows. A key's n draws, uniform
   over the union of its atoms, fall into its atoms by Multinomial(n, atom size / n) and are uniform
   within each atom, so the key takes that many draws from the *start* of each atom's stream. Keys on
   every row with another column (``level:example``) reuse the same draws with one more value read.
 
 Keys with identical values share their draws. Draws are therefore correlated *across* keys, but
-every key's own resamples are exact i.i.d. bootstrap resamples of its values, which is all the
-reported numbers depend on. The plan is chosen by a fixed cost model from the data alone, and each
-random stream is a child of ``SeedSequence(seed)`` read by one task in a fixed order, so the numbers
-depend only on the inputs and the seed: not on chunk sizes, thread count or machine.
+every key's own resamples are exact i.i.d. bootstrap resamples of its values, which is all that the
+reported numbers depend on. The plan depends on the data only (never on timings), and each sampler
+reads its own child of ``SeedSequence(seed)`` in a fixed order, so the numbers depend only on the
+inputs, the seed and this code (its pass size `_CHUNK_ELEMENTS` included): not on the number of
+threads, nor on the machine.
 """
 
 from __future__ import annotations
 
+import itertools
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 DEFAULT_RESAMPLES = 1000
-_CHUNK_ELEMENTS = 1 << 17  # draws gathered per pass (cache-sized buffers); the numbers do not depend on it
+_CHUNK_ELEMENTS = 1 << 18  # draws per pass (cache-sized buffers); part of the random stream's definition
 
 # Cost per resample (about nanoseconds) of the exact methods. Fixed, so the plan depends on the data only.
-_COST_DRAW = 1.9  # gather one value: a uniform index, a lookup and an addition
+_COST_DRAW = 1.3  # gather one value: a uniform index, a lookup and an addition
 _COST_COLUMN = 0.5  # read one more column in each frame draw
 _COST_BINOMIAL = 60.0  # one binomial split of a multinomial count vector
 
 Floats = npt.NDArray[np.float64]
 Ints = npt.NDArray[np.int64]
+Pool = TypeVar("Pool", npt.NDArray[np.float64], npt.NDArray[np.complex128])  # (complex: two columns)
 
 
 @dataclass(frozen=True)
@@ -72,6 +78,7 @@ class Column:
 
 
 def clipped_mean(values: npt.ArrayLike) -> float:
+    """simple-evals' ``np.clip(np.mean(values), 0, 1)``."""
     return float(np.clip(np.mean(np.asarray(values, dtype=np.float64)), 0, 1))
 
 
@@ -94,8 +101,10 @@ def columns_of(per_conversation: Sequence[Mapping[str, float]]) -> dict[str, Col
                 rows[key], values[key] = [], []
             rows[key].append(row)
             values[key].append(value)
-    return {key: Column(np.array(rows[key], dtype=np.intp), np.array(values[key], dtype=np.float64))
-            for key in rows}
+    return {
+        key: Column(np.array(rows[key], dtype=np.intp), np.array(values[key], dtype=np.float64))
+        for key in rows
+    }
 
 
 def aggregate(
@@ -107,8 +116,14 @@ def aggregate(
     workers: int = 1,
 ) -> dict[str, KeyStats]:
     """Aggregate per-conversation metrics into `KeyStats` per key (same seed, same bits)."""
-    return aggregate_columns(columns_of(per_conversation), len(per_conversation), n_resamples=n_resamples,
-                             seed=seed, confidence=confidence, workers=workers)
+    return aggregate_columns(
+        columns_of(per_conversation),
+        len(per_conversation),
+        n_resamples=n_resamples,
+        seed=seed,
+        confidence=confidence,
+        workers=workers,
+    )
 
 
 def aggregate_groups(
@@ -126,8 +141,9 @@ def aggregate_groups(
         array = np.asarray(values, dtype=np.float64)
         columns[key] = Column(np.arange(offset, offset + array.size, dtype=np.intp), array)
         offset += array.size
-    return aggregate_columns(columns, offset, n_resamples=n_resamples, seed=seed, confidence=confidence,
-                             workers=workers)
+    return aggregate_columns(
+        columns, offset, n_resamples=n_resamples, seed=seed, confidence=confidence, workers=workers
+    )
 
 
 def aggregate_columns(
@@ -152,8 +168,13 @@ def aggregate_columns(
     else:
         stds = lows = highs = np.full(len(keys), np.nan)
     return {
-        key: KeyStats(mean=clipped_mean(column.values), n_samples=int(column.values.size),
-                      bootstrap_std=float(stds[i]), ci_lower=float(lows[i]), ci_upper=float(highs[i]))
+        key: KeyStats(
+            mean=clipped_mean(column.values),
+            n_samples=int(column.values.size),
+            bootstrap_std=float(stds[i]),
+            ci_lower=float(lows[i]),
+            ci_upper=float(highs[i]),
+        )
         for i, (key, column) in enumerate(zip(keys, samples, strict=True))
     }
 
@@ -165,8 +186,10 @@ def bootstrap_means(
     (n_resamples, len(samples)). Samples share no rows; identical samples share their draws."""
     arrays = [np.asarray(s, dtype=np.float64) for s in samples]
     bounds = np.cumsum([0] + [a.size for a in arrays])
-    columns = [Column(np.arange(lo, hi, dtype=np.intp), a)
-               for lo, hi, a in zip(bounds[:-1], bounds[1:], arrays, strict=True)]
+    columns = [
+        Column(np.arange(lo, hi, dtype=np.intp), a)
+        for lo, hi, a in zip(bounds[:-1], bounds[1:], arrays, strict=True)
+    ]
     return bootstrap_columns(columns, int(bounds[-1]), n_resamples=n_resamples, seed=seed, workers=workers)
 
 
@@ -185,7 +208,7 @@ def bootstrap_columns(
     out = np.empty((n_resamples, len(columns)), dtype=np.float64)
     if not columns or n_resamples == 0:
         return out
-    samplers = plan(columns, n_rows)
+    samplers = _plan(columns, n_rows)
     seeds = np.random.SeedSequence(seed).spawn(len(samplers))
 
     def run(i: int) -> Floats:
@@ -206,157 +229,320 @@ def bootstrap_columns(
 # --- the plan -------------------------------------------------------------------------------------
 
 
-def plan(columns: Sequence[Column], n_rows: int) -> list[Counted | Frame]:
-    """The samplers that draw every column: at most one `Frame`, then one `Counted` per other
-    distinct sample (keys with identical values share one sampler)."""
+class _Sampler(Protocol):
+    """Draws the resample sums of some keys: ``sums(n_resamples, rng)`` is (n_resamples, len(keys))."""
+
+    @property
+    def keys(self) -> tuple[int, ...]: ...
+
+    def sums(self, n_resamples: int, rng: np.random.Generator) -> Floats: ...
+
+
+def _plan(columns: Sequence[Column], n_rows: int) -> list[_Sampler]:
+    """The samplers that draw every column: a `_Frame` when some samples are row subsets of a full
+    column, one `_Binary` for all two-valued samples, and a `_Counted` for each other sample. Columns
+    with identical values are one sample (they share its draws)."""
     groups: dict[bytes, list[int]] = {}
     for i, column in enumerate(columns):
         groups.setdefault(column.values.tobytes(), []).append(i)
-    alone = {keys[0]: Counted.of(tuple(keys), columns[keys[0]].values) for keys in groups.values()}
-    frame = Frame.of(columns, alone, n_rows)
-    samplers: list[Counted | Frame] = [frame] if frame else []
+    alone = {keys[0]: _Counted.of(tuple(keys), columns[keys[0]].values) for keys in groups.values()}
+    frame = _Frame.of(columns, alone, n_rows)
+    if frame is not None and frame.cost >= sum(alone[i].cost for i in frame.samples):
+        frame = None  # drawing its samples one by one is cheaper
     taken = set(frame.keys) if frame else set()
-    return samplers + [s for first, s in alone.items() if first not in taken]
+    rest = [s for first, s in alone.items() if first not in taken]
+    binary = [s for s in rest if s.is_binary]
+    samplers: list[_Sampler] = [frame] if frame else []
+    samplers += [_Binary.of(binary)] if binary else []
+    return samplers + [s for s in rest if not s.is_binary]
 
 
 @dataclass(frozen=True)
-class Counted:
+class _Counted:
     """One sample's resample sums: its frequent values counted, the others gathered (module doc)."""
 
-    keys: tuple[int, ...]
+    keys: tuple[int, ...]  # keys with this sample's values
     n: int
     heavy: Floats  # distinct values drawn by counts, most frequent first
     categories: Ints  # their multiplicities, then the tail's size when there is a tail
     tail: Floats  # the other values, gathered one by one
-    cost: float
+    cost: float  # per resample, by the cost model
 
     @classmethod
-    def of(cls, keys: tuple[int, ...], values: Floats) -> Counted:
-        distinct, inverse, multiplicity = np.unique(values, return_inverse=True, return_counts=True)
-        order = np.argsort(-multiplicity, kind="stable")
-        n_heavy, cost = _heavy_split(multiplicity[order], values.size)
-        is_heavy = np.zeros(distinct.size, dtype=bool)
-        is_heavy[order[:n_heavy]] = True
-        tail = values[~is_heavy[inverse.ravel()]]
-        categories = multiplicity[order[:n_heavy]]
+    def of(cls, keys: tuple[int, ...], values: Floats, n_heavy: int | None = None) -> _Counted:
+        """The sampler of ``values``. ``n_heavy`` forces how many of the most frequent values are
+        counted (every choice is exact); by default the cost model chooses."""
+        ordered = np.sort(values)
+        starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+        multiplicity = np.diff(np.append(starts, values.size))
+        if np.isnan(ordered[-1]):  # NaNs (never equal to each other) are all gathered
+            starts, multiplicity = starts[:0], multiplicity[:0]
+        if n_heavy is None:
+            chosen, cost = _heavy_values(multiplicity, values.size)
+        else:
+            chosen, cost = np.argsort(-multiplicity, kind="stable")[:n_heavy], float("nan")
+        heavy = ordered[starts[chosen]]
+        if chosen.size == 0:
+            tail = values
+        elif chosen.size == multiplicity.size:
+            tail = values[:0]
+        else:
+            tail = values[~np.isin(values, heavy)]
+        categories = multiplicity[chosen]
         if tail.size:
             categories = np.append(categories, tail.size)
-        return cls(keys, values.size, distinct[order[:n_heavy]], categories.astype(np.int64), tail, cost)
+        return cls(keys, values.size, heavy, categories.astype(np.int64), tail, cost)
+
+    @property
+    def is_binary(self) -> bool:
+        """Two distinct values, both counted: one binomial per resample (see `_Binary`)."""
+        return self.heavy.size == 2 and self.tail.size == 0
 
     def sums(self, n_resamples: int, rng: np.random.Generator) -> Floats:
         """(n_resamples, 1) resample sums."""
-        counts = multinomial(self.n, self.categories, n_resamples, rng)
+        counts = _multinomial(self.n, self.categories, n_resamples, rng)
         total = np.zeros(n_resamples)
         if self.heavy.size:
             total += (counts[:, : self.heavy.size] * self.heavy).sum(axis=1)
         if self.tail.size:
-            total += gathered_sums(self.tail, counts[:, -1], rng)
+            total += _segmented_draws(self.tail, counts[:, -1], rng)
         return total[:, None]
 
 
-def _heavy_split(multiplicity: Ints, n: int) -> tuple[int, float]:
-    """How many of the most frequent values (``multiplicity`` sorted descending) to count rather than
-    gather, and the cost per resample: one binomial split per category beyond the first."""
-    n_heavy = np.arange(multiplicity.size + 1)
-    tail = n - np.concatenate(([0], np.cumsum(multiplicity)))
-    splits = np.where(tail > 0, n_heavy, np.maximum(n_heavy - 1, 0))
-    cost = splits * _COST_BINOMIAL + tail * _COST_DRAW
+def _heavy_values(multiplicity: Ints, n: int) -> tuple[npt.NDArray[np.intp], float]:
+    """Which distinct values (by index into ``multiplicity``, most frequent first) to count rather
+    than gather, and the cost per resample of that choice.
+
+    Counting a value costs one binomial split and saves gathering its multiplicity of draws, so
+    only values more frequent than ``_COST_BINOMIAL / _COST_DRAW`` are worth it -- unless counting
+    every value, which also saves the tail's split.
+    """
+    frequent = np.flatnonzero(multiplicity * _COST_DRAW > _COST_BINOMIAL)
+    frequent = frequent[np.argsort(-multiplicity[frequent], kind="stable")]
+    tail = n - np.concatenate(([0], np.cumsum(multiplicity[frequent])))
+    cost = np.arange(frequent.size + 1) * _COST_BINOMIAL + tail * _COST_DRAW
     best = int(np.argmin(cost))
-    return best, float(cost[best])
+    every = max(multiplicity.size - 1, 0) * _COST_BINOMIAL
+    if multiplicity.size and every < cost[best]:
+        return np.argsort(-multiplicity, kind="stable"), every
+    return frequent[:best], float(cost[best])
 
 
 @dataclass(frozen=True)
-class Frame:
-    """Keys drawn together from shared per-atom streams (module doc). Class 0 is every row; each
-    other class is the row set of some keys; atoms are the rows sharing the same classes."""
+class _Binary:
+    """Two-valued samples (0/1 cluster scores), counted together: a resample sum is
+    ``c * first + (n - c) * second`` with c ~ Binomial(n, multiplicity(first) / n), exactly the
+    two-category multinomial. One call draws them all, each sample's draws consecutive (so numpy
+    reuses the binomial set-up)."""
 
     keys: tuple[int, ...]
-    key_class: npt.NDArray[np.intp]  # per key: its row set
+    repeats: Ints  # keys per sample, in the order of `keys`
+    n: Ints
+    first_share: Floats
+    values: Floats  # (samples, 2)
+
+    @classmethod
+    def of(cls, samples: Sequence[_Counted]) -> _Binary:
+        return cls(
+            keys=tuple(k for s in samples for k in s.keys),
+            repeats=np.array([len(s.keys) for s in samples]),
+            n=np.array([s.n for s in samples]),
+            first_share=np.array([s.categories[0] / s.n for s in samples]),
+            values=np.array([s.heavy for s in samples]),
+        )
+
+    def sums(self, n_resamples: int, rng: np.random.Generator) -> Floats:
+        first = rng.binomial(self.n[:, None], self.first_share[:, None], (self.n.size, n_resamples))
+        sums = first * self.values[:, :1] + (self.n[:, None] - first) * self.values[:, 1:]
+        return np.repeat(sums.T, self.repeats, axis=1)
+
+
+@dataclass(frozen=True)
+class _Frame:
+    """Keys drawn together from per-atom streams (module doc). A class is a set of rows that some
+    keys take (class 0: every row); an atom is a set of rows that are in the same classes."""
+
+    samples: tuple[int, ...]  # the samples (first key of each) it draws
+    cost: float  # per resample, by the cost model
+    keys: tuple[int, ...]
+    key_class: npt.NDArray[np.intp]  # per key: its class
     key_column: npt.NDArray[np.intp]  # per key: its column of ``table``
     table: Floats  # (rows, columns): the shared columns, rows sorted by atom
     atom_bounds: npt.NDArray[np.intp]  # atom a is table[atom_bounds[a]:atom_bounds[a + 1]]
-    class_atoms: npt.NDArray[np.bool_]  # (classes, atoms) which atoms make up each class
+    class_atoms: npt.NDArray[np.bool_]  # (classes, atoms): the atoms that make up each class
+    slot_class: npt.NDArray[np.intp]  # (atoms, slots): the classes of each atom, padded with len(classes)
 
     @classmethod
-    def of(cls, columns: Sequence[Column], alone: Mapping[int, Counted], n_rows: int) -> Frame | None:
-        """The frame of the samples that are row subsets of a full column, if cheaper than alone."""
+    def of(cls, columns: Sequence[Column], alone: Mapping[int, _Counted], n_rows: int) -> _Frame | None:
+        """The frame of the samples that are row subsets of a full column (None if there are none),
+        with the other full columns whose extra read costs less than drawing them alone."""
         full = [i for i in alone if columns[i].values.size == n_rows]
         found = {i: _parent(columns, i, full) for i in alone if i not in full}
         parent = {i: p for i, p in found.items() if p is not None}
         if not parent:
             return None
-        row_sets: dict[bytes, int] = {}
-        for i in parent:
-            row_sets.setdefault(columns[i].rows.tobytes(), len(row_sets) + 1)
-        members = np.zeros((n_rows, len(row_sets)), dtype=bool)
-        for i in parent:
-            members[columns[i].rows, row_sets[columns[i].rows.tobytes()] - 1] = True
-        signatures, atom_of_row = _distinct_rows(members)
-        class_atoms = np.vstack([np.ones(len(signatures), dtype=bool), signatures.T])
         shared = list(dict.fromkeys(parent.values()))
-        extra = [i for i in full if i not in shared and _COST_COLUMN * n_rows < alone[i].cost]
-        table_columns = shared + extra
-        splits = int(np.maximum(class_atoms.sum(axis=1) - 1, 0).sum())
-        cost = n_rows * (_COST_DRAW + _COST_COLUMN * (len(table_columns) - 1)) + splits * _COST_BINOMIAL
-        if cost >= sum(alone[i].cost for i in [*parent, *table_columns]):
-            return None
-        keys, key_class, key_column = [], [], []
-        for i in table_columns:
-            keys += alone[i].keys
-            key_class += [0] * len(alone[i].keys)
-            key_column += [table_columns.index(i)] * len(alone[i].keys)
-        for i, p in parent.items():
-            keys += alone[i].keys
-            key_class += [row_sets[columns[i].rows.tobytes()]] * len(alone[i].keys)
-            key_column += [table_columns.index(p)] * len(alone[i].keys)
-        order = np.argsort(atom_of_row.ravel(), kind="stable")
-        table = np.column_stack([columns[i].values for i in table_columns])[order]
-        atom_bounds = np.concatenate(([0], np.cumsum(np.bincount(atom_of_row.ravel())))).astype(np.intp)
-        return cls(tuple(keys), np.array(key_class, dtype=np.intp), np.array(key_column, dtype=np.intp),
-                   np.ascontiguousarray(table), atom_bounds, class_atoms)
+        table_columns = shared + [
+            i for i in full if i not in shared and _COST_COLUMN * n_rows < alone[i].cost
+        ]
+        class_of = {i: 0 for i in table_columns} | _row_set_classes(columns, parent)
+        column_of = {i: table_columns.index(parent.get(i, i)) for i in class_of}
+        class_atoms, atom_of_row = _atoms(columns, class_of, n_rows)
+        keys = [(key, i) for i in class_of for key in alone[i].keys]
+        return cls(
+            samples=tuple(class_of),
+            cost=_frame_cost(n_rows, len(table_columns), class_atoms),
+            keys=tuple(key for key, _ in keys),
+            key_class=np.array([class_of[i] for _, i in keys], dtype=np.intp),
+            key_column=np.array([column_of[i] for _, i in keys], dtype=np.intp),
+            table=np.column_stack([columns[i].values for i in table_columns])[
+                np.argsort(atom_of_row, kind="stable")
+            ],
+            atom_bounds=np.concatenate(([0], np.cumsum(np.bincount(atom_of_row)))).astype(np.intp),
+            class_atoms=class_atoms,
+            slot_class=_slots(class_atoms),
+        )
 
     def sums(self, n_resamples: int, rng: np.random.Generator) -> Floats:
         """(n_resamples, len(keys)) resample sums."""
-        counts = self._atom_counts(n_resamples, rng)
-        class_sums = np.zeros((len(self.class_atoms), n_resamples, self.table.shape[1]))
-        for atom in range(len(self.atom_bounds) - 1):
-            classes = np.flatnonzero(self.class_atoms[:, atom])
-            pool = self.table[self.atom_bounds[atom] : self.atom_bounds[atom + 1]]
-            class_sums[classes] += prefix_sums(pool, counts[classes, :, atom].T, rng).transpose(1, 0, 2)
+        cuts = self._cuts(n_resamples, rng)
+        class_sums = self._class_sums(self._prefix_sums(cuts, rng))
         return class_sums[self.key_class, :, self.key_column].T
 
-    def _atom_counts(self, n_resamples: int, rng: np.random.Generator) -> Ints:
-        """(classes, n_resamples, atoms): how many of each class's draws fall in each atom."""
+    def _cuts(self, n_resamples: int, rng: np.random.Generator) -> Ints:
+        """(atoms, n_resamples, slots): how many of each class's draws fall in each of its atoms,
+        Multinomial(class size, atom sizes / class size); padding slots stay 0."""
         sizes = np.diff(self.atom_bounds)
-        counts = np.zeros((*self.class_atoms.shape[:1], n_resamples, sizes.size), dtype=np.int64)
+        cuts = np.zeros((sizes.size, n_resamples, self.slot_class.shape[1]), dtype=np.int64)
         for c, atoms in enumerate(self.class_atoms):
-            counts[c][:, atoms] = multinomial(int(sizes[atoms].sum()), sizes[atoms], n_resamples, rng)
-        return counts
+            where = np.flatnonzero(atoms)
+            slots = np.argmax(self.slot_class[where] == c, axis=1)
+            if where.size == 1:  # a class of one atom takes all of its draws from it
+                cuts[where[0], :, slots[0]] = sizes[where[0]]
+            else:
+                cuts[where, :, slots] = _multinomial(
+                    int(sizes[where].sum()), sizes[where], n_resamples, rng
+                ).T
+        return cuts
+
+    def _prefix_sums(self, cuts: Ints, rng: np.random.Generator) -> Floats:
+        """(atoms, n_resamples, slots, columns): for each cut, the column sums of that many first
+        draws of the atom's stream. Each stream is drawn up to its largest cut, summed piece by piece
+        between the sorted cuts, and the running sums of the pieces are the prefix sums."""
+        at_rank = _rank_positions(cuts)  # where each cut goes once its row is sorted
+        ordered = np.empty(cuts.size, dtype=cuts.dtype)
+        ordered[at_rank] = cuts.ravel()
+        pieces = np.diff(ordered.reshape(cuts.shape), axis=2, prepend=0)
+        rows = _as_vector(self.table)
+        bounds = itertools.pairwise(self.atom_bounds.tolist())
+        sums = np.stack(
+            [
+                _segmented_draws(rows[lo:hi], lengths.ravel(), rng)
+                for (lo, hi), lengths in zip(bounds, pieces, strict=True)
+            ]
+        )
+        sums = sums.view(np.float64).reshape(*cuts.shape, self.table.shape[1])
+        for slot in range(1, cuts.shape[2]):
+            sums[:, :, slot] += sums[:, :, slot - 1]
+        return np.take(sums.reshape(-1, sums.shape[3]), at_rank, axis=0).reshape(sums.shape)  # cut order
+
+    def _class_sums(self, prefix_sums: Floats) -> Floats:
+        """(classes, n_resamples, columns): each class's sums, added up over its atoms."""
+        n_atoms, n_resamples, n_slots, n_columns = prefix_sums.shape
+        by_slot = prefix_sums.transpose(0, 2, 1, 3).reshape(n_atoms * n_slots, n_resamples, n_columns)
+        real = np.flatnonzero(self.slot_class.ravel() < len(self.class_atoms))
+        order = real[np.argsort(self.slot_class.ravel()[real], kind="stable")]
+        starts = np.searchsorted(self.slot_class.ravel()[order], np.arange(len(self.class_atoms)))
+        return np.add.reduceat(by_slot[order], starts, axis=0)
+
+
+def _row_set_classes(columns: Sequence[Column], samples: Iterable[int]) -> dict[int, int]:
+    """Each sample's class: 1, 2, ... by distinct set of rows."""
+    index: dict[bytes, int] = {}
+    return {i: index.setdefault(columns[i].rows.tobytes(), len(index) + 1) for i in samples}
+
+
+def _atoms(
+    columns: Sequence[Column], class_of: Mapping[int, int], n_rows: int
+) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.intp]]:
+    """Which atoms make up each class (class 0: all), and each row's atom (rows in the same classes)."""
+    members = np.zeros((n_rows, max(class_of.values())), dtype=bool)
+    for i, c in class_of.items():
+        if c:
+            members[columns[i].rows, c - 1] = True
+    signatures, atom_of_row = _distinct_rows(members)
+    return np.vstack([np.ones(len(signatures), dtype=bool), signatures.T]), atom_of_row
+
+
+def _frame_cost(n_rows: int, n_columns: int, class_atoms: npt.NDArray[np.bool_]) -> float:
+    """Per resample: about n_rows draws reading ``n_columns`` values, and a multinomial per class."""
+    splits = int(np.maximum(class_atoms.sum(axis=1) - 1, 0).sum())
+    return n_rows * (_COST_DRAW + _COST_COLUMN * (n_columns - 1)) + splits * _COST_BINOMIAL
+
+
+def _slots(class_atoms: npt.NDArray[np.bool_]) -> npt.NDArray[np.intp]:
+    """(atoms, slots): the classes of each atom, padded with ``len(class_atoms)``."""
+    slots = np.full(
+        (class_atoms.shape[1], int(class_atoms.sum(axis=0).max())), len(class_atoms), dtype=np.intp
+    )
+    for atom, classes in enumerate(class_atoms.T):
+        slots[atom, : classes.sum()] = np.flatnonzero(classes)
+    return slots
+
+
+def _rank_positions(values: Ints) -> npt.NDArray[np.intp]:
+    """For each value (flattened), its flat position once its row (last axis) is sorted stably.
+
+    A value's rank is the number of smaller values plus the number of equal values before it,
+    counted pair by pair, as the rows here are short.
+    """
+    width = values.shape[-1]
+    rank = np.zeros(values.shape, dtype=np.intp)
+    for j in range(width):
+        for k in range(width):
+            if k != j:
+                rank[..., j] += (
+                    (values[..., k] <= values[..., j]) if k < j else (values[..., k] < values[..., j])
+                )
+    positions: npt.NDArray[np.intp] = np.arange(rank.size // width)[:, None] * width + rank.reshape(-1, width)
+    return positions.ravel()
+
+
+def _as_vector(table: Floats) -> npt.NDArray[Any]:
+    """The rows of a (rows, 1 or 2) table as one value each (two columns as the real and imaginary
+    parts of a complex number, which add up column by column), so that a row is drawn by one 1-d
+    lookup; any other table as it is."""
+    if table.shape[1] == 1:
+        return table[:, 0]
+    if table.shape[1] == 2:
+        return table.view(np.complex128)[:, 0]
+    return table
 
 
 def _distinct_rows(matrix: npt.NDArray[np.bool_]) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.intp]]:
     """The distinct rows of a boolean matrix (sorted) and each row's index among them."""
     packed = np.ascontiguousarray(np.packbits(matrix, axis=1))
-    _, first, inverse = np.unique(packed.view(np.dtype((np.void, packed.shape[1]))).ravel(),
-                                  return_index=True, return_inverse=True)
+    _, first, inverse = np.unique(
+        packed.view(np.dtype((np.void, packed.shape[1]))).ravel(), return_index=True, return_inverse=True
+    )
     return matrix[first], inverse.ravel()
 
 
 def _parent(columns: Sequence[Column], i: int, full: Sequence[int]) -> int | None:
     """The first full column whose values on sample ``i``'s rows are ``i``'s values, if any."""
     rows, values = columns[i].rows, columns[i].values
-    return next((p for p in full if np.array_equal(columns[p].values[rows], values)), None)
+    candidates = (p for p in full if columns[p].values[rows[0]] == values[0])  # a quick filter first
+    return next((p for p in candidates if np.array_equal(columns[p].values[rows], values)), None)
 
 
 # --- exact samplers -------------------------------------------------------------------------------
 
 
-def multinomial(n: int, categories: Ints, size: int, rng: np.random.Generator) -> Ints:
+def _multinomial(n: int, categories: Ints, size: int, rng: np.random.Generator) -> Ints:
     """``size`` draws of Multinomial(n, categories / categories.sum()), shape (size, categories).
 
     By binary splits, one tree level per call: a node's count splits into Binomial(count, left weight
-    / node weight) and the rest. Exact (it is the chain rule of the multinomial), and most splits
-    are large, where numpy's binomial is fastest.
+    / node weight) and the rest, which is exact (the chain rule of the multinomial).
     """
     weight = np.concatenate(([0], np.cumsum(categories)))
     lo, hi = np.array([0]), np.array([categories.size])
@@ -374,40 +560,70 @@ def multinomial(n: int, categories: Ints, size: int, rng: np.random.Generator) -
     return counts
 
 
-def gathered_sums(pool: Floats, lengths: Ints, rng: np.random.Generator) -> Floats:
-    """For each resample b, the sum of ``lengths[b]`` uniform draws (with replacement) from ``pool``."""
-    return segmented_draws(pool, lengths, rng)
+def _uniform_indices(size: int, count: int, rng: np.random.Generator) -> Ints:
+    """``count`` independent uniform integers in [0, size).
+
+    One bounded draw x, uniform in [0, size ** digits) (numpy's exact Lemire method), gives
+    ``digits`` of them: the base-``size`` digits of a uniform x are independent and uniform. That is
+    several indices per random number, for a division by a scalar per digit. (The result is a view
+    of a per-thread buffer, valid until the next call.)
+    """
+    digits = 1
+    while size > 1 and size ** (digits + 1) <= 1 << 62:
+        digits += 1
+    words = rng.integers(0, size**digits, -(-count // digits), dtype=np.uint64)
+    quotient = _scratch("quotient", words.size, np.uint64)
+    out = _scratch("indices", digits * words.size, np.uint64).reshape(digits, words.size)
+    base = np.uint64(size)
+    for digit in out[:-1]:  # digit = words - (words // size) * size, then words //= size
+        np.floor_divide(words, base, out=quotient)
+        np.multiply(quotient, base, out=digit)
+        np.subtract(words, digit, out=digit)
+        words, quotient = quotient, words
+    out[-1] = words
+    return out.ravel()[:count].view(np.int64)  # < 2 ** 62: the same integers
 
 
-def prefix_sums(pool: Floats, cuts: Ints, rng: np.random.Generator) -> Floats:
-    """Resample b draws one stream of ``max(cuts[b])`` uniform rows of ``pool`` (rows, columns) and
-    returns, for each i, the column sums of the stream's first ``cuts[b, i]`` rows: (b, i, column)."""
-    order = np.argsort(cuts, axis=1, kind="stable")
-    ordered = np.take_along_axis(cuts, order, axis=1)
-    pieces = segmented_draws(pool, np.diff(ordered, axis=1, prepend=0).ravel(), rng)
-    prefix = np.cumsum(pieces.reshape(*cuts.shape, -1), axis=1)
-    out = np.empty_like(prefix)
-    np.put_along_axis(out, order[:, :, None], prefix, axis=1)
-    return out
-
-
-def segmented_draws(pool: Floats, lengths: Ints, rng: np.random.Generator) -> Floats:
+def _segmented_draws(pool: Pool, lengths: Ints, rng: np.random.Generator) -> Pool:
     """Draw ``lengths.sum()`` uniform rows of ``pool`` in order and return the sums of consecutive
     segments of ``lengths`` draws (zero for an empty one), a cache-sized pass at a time."""
-    sums = np.zeros((lengths.size, *pool.shape[1:]))
+    sums = np.zeros((lengths.size, *pool.shape[1:]), dtype=pool.dtype)
     ends = np.cumsum(lengths)
     first = 0
     while first < lengths.size:
         done = int(ends[first - 1]) if first else 0
         stop = max(first + 1, int(np.searchsorted(ends, done + _CHUNK_ELEMENTS, side="right")))
         part = lengths[first:stop]
-        picked = np.take(pool, rng.integers(0, len(pool), int(ends[stop - 1]) - done), axis=0)
+        indices = _uniform_indices(len(pool), int(ends[stop - 1]) - done, rng)
+        picked = _scratch("picked", indices.size * int(np.prod(pool.shape[1:])), pool.dtype)
+        picked = picked.reshape(indices.size, *pool.shape[1:])
+        np.take(pool, indices, axis=0, out=picked, mode="clip")  # (all in range; "clip" skips a copy)
         nonempty = part > 0
         if nonempty.any():
             starts = np.cumsum(part) - part
             sums[first:stop][nonempty] = np.add.reduceat(picked, starts[nonempty], axis=0)
         first = stop
     return sums
+
+
+class _Scratch(threading.local):
+    """Per-thread buffers reused from call to call: allocating fresh multi-megabyte arrays for every
+    pass costs a page fault per 4 KiB each time the allocator returns them to the system."""
+
+    def __init__(self) -> None:
+        self.buffers: dict[tuple[str, str], npt.NDArray[Any]] = {}
+
+
+_SCRATCH = _Scratch()
+
+
+def _scratch(name: str, size: int, dtype: npt.DTypeLike) -> npt.NDArray[Any]:
+    """A 1-d buffer of ``size`` elements: this thread's ``name`` buffer of ``dtype``, grown as needed."""
+    key = (name, np.dtype(dtype).str)
+    buffer = _SCRATCH.buffers.get(key)
+    if buffer is None or buffer.size < size:
+        buffer = _SCRATCH.buffers[key] = np.empty(max(size, 1 << 10), dtype=dtype)
+    return buffer[:size]
 
 
 def flatten(stats: Mapping[str, KeyStats]) -> dict[str, float | int]:
