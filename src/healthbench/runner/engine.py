@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from healthbench.errors import FatalModelError, HealthBenchError, ModelError, RunError
@@ -191,7 +191,7 @@ class Engine:
             async with self._call(self.candidate, key, messages, None) as result:
                 row.update(
                     completion=result.text,
-                    usage=asdict(result.usage),
+                    usage=result.usage.as_dict(),
                     cost=result.cost,
                     cached=result.cached,
                     error=None,
@@ -251,7 +251,7 @@ class Engine:
                     row.update(
                         status=status,
                         attempts=attempts,
-                        usage=asdict(usage),
+                        usage=usage.as_dict(),
                         cost=cost,
                         cached=cached,
                         created_at=now(),
@@ -265,7 +265,7 @@ class Engine:
                 row.update(
                     status="ungraded",
                     attempts=attempts,
-                    usage=asdict(usage),
+                    usage=usage.as_dict(),
                     cost=cost,
                     cached=cached,
                     error=str(exc),
@@ -303,7 +303,7 @@ class Engine:
                         "provider": model.spec.provider,
                         "model": model.spec.model,
                         "text": result.text,
-                        "usage": asdict(result.usage),
+                        "usage": result.usage.as_dict(),
                         "created_at": now(),
                     },
                 )
