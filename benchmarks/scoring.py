@@ -9,7 +9,9 @@ level:example / level:cluster, 35 clusters, points -10..10) is scored twice in t
   ``np.random.choice`` resamples whose clipped means are taken one by one -- the way simple-evals'
   ``_compute_clipped_stats`` does it;
 - ``score_run``: the library path (per-conversation metrics of all samples at once, then the
-  bootstrap of `healthbench.scoring.stats`), with one thread and with ``workers=2``.
+  bootstrap of `healthbench.scoring.stats`), with one thread and with ``workers=2``. No
+  `healthbench.scoring.stats.Workspace` is kept: every timed call allocates its own scratch buffers,
+  as a user's call does.
 
 The means must agree to 1e-12 and the ``n_samples`` exactly; the bootstrap stds are random on both
 sides, so only their agreement within Monte Carlo noise is reported.
@@ -219,6 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     columns = columns_of(rows)  # the same columns as score_run's, to time the bootstrap alone
 
     # Side by side: each round runs the reference once and each of ours five times; best of all.
+    # (No workspace is passed: each call pays for its own scratch buffers, as a user's call does.)
     ours = {
         "metrics": lambda: batch_metrics(conversations, verdicts),
         "bootstrap": lambda: aggregate_columns(columns, len(rows), n_resamples=args.resamples, seed=0),

@@ -9,15 +9,17 @@ percent in any category fails by orders of magnitude. The seeds are fixed, so th
 from __future__ import annotations
 
 import math
+import threading
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from fractions import Fraction
 
 import numpy as np
 import pytest
 
-from healthbench.scoring import stats
-from healthbench.scoring.stats import (
-    Column,
+from healthbench.scoring import bootstrap, stats
+from healthbench.scoring.bootstrap import (
+    Scratch,
     _Binary,
     _Counted,
     _Frame,
@@ -25,6 +27,10 @@ from healthbench.scoring.stats import (
     _plan,
     _segmented_draws,
     _uniform_indices,
+)
+from healthbench.scoring.stats import (
+    Column,
+    Workspace,
     aggregate,
     aggregate_columns,
     aggregate_groups,
@@ -152,6 +158,55 @@ def test_workers_and_repeats_do_not_change_the_bits() -> None:
     assert np.array_equal(first, bootstrap_columns(columns, len(rows), n_resamples=300, seed=9, workers=2))
 
 
+def test_a_workspace_kept_across_calls_changes_no_bit() -> None:
+    # a long-lived caller may pass one workspace to every call, with any workers, whatever it held
+    rows = run_like_rows()
+    reference = aggregate(rows, n_resamples=300, seed=9)
+    workspace = Workspace()
+    for workers in (1, 3, 1):
+        assert aggregate(rows, n_resamples=300, seed=9, workers=workers, workspace=workspace) == reference
+        big = {"big": np.random.default_rng(workers).uniform(0, 1, 300_000).tolist(), "small": [0.5, 0.25]}
+        expected = aggregate_groups(big, n_resamples=20, seed=1)
+        assert aggregate_groups(big, n_resamples=20, seed=1, workspace=workspace) == expected
+    columns = list(columns_of(rows).values())
+    first = bootstrap_columns(columns, len(rows), n_resamples=300, seed=9)
+    assert np.array_equal(
+        first, bootstrap_columns(columns, len(rows), n_resamples=300, seed=9, workspace=workspace)
+    )
+    assert np.array_equal(
+        bootstrap_means([VALUES], n_resamples=50, seed=2, workspace=workspace),
+        bootstrap_means([VALUES], n_resamples=50, seed=2),
+    )
+    with ThreadPoolExecutor(max_workers=4) as pool:  # concurrent calls sharing it
+        calls = [pool.submit(aggregate, rows, n_resamples=300, seed=9, workspace=workspace) for _ in range(4)]
+        assert all(call.result() == reference for call in calls)
+
+
+def test_the_scoring_core_keeps_no_module_state() -> None:
+    # no I/O, no globals: buffers live in a caller's Workspace, never in a module (or thread) cache
+    mutable = (dict, list, set, np.ndarray, threading.local, Workspace, Scratch)
+    for module in (stats, bootstrap):
+        state = [k for k, v in vars(module).items() if not k.startswith("__") and isinstance(v, mutable)]
+        assert not state, (module.__name__, state)
+
+
+def test_a_workspace_lends_each_running_sampler_its_own_scratch() -> None:
+    workspace = Workspace()
+    with workspace.scratch() as first, workspace.scratch() as second:
+        assert first is not second  # two samplers running at once (two worker threads)
+    with workspace.scratch() as again:
+        assert again in (first, second)  # returned buffers are reused, not reallocated
+
+
+def test_a_scratch_buffer_is_one_memory_for_every_dtype() -> None:
+    scratch = Scratch()
+    floats = scratch.buffer("picked", 3000, np.float64)
+    pairs = scratch.buffer("picked", 1000, np.complex128)
+    assert floats.shape == (3000,) and pairs.shape == (1000,) and np.shares_memory(floats, pairs)
+    grown = scratch.buffer("picked", 5000, np.complex128)
+    assert grown.shape == (5000,) and not np.shares_memory(grown, floats)
+
+
 def test_identical_keys_share_their_draws() -> None:
     # allowed: every key's own resamples stay exact, only keys are correlated (score = overall_score)
     boot = bootstrap_means([VALUES, VALUES.copy()], n_resamples=300, seed=0)
@@ -168,15 +223,15 @@ def test_counted_sample_is_exact(n_heavy: int) -> None:
     assert (
         sampler.heavy.size == n_heavy and sampler.tail.size == len(SMALL) - sampler.categories[:n_heavy].sum()
     )
-    means = np.clip(sampler.sums(150_000, rng(n_heavy))[:, 0] / len(SMALL), 0, 1)
+    means = np.clip(sampler.sums(150_000, rng(n_heavy), Scratch())[:, 0] / len(SMALL), 0, 1)
     assert_exact(means, as_fractions(SMALL))
 
 
 def test_gather_and_counts_agree_with_each_other() -> None:
     # the same distribution from two different methods, with a mid-sized sample
     values = np.round(np.random.default_rng(1).choice([0.0, 0.25, 0.5, 1.0, 0.125], 40), 3)
-    gathered = _Counted.of((0,), values, n_heavy=0).sums(100_000, rng(1))[:, 0]
-    counted = _Counted.of((0,), values, n_heavy=5).sums(100_000, rng(2))[:, 0]
+    gathered = _Counted.of((0,), values, n_heavy=0).sums(100_000, rng(1), Scratch())[:, 0]
+    counted = _Counted.of((0,), values, n_heavy=5).sums(100_000, rng(2), Scratch())[:, 0]
     grid = np.rint(np.concatenate([gathered, counted]) * 8).astype(np.int64)
     levels = np.unique(grid)
     a = np.array([np.sum(grid[:100_000] == k) for k in levels], dtype=float)
@@ -193,7 +248,7 @@ def test_binary_samples_are_exact() -> None:
     other = [1.0, 0.0, 0.0]  # a second two-valued sample, drawn in the same call
     pair = [_Counted.of((0,), np.array(BINARY), n_heavy=2), _Counted.of((1, 2), np.array(other), n_heavy=2)]
     sampler = _Binary.of(pair)
-    sums = sampler.sums(150_000, rng(3))
+    sums = sampler.sums(150_000, rng(3), Scratch())
     assert sums.shape == (150_000, 3) and np.array_equal(sums[:, 1], sums[:, 2])
     assert_exact(sums[:, 0] / len(BINARY), as_fractions(BINARY))
     assert_exact(sums[:, 1] / len(other), as_fractions(other))
@@ -236,7 +291,7 @@ def test_frame_keys_are_exact(n_columns: int) -> None:
     assert frame is not None and frame.table.shape == (8, n_columns)
     assert set(frame.keys) == {0, 1, 2, 3, 4}.intersection(range(n_columns + 2))
     assert frame.slot_class.shape == (4, 3) and (frame.slot_class == 3).any()  # atoms with padding
-    sums = frame.sums(150_000, rng(4 + n_columns))
+    sums = frame.sums(150_000, rng(4 + n_columns), Scratch())
     for position, key in enumerate(frame.keys):
         values = columns[key].values
         assert_exact(np.clip(sums[:, position] / values.size, 0, 1), as_fractions(values.tolist()))
@@ -332,7 +387,7 @@ def test_flatten_layout() -> None:
 @pytest.mark.parametrize("size", [1, 2, 3, 7, 250, 3001])
 def test_uniform_indices_are_uniform_and_independent(size: int) -> None:
     count = 600_000
-    indices = _uniform_indices(size, count, rng(size)).copy()
+    indices = _uniform_indices(size, count, rng(size), Scratch()).copy()
     assert indices.min() >= 0 and indices.max() < size
     if size == 1:
         return
@@ -358,14 +413,15 @@ def test_multinomial_has_the_multinomial_moments() -> None:
 
 def test_segmented_draws_with_empty_segments() -> None:
     pool = np.array([1.0, 10.0, 100.0])
-    sums = _segmented_draws(pool, np.array([0, 3, 0, 0, 1, 0]), rng())
+    sums = _segmented_draws(pool, np.array([0, 3, 0, 0, 1, 0]), rng(), Scratch())
     assert sums[[0, 2, 3, 5]].tolist() == [0.0] * 4
     assert sums[1] in {a + b + c for a in pool for b in pool for c in pool} and sums[4] in set(pool)
 
 
 def test_chunk_size_only_changes_which_draws_are_used(monkeypatch: pytest.MonkeyPatch) -> None:
     # smaller passes change the random stream (the chunking is part of its definition), not the law
-    monkeypatch.setattr(stats, "_CHUNK_ELEMENTS", 97)
+    monkeypatch.setattr(bootstrap, "_CHUNK_ELEMENTS", 97)
     values = np.array(SMALL)
-    means = np.clip(_Counted.of((0,), values, n_heavy=0).sums(60_000, rng(8))[:, 0] / values.size, 0, 1)
+    sums = _Counted.of((0,), values, n_heavy=0).sums(60_000, rng(8), Scratch())
+    means = np.clip(sums[:, 0] / values.size, 0, 1)
     assert_exact(means, as_fractions(SMALL))

@@ -4,57 +4,37 @@ Matches simple-evals: for each key, the mean of the unclipped per-conversation v
 [0, 1]; the bootstrap std is the population std of ``n_resamples`` resample means, each clipped; the
 CI is a pair of percentiles of the same clipped means. Randomness comes only from ``seed``.
 
-How a key is resampled
-----------------------
-A resample of a key with n values is n draws, uniform and with replacement, from its own values, and
-only the sum of the draws matters. Every key's resample sums are drawn *exactly* from that
-distribution, by whichever of these equivalent methods a fixed cost model finds cheapest for it:
-
-- gather: n uniform indices (exact integers, several per random number, `_uniform_indices`), and
-  the sum of the values they pick -- the definition itself;
-- counts: how many of the n draws pick each distinct value is Multinomial(n, multiplicity / n), so a
-  resample sum is ``sum(count_j * value_j)``; a 0/1 key (a cluster) costs one binomial per resample
-  instead of n lookups. Keys mix both: their frequent values are counted and the other ("tail")
-  values gathered. The tail's share of the n draws is one more multinomial category and, given that
-  share, its draws are uniform over the tail values, so the mix is exact too;
-- frame: keys that take a subset of the rows of one shared column (theme and category keys hold the
-  overall score of their conversations) are drawn together. The rows are cut into atoms (rows in the
-  same keys), and each atom has one stream of uniform draws over its rows. A key's n draws, uniform
-  over the union of its atoms, fall into its atoms by Multinomial(n, atom size / n) and are uniform
-  within each atom, so the key takes that many draws from the *start* of each atom's stream. Keys on
-  every row with another column (``level:example``) reuse the same draws with one more value read.
-
-Keys with identical values share their draws. Draws are therefore correlated *across* keys, but
-every key's own resamples are exact i.i.d. bootstrap resamples of its values, which is all that the
-reported numbers depend on. The plan depends on the data only (never on timings), and each sampler
-reads its own child of ``SeedSequence(seed)`` in a fixed order, so the numbers depend only on the
-inputs, the seed and this code (its pass size `_CHUNK_ELEMENTS` included): not on the number of
-threads, nor on the machine.
+Every key's resamples are exact: `healthbench.scoring.bootstrap` draws them (its module doc says how,
+and why sharing draws between keys changes no key's numbers).
 """
 
 from __future__ import annotations
 
-import itertools
-import threading
 from collections.abc import Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
+from healthbench.scoring.bootstrap import Floats, Workspace, resample_sums
+
+__all__ = [
+    "DEFAULT_RESAMPLES",
+    "Column",
+    "KeyStats",
+    "Workspace",
+    "aggregate",
+    "aggregate_columns",
+    "aggregate_groups",
+    "bootstrap_columns",
+    "bootstrap_means",
+    "clipped_mean",
+    "collect",
+    "columns_of",
+    "flatten",
+]
+
 DEFAULT_RESAMPLES = 1000
-_CHUNK_ELEMENTS = 1 << 18  # draws per pass (cache-sized buffers); part of the random stream's definition
-
-# Cost per resample (about nanoseconds) of the exact methods. Fixed, so the plan depends on the data only.
-_COST_DRAW = 1.3  # gather one value: a uniform index, a lookup and an addition
-_COST_COLUMN = 0.5  # read one more column in each frame draw
-_COST_BINOMIAL = 60.0  # one binomial split of a multinomial count vector
-
-Floats = npt.NDArray[np.float64]
-Ints = npt.NDArray[np.int64]
-Pool = TypeVar("Pool", npt.NDArray[np.float64], npt.NDArray[np.complex128])  # (complex: two columns)
 
 
 @dataclass(frozen=True)
@@ -114,6 +94,7 @@ def aggregate(
     seed: int = 0,
     confidence: float = 0.95,
     workers: int = 1,
+    workspace: Workspace | None = None,
 ) -> dict[str, KeyStats]:
     """Aggregate per-conversation metrics into `KeyStats` per key (same seed, same bits)."""
     return aggregate_columns(
@@ -123,6 +104,7 @@ def aggregate(
         seed=seed,
         confidence=confidence,
         workers=workers,
+        workspace=workspace,
     )
 
 
@@ -133,6 +115,7 @@ def aggregate_groups(
     seed: int = 0,
     confidence: float = 0.95,
     workers: int = 1,
+    workspace: Workspace | None = None,
 ) -> dict[str, KeyStats]:
     """`aggregate` for values already grouped by key (no rows in common: each key on its own rows)."""
     columns: dict[str, Column] = {}
@@ -142,7 +125,13 @@ def aggregate_groups(
         columns[key] = Column(np.arange(offset, offset + array.size, dtype=np.intp), array)
         offset += array.size
     return aggregate_columns(
-        columns, offset, n_resamples=n_resamples, seed=seed, confidence=confidence, workers=workers
+        columns,
+        offset,
+        n_resamples=n_resamples,
+        seed=seed,
+        confidence=confidence,
+        workers=workers,
+        workspace=workspace,
     )
 
 
@@ -154,13 +143,20 @@ def aggregate_columns(
     seed: int = 0,
     confidence: float = 0.95,
     workers: int = 1,
+    workspace: Workspace | None = None,
 ) -> dict[str, KeyStats]:
-    """`KeyStats` per non-empty key (in the mapping's order) of samples laid out as `Column`s."""
+    """`KeyStats` per non-empty key (in the mapping's order) of samples laid out as `Column`s.
+
+    ``workspace`` holds the bootstrap's scratch buffers: a new one per call by default; a long-lived
+    caller may pass the same one to every call to reuse them (the numbers never depend on it).
+    """
     keys = [key for key, column in columns.items() if column.values.size > 0]
     if not keys:
         return {}
     samples = [columns[key] for key in keys]
-    boot = bootstrap_columns(samples, n_rows, n_resamples=n_resamples, seed=seed, workers=workers)
+    boot = bootstrap_columns(
+        samples, n_rows, n_resamples=n_resamples, seed=seed, workers=workers, workspace=workspace
+    )
     alpha = (1.0 - confidence) / 2.0
     if n_resamples > 0:
         stds = boot.std(axis=0)
@@ -180,7 +176,12 @@ def aggregate_columns(
 
 
 def bootstrap_means(
-    samples: Sequence[npt.ArrayLike], *, n_resamples: int, seed: int, workers: int = 1
+    samples: Sequence[npt.ArrayLike],
+    *,
+    n_resamples: int,
+    seed: int,
+    workers: int = 1,
+    workspace: Workspace | None = None,
 ) -> Floats:
     """Clipped means of ``n_resamples`` resamples (with replacement) of every sample: shape
     (n_resamples, len(samples)). Samples share no rows; identical samples share their draws."""
@@ -190,440 +191,35 @@ def bootstrap_means(
         Column(np.arange(lo, hi, dtype=np.intp), a)
         for lo, hi, a in zip(bounds[:-1], bounds[1:], arrays, strict=True)
     ]
-    return bootstrap_columns(columns, int(bounds[-1]), n_resamples=n_resamples, seed=seed, workers=workers)
+    return bootstrap_columns(
+        columns, int(bounds[-1]), n_resamples=n_resamples, seed=seed, workers=workers, workspace=workspace
+    )
 
 
 def bootstrap_columns(
-    columns: Sequence[Column], n_rows: int, *, n_resamples: int, seed: int, workers: int = 1
+    columns: Sequence[Column],
+    n_rows: int,
+    *,
+    n_resamples: int,
+    seed: int,
+    workers: int = 1,
+    workspace: Workspace | None = None,
 ) -> Floats:
     """Clipped resample means, shape (n_resamples, len(columns)), each column resampled exactly.
 
     ``workers`` threads run the plan's independent samplers; each owns a child of
-    ``SeedSequence(seed)``, so the result does not depend on ``workers``.
+    ``SeedSequence(seed)``, so the result does not depend on ``workers`` (nor on ``workspace``).
     """
     if any(c.values.size == 0 for c in columns):
         raise ValueError("cannot bootstrap an empty sample")
     if workers < 1:
         raise ValueError(f"workers must be at least 1, got {workers}")
-    out = np.empty((n_resamples, len(columns)), dtype=np.float64)
-    if not columns or n_resamples == 0:
-        return out
-    samplers = _plan(columns, n_rows)
-    seeds = np.random.SeedSequence(seed).spawn(len(samplers))
-
-    def run(i: int) -> Floats:
-        return samplers[i].sums(n_resamples, np.random.Generator(np.random.SFC64(seeds[i])))
-
-    if workers == 1 or len(samplers) == 1:
-        results = [run(i) for i in range(len(samplers))]
-    else:
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="bootstrap") as pool:
-            results = list(pool.map(run, range(len(samplers))))
-    for sampler, sums in zip(samplers, results, strict=True):
-        out[:, list(sampler.keys)] = sums
+    out = resample_sums(
+        columns, n_rows, n_resamples=n_resamples, seed=seed, workers=workers, workspace=workspace
+    )
     np.divide(out, [c.values.size for c in columns], out=out)
     np.clip(out, 0.0, 1.0, out=out)
     return out
-
-
-# --- the plan -------------------------------------------------------------------------------------
-
-
-class _Sampler(Protocol):
-    """Draws the resample sums of some keys: ``sums(n_resamples, rng)`` is (n_resamples, len(keys))."""
-
-    @property
-    def keys(self) -> tuple[int, ...]: ...
-
-    def sums(self, n_resamples: int, rng: np.random.Generator) -> Floats: ...
-
-
-def _plan(columns: Sequence[Column], n_rows: int) -> list[_Sampler]:
-    """The samplers that draw every column: a `_Frame` when some samples are row subsets of a full
-    column, one `_Binary` for all two-valued samples, and a `_Counted` for each other sample. Columns
-    with identical values are one sample (they share its draws)."""
-    groups: dict[bytes, list[int]] = {}
-    for i, column in enumerate(columns):
-        groups.setdefault(column.values.tobytes(), []).append(i)
-    alone = {keys[0]: _Counted.of(tuple(keys), columns[keys[0]].values) for keys in groups.values()}
-    frame = _Frame.of(columns, alone, n_rows)
-    if frame is not None and frame.cost >= sum(alone[i].cost for i in frame.samples):
-        frame = None  # drawing its samples one by one is cheaper
-    taken = set(frame.keys) if frame else set()
-    rest = [s for first, s in alone.items() if first not in taken]
-    binary = [s for s in rest if s.is_binary]
-    samplers: list[_Sampler] = [frame] if frame else []
-    samplers += [_Binary.of(binary)] if binary else []
-    return samplers + [s for s in rest if not s.is_binary]
-
-
-@dataclass(frozen=True)
-class _Counted:
-    """One sample's resample sums: its frequent values counted, the others gathered (module doc)."""
-
-    keys: tuple[int, ...]  # keys with this sample's values
-    n: int
-    heavy: Floats  # distinct values drawn by counts, most frequent first
-    categories: Ints  # their multiplicities, then the tail's size when there is a tail
-    tail: Floats  # the other values, gathered one by one
-    cost: float  # per resample, by the cost model
-
-    @classmethod
-    def of(cls, keys: tuple[int, ...], values: Floats, n_heavy: int | None = None) -> _Counted:
-        """The sampler of ``values``. ``n_heavy`` forces how many of the most frequent values are
-        counted (every choice is exact); by default the cost model chooses."""
-        ordered = np.sort(values)
-        starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
-        multiplicity = np.diff(np.append(starts, values.size))
-        if np.isnan(ordered[-1]):  # NaNs (never equal to each other) are all gathered
-            starts, multiplicity = starts[:0], multiplicity[:0]
-        if n_heavy is None:
-            chosen, cost = _heavy_values(multiplicity, values.size)
-        else:
-            chosen, cost = np.argsort(-multiplicity, kind="stable")[:n_heavy], float("nan")
-        heavy = ordered[starts[chosen]]
-        if chosen.size == 0:
-            tail = values
-        elif chosen.size == multiplicity.size:
-            tail = values[:0]
-        else:
-            tail = values[~np.isin(values, heavy)]
-        categories = multiplicity[chosen]
-        if tail.size:
-            categories = np.append(categories, tail.size)
-        return cls(keys, values.size, heavy, categories.astype(np.int64), tail, cost)
-
-    @property
-    def is_binary(self) -> bool:
-        """Two distinct values, both counted: one binomial per resample (see `_Binary`)."""
-        return self.heavy.size == 2 and self.tail.size == 0
-
-    def sums(self, n_resamples: int, rng: np.random.Generator) -> Floats:
-        """(n_resamples, 1) resample sums."""
-        counts = _multinomial(self.n, self.categories, n_resamples, rng)
-        total = np.zeros(n_resamples)
-        if self.heavy.size:
-            total += (counts[:, : self.heavy.size] * self.heavy).sum(axis=1)
-        if self.tail.size:
-            total += _segmented_draws(self.tail, counts[:, -1], rng)
-        return total[:, None]
-
-
-def _heavy_values(multiplicity: Ints, n: int) -> tuple[npt.NDArray[np.intp], float]:
-    """Which distinct values (by index into ``multiplicity``, most frequent first) to count rather
-    than gather, and the cost per resample of that choice.
-
-    Counting a value costs one binomial split and saves gathering its multiplicity of draws, so
-    only values more frequent than ``_COST_BINOMIAL / _COST_DRAW`` are worth it -- unless counting
-    every value, which also saves the tail's split.
-    """
-    frequent = np.flatnonzero(multiplicity * _COST_DRAW > _COST_BINOMIAL)
-    frequent = frequent[np.argsort(-multiplicity[frequent], kind="stable")]
-    tail = n - np.concatenate(([0], np.cumsum(multiplicity[frequent])))
-    cost = np.arange(frequent.size + 1) * _COST_BINOMIAL + tail * _COST_DRAW
-    best = int(np.argmin(cost))
-    every = max(multiplicity.size - 1, 0) * _COST_BINOMIAL
-    if multiplicity.size and every < cost[best]:
-        return np.argsort(-multiplicity, kind="stable"), every
-    return frequent[:best], float(cost[best])
-
-
-@dataclass(frozen=True)
-class _Binary:
-    """Two-valued samples (0/1 cluster scores), counted together: a resample sum is
-    ``c * first + (n - c) * second`` with c ~ Binomial(n, multiplicity(first) / n), exactly the
-    two-category multinomial. One call draws them all, each sample's draws consecutive (so numpy
-    reuses the binomial set-up)."""
-
-    keys: tuple[int, ...]
-    repeats: Ints  # keys per sample, in the order of `keys`
-    n: Ints
-    first_share: Floats
-    values: Floats  # (samples, 2)
-
-    @classmethod
-    def of(cls, samples: Sequence[_Counted]) -> _Binary:
-        return cls(
-            keys=tuple(k for s in samples for k in s.keys),
-            repeats=np.array([len(s.keys) for s in samples]),
-            n=np.array([s.n for s in samples]),
-            first_share=np.array([s.categories[0] / s.n for s in samples]),
-            values=np.array([s.heavy for s in samples]),
-        )
-
-    def sums(self, n_resamples: int, rng: np.random.Generator) -> Floats:
-        first = rng.binomial(self.n[:, None], self.first_share[:, None], (self.n.size, n_resamples))
-        sums = first * self.values[:, :1] + (self.n[:, None] - first) * self.values[:, 1:]
-        return np.repeat(sums.T, self.repeats, axis=1)
-
-
-@dataclass(frozen=True)
-class _Frame:
-    """Keys drawn together from per-atom streams (module doc). A class is a set of rows that some
-    keys take (class 0: every row); an atom is a set of rows that are in the same classes."""
-
-    samples: tuple[int, ...]  # the samples (first key of each) it draws
-    cost: float  # per resample, by the cost model
-    keys: tuple[int, ...]
-    key_class: npt.NDArray[np.intp]  # per key: its class
-    key_column: npt.NDArray[np.intp]  # per key: its column of ``table``
-    table: Floats  # (rows, columns): the shared columns, rows sorted by atom
-    atom_bounds: npt.NDArray[np.intp]  # atom a is table[atom_bounds[a]:atom_bounds[a + 1]]
-    class_atoms: npt.NDArray[np.bool_]  # (classes, atoms): the atoms that make up each class
-    slot_class: npt.NDArray[np.intp]  # (atoms, slots): the classes of each atom, padded with len(classes)
-
-    @classmethod
-    def of(cls, columns: Sequence[Column], alone: Mapping[int, _Counted], n_rows: int) -> _Frame | None:
-        """The frame of the samples that are row subsets of a full column (None if there are none),
-        with the other full columns whose extra read costs less than drawing them alone."""
-        full = [i for i in alone if columns[i].values.size == n_rows]
-        found = {i: _parent(columns, i, full) for i in alone if i not in full}
-        parent = {i: p for i, p in found.items() if p is not None}
-        if not parent:
-            return None
-        shared = list(dict.fromkeys(parent.values()))
-        table_columns = shared + [
-            i for i in full if i not in shared and _COST_COLUMN * n_rows < alone[i].cost
-        ]
-        class_of = {i: 0 for i in table_columns} | _row_set_classes(columns, parent)
-        column_of = {i: table_columns.index(parent.get(i, i)) for i in class_of}
-        class_atoms, atom_of_row = _atoms(columns, class_of, n_rows)
-        keys = [(key, i) for i in class_of for key in alone[i].keys]
-        return cls(
-            samples=tuple(class_of),
-            cost=_frame_cost(n_rows, len(table_columns), class_atoms),
-            keys=tuple(key for key, _ in keys),
-            key_class=np.array([class_of[i] for _, i in keys], dtype=np.intp),
-            key_column=np.array([column_of[i] for _, i in keys], dtype=np.intp),
-            table=np.column_stack([columns[i].values for i in table_columns])[
-                np.argsort(atom_of_row, kind="stable")
-            ],
-            atom_bounds=np.concatenate(([0], np.cumsum(np.bincount(atom_of_row)))).astype(np.intp),
-            class_atoms=class_atoms,
-            slot_class=_slots(class_atoms),
-        )
-
-    def sums(self, n_resamples: int, rng: np.random.Generator) -> Floats:
-        """(n_resamples, len(keys)) resample sums."""
-        cuts = self._cuts(n_resamples, rng)
-        class_sums = self._class_sums(self._prefix_sums(cuts, rng))
-        return class_sums[self.key_class, :, self.key_column].T
-
-    def _cuts(self, n_resamples: int, rng: np.random.Generator) -> Ints:
-        """(atoms, n_resamples, slots): how many of each class's draws fall in each of its atoms,
-        Multinomial(class size, atom sizes / class size); padding slots stay 0."""
-        sizes = np.diff(self.atom_bounds)
-        cuts = np.zeros((sizes.size, n_resamples, self.slot_class.shape[1]), dtype=np.int64)
-        for c, atoms in enumerate(self.class_atoms):
-            where = np.flatnonzero(atoms)
-            slots = np.argmax(self.slot_class[where] == c, axis=1)
-            if where.size == 1:  # a class of one atom takes all of its draws from it
-                cuts[where[0], :, slots[0]] = sizes[where[0]]
-            else:
-                cuts[where, :, slots] = _multinomial(
-                    int(sizes[where].sum()), sizes[where], n_resamples, rng
-                ).T
-        return cuts
-
-    def _prefix_sums(self, cuts: Ints, rng: np.random.Generator) -> Floats:
-        """(atoms, n_resamples, slots, columns): for each cut, the column sums of that many first
-        draws of the atom's stream. Each stream is drawn up to its largest cut, summed piece by piece
-        between the sorted cuts, and the running sums of the pieces are the prefix sums."""
-        at_rank = _rank_positions(cuts)  # where each cut goes once its row is sorted
-        ordered = np.empty(cuts.size, dtype=cuts.dtype)
-        ordered[at_rank] = cuts.ravel()
-        pieces = np.diff(ordered.reshape(cuts.shape), axis=2, prepend=0)
-        rows = _as_vector(self.table)
-        bounds = itertools.pairwise(self.atom_bounds.tolist())
-        sums = np.stack(
-            [
-                _segmented_draws(rows[lo:hi], lengths.ravel(), rng)
-                for (lo, hi), lengths in zip(bounds, pieces, strict=True)
-            ]
-        )
-        sums = sums.view(np.float64).reshape(*cuts.shape, self.table.shape[1])
-        for slot in range(1, cuts.shape[2]):
-            sums[:, :, slot] += sums[:, :, slot - 1]
-        return np.take(sums.reshape(-1, sums.shape[3]), at_rank, axis=0).reshape(sums.shape)  # cut order
-
-    def _class_sums(self, prefix_sums: Floats) -> Floats:
-        """(classes, n_resamples, columns): each class's sums, added up over its atoms."""
-        n_atoms, n_resamples, n_slots, n_columns = prefix_sums.shape
-        by_slot = prefix_sums.transpose(0, 2, 1, 3).reshape(n_atoms * n_slots, n_resamples, n_columns)
-        real = np.flatnonzero(self.slot_class.ravel() < len(self.class_atoms))
-        order = real[np.argsort(self.slot_class.ravel()[real], kind="stable")]
-        starts = np.searchsorted(self.slot_class.ravel()[order], np.arange(len(self.class_atoms)))
-        return np.add.reduceat(by_slot[order], starts, axis=0)
-
-
-def _row_set_classes(columns: Sequence[Column], samples: Iterable[int]) -> dict[int, int]:
-    """Each sample's class: 1, 2, ... by distinct set of rows."""
-    index: dict[bytes, int] = {}
-    return {i: index.setdefault(columns[i].rows.tobytes(), len(index) + 1) for i in samples}
-
-
-def _atoms(
-    columns: Sequence[Column], class_of: Mapping[int, int], n_rows: int
-) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.intp]]:
-    """Which atoms make up each class (class 0: all), and each row's atom (rows in the same classes)."""
-    members = np.zeros((n_rows, max(class_of.values())), dtype=bool)
-    for i, c in class_of.items():
-        if c:
-            members[columns[i].rows, c - 1] = True
-    signatures, atom_of_row = _distinct_rows(members)
-    return np.vstack([np.ones(len(signatures), dtype=bool), signatures.T]), atom_of_row
-
-
-def _frame_cost(n_rows: int, n_columns: int, class_atoms: npt.NDArray[np.bool_]) -> float:
-    """Per resample: about n_rows draws reading ``n_columns`` values, and a multinomial per class."""
-    splits = int(np.maximum(class_atoms.sum(axis=1) - 1, 0).sum())
-    return n_rows * (_COST_DRAW + _COST_COLUMN * (n_columns - 1)) + splits * _COST_BINOMIAL
-
-
-def _slots(class_atoms: npt.NDArray[np.bool_]) -> npt.NDArray[np.intp]:
-    """(atoms, slots): the classes of each atom, padded with ``len(class_atoms)``."""
-    slots = np.full(
-        (class_atoms.shape[1], int(class_atoms.sum(axis=0).max())), len(class_atoms), dtype=np.intp
-    )
-    for atom, classes in enumerate(class_atoms.T):
-        slots[atom, : classes.sum()] = np.flatnonzero(classes)
-    return slots
-
-
-def _rank_positions(values: Ints) -> npt.NDArray[np.intp]:
-    """For each value (flattened), its flat position once its row (last axis) is sorted stably.
-
-    A value's rank is the number of smaller values plus the number of equal values before it,
-    counted pair by pair, as the rows here are short.
-    """
-    width = values.shape[-1]
-    rank = np.zeros(values.shape, dtype=np.intp)
-    for j in range(width):
-        for k in range(width):
-            if k != j:
-                rank[..., j] += (
-                    (values[..., k] <= values[..., j]) if k < j else (values[..., k] < values[..., j])
-                )
-    positions: npt.NDArray[np.intp] = np.arange(rank.size // width)[:, None] * width + rank.reshape(-1, width)
-    return positions.ravel()
-
-
-def _as_vector(table: Floats) -> npt.NDArray[Any]:
-    """The rows of a (rows, 1 or 2) table as one value each (two columns as the real and imaginary
-    parts of a complex number, which add up column by column), so that a row is drawn by one 1-d
-    lookup; any other table as it is."""
-    if table.shape[1] == 1:
-        return table[:, 0]
-    if table.shape[1] == 2:
-        return table.view(np.complex128)[:, 0]
-    return table
-
-
-def _distinct_rows(matrix: npt.NDArray[np.bool_]) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.intp]]:
-    """The distinct rows of a boolean matrix (sorted) and each row's index among them."""
-    packed = np.ascontiguousarray(np.packbits(matrix, axis=1))
-    _, first, inverse = np.unique(
-        packed.view(np.dtype((np.void, packed.shape[1]))).ravel(), return_index=True, return_inverse=True
-    )
-    return matrix[first], inverse.ravel()
-
-
-def _parent(columns: Sequence[Column], i: int, full: Sequence[int]) -> int | None:
-    """The first full column whose values on sample ``i``'s rows are ``i``'s values, if any."""
-    rows, values = columns[i].rows, columns[i].values
-    candidates = (p for p in full if columns[p].values[rows[0]] == values[0])  # a quick filter first
-    return next((p for p in candidates if np.array_equal(columns[p].values[rows], values)), None)
-
-
-# --- exact samplers -------------------------------------------------------------------------------
-
-
-def _multinomial(n: int, categories: Ints, size: int, rng: np.random.Generator) -> Ints:
-    """``size`` draws of Multinomial(n, categories / categories.sum()), shape (size, categories).
-
-    By binary splits, one tree level per call: a node's count splits into Binomial(count, left weight
-    / node weight) and the rest, which is exact (the chain rule of the multinomial).
-    """
-    weight = np.concatenate(([0], np.cumsum(categories)))
-    lo, hi = np.array([0]), np.array([categories.size])
-    counts = np.full((size, 1), n, dtype=np.int64)
-    while lo.size < categories.size:
-        wide = hi - lo > 1
-        mid = np.where(wide, (lo + hi) // 2, hi)
-        left = counts.copy()
-        share = (weight[mid] - weight[lo]) / (weight[hi] - weight[lo])
-        left[:, wide] = rng.binomial(counts[:, wide], share[wide])
-        lo, hi = np.column_stack([lo, mid]).ravel(), np.column_stack([mid, hi]).ravel()
-        counts = np.stack([left, counts - left], axis=2).reshape(size, -1)
-        keep = hi > lo
-        lo, hi, counts = lo[keep], hi[keep], counts[:, keep]
-    return counts
-
-
-def _uniform_indices(size: int, count: int, rng: np.random.Generator) -> Ints:
-    """``count`` independent uniform integers in [0, size).
-
-    One bounded draw x, uniform in [0, size ** digits) (numpy's exact Lemire method), gives
-    ``digits`` of them: the base-``size`` digits of a uniform x are independent and uniform. That is
-    several indices per random number, for a division by a scalar per digit. (The result is a view
-    of a per-thread buffer, valid until the next call.)
-    """
-    digits = 1
-    while size > 1 and size ** (digits + 1) <= 1 << 62:
-        digits += 1
-    words = rng.integers(0, size**digits, -(-count // digits), dtype=np.uint64)
-    quotient = _scratch("quotient", words.size, np.uint64)
-    out = _scratch("indices", digits * words.size, np.uint64).reshape(digits, words.size)
-    base = np.uint64(size)
-    for digit in out[:-1]:  # digit = words - (words // size) * size, then words //= size
-        np.floor_divide(words, base, out=quotient)
-        np.multiply(quotient, base, out=digit)
-        np.subtract(words, digit, out=digit)
-        words, quotient = quotient, words
-    out[-1] = words
-    return out.ravel()[:count].view(np.int64)  # < 2 ** 62: the same integers
-
-
-def _segmented_draws(pool: Pool, lengths: Ints, rng: np.random.Generator) -> Pool:
-    """Draw ``lengths.sum()`` uniform rows of ``pool`` in order and return the sums of consecutive
-    segments of ``lengths`` draws (zero for an empty one), a cache-sized pass at a time."""
-    sums = np.zeros((lengths.size, *pool.shape[1:]), dtype=pool.dtype)
-    ends = np.cumsum(lengths)
-    first = 0
-    while first < lengths.size:
-        done = int(ends[first - 1]) if first else 0
-        stop = max(first + 1, int(np.searchsorted(ends, done + _CHUNK_ELEMENTS, side="right")))
-        part = lengths[first:stop]
-        indices = _uniform_indices(len(pool), int(ends[stop - 1]) - done, rng)
-        picked = _scratch("picked", indices.size * int(np.prod(pool.shape[1:])), pool.dtype)
-        picked = picked.reshape(indices.size, *pool.shape[1:])
-        np.take(pool, indices, axis=0, out=picked, mode="clip")  # (all in range; "clip" skips a copy)
-        nonempty = part > 0
-        if nonempty.any():
-            starts = np.cumsum(part) - part
-            sums[first:stop][nonempty] = np.add.reduceat(picked, starts[nonempty], axis=0)
-        first = stop
-    return sums
-
-
-class _Scratch(threading.local):
-    """Per-thread buffers reused from call to call: allocating fresh multi-megabyte arrays for every
-    pass costs a page fault per 4 KiB each time the allocator returns them to the system."""
-
-    def __init__(self) -> None:
-        self.buffers: dict[tuple[str, str], npt.NDArray[Any]] = {}
-
-
-_SCRATCH = _Scratch()
-
-
-def _scratch(name: str, size: int, dtype: npt.DTypeLike) -> npt.NDArray[Any]:
-    """A 1-d buffer of ``size`` elements: this thread's ``name`` buffer of ``dtype``, grown as needed."""
-    key = (name, np.dtype(dtype).str)
-    buffer = _SCRATCH.buffers.get(key)
-    if buffer is None or buffer.size < size:
-        buffer = _SCRATCH.buffers[key] = np.empty(max(size, 1 << 10), dtype=dtype)
-    return buffer[:size]
 
 
 def flatten(stats: Mapping[str, KeyStats]) -> dict[str, float | int]:
