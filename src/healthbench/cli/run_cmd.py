@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -42,7 +43,7 @@ from healthbench.runner import run as runner
 from healthbench.runner.config import OFFLINE_MODEL, ModelConfig, RunConfig, build_config, load_config_file
 from healthbench.runner.estimate import estimate
 from healthbench.runner.progress import RichProgress
-from healthbench.scoring.run_score import ScoringOptions, score_run
+from healthbench.scoring.run_score import score_run
 from healthbench.store import RunRecord, Store
 
 SMOKE_WARNING = (
@@ -65,12 +66,10 @@ def _report(
 ) -> None:
     options = run_results.scoring_options(run)
     if seed is not None or n_resamples is not None:
-        options = ScoringOptions(
+        options = dataclasses.replace(
+            options,
             n_resamples=options.n_resamples if n_resamples is None else n_resamples,
             seed=options.seed if seed is None else seed,
-            length_penalty=options.length_penalty,
-            length_center=options.length_center,
-            error_rate=options.error_rate,
         )
     samples = run_results.graded_samples(store, run)
     score = score_run(samples, options)

@@ -56,6 +56,7 @@ def scoring_options(run: RunRecord) -> ScoringOptions:
         length_penalty=scoring.get("length_penalty"),
         length_center=scoring.get("length_center"),
         error_rate=run.config["run"].get("dataset") == "consensus",
+        workers=scoring.get("workers", 2),
     )
 
 

@@ -44,6 +44,7 @@ class ScoringConfig(BaseModel):
     seed: int = 0
     length_penalty: float | None = None
     length_center: float | None = None
+    workers: int = Field(default=2, ge=1)  # bootstrap threads; the numbers do not depend on it
 
 
 class RunConfig(BaseModel):
