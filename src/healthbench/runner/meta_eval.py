@@ -15,7 +15,14 @@ from healthbench.grading.template import load_template
 from healthbench.runner.config import RunConfig
 from healthbench.runner.engine import WorkItem
 from healthbench.runner.progress import ProgressSink
-from healthbench.runner.run import RunOutcome, check_same_settings, new_run_name, run_to_end, stored_record
+from healthbench.runner.run import (
+    RunOutcome,
+    check_same_settings,
+    new_run_name,
+    resumed,
+    run_to_end,
+    stored_record,
+)
 from healthbench.store.runs import RunRecord, Store
 
 
@@ -94,10 +101,8 @@ def resume_meta_eval(
     progress: ProgressSink | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> RunOutcome:
-    run = store.require_run(name)
-    if run.kind != "meta_eval":
-        raise RunError(f"run {name!r} is a {run.kind} run; resume it with `healthbench run --resume`")
-    config = RunConfig.model_validate({**run.config["run"], **(overrides or {})})
+    """Continue a meta-eval run with its stored settings (see `healthbench.runner.run.resumed`)."""
+    run, config = resumed(name, "meta_eval", store=store, overrides=overrides)
     return _finish(store, run, config, progress=progress, environ=environ)
 
 

@@ -193,6 +193,20 @@ def run_eval(
     return _finish_eval(store, run, config, progress=progress, environ=environ)
 
 
+def resumed(
+    name: str, kind: str, *, store: Store, overrides: Mapping[str, Any] | None = None
+) -> tuple[RunRecord, RunConfig]:
+    """A stored run and its settings for continuing it; only the "how" settings may be overridden."""
+    run = store.require_run(name)
+    if run.kind != kind:
+        command = "healthbench meta-eval --resume" if run.kind == "meta_eval" else "healthbench run --resume"
+        raise RunError(f"run {name!r} is a {run.kind} run; continue it with `{command} {name}`")
+    bad = sorted(set(overrides or {}) - HOW_FIELDS)
+    if bad:
+        raise RunError(f"--resume keeps the run's settings; cannot change {', '.join(bad)}")
+    return run, RunConfig.model_validate({**run.config["run"], **(overrides or {})})
+
+
 def resume_run(
     name: str,
     *,
@@ -201,15 +215,8 @@ def resume_run(
     progress: ProgressSink | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> RunOutcome:
-    """Continue a run with its stored settings; only the "how" settings may be overridden."""
-    run = store.require_run(name)
-    base = run.config["run"]
-    bad = sorted(set(overrides or {}) - HOW_FIELDS)
-    if bad:
-        raise RunError(f"--resume keeps the run's settings; cannot change {', '.join(bad)}")
-    config = RunConfig.model_validate({**base, **(overrides or {})})
-    if run.kind != "eval":
-        raise RunError(f"run {name!r} is a {run.kind} run; resume it with the matching command")
+    """Continue an eval run with its stored settings (see `resumed`)."""
+    run, config = resumed(name, "eval", store=store, overrides=overrides)
     return _finish_eval(store, run, config, progress=progress, environ=environ)
 
 
