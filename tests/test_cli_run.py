@@ -240,3 +240,17 @@ def test_regrade_and_runs_listing(server: str, tmp_path: Path) -> None:
     assert listing.exit_code == 0 and "base" in listing.output and "re" in listing.output
     missing = one_line_error(invoke("results", "nope", "--store", str(store)))
     assert "no run named 'nope'" in missing
+
+
+def test_dry_run_of_an_existing_run_counts_only_what_is_left(server: str, tmp_path: Path) -> None:
+    from healthbench.runner.run import dry_run, run_config_of
+    from healthbench.store import Store
+
+    store = tmp_path / "s.db"
+    before = Store(store)
+    assert invoke(*fake_args(server, store, "--name", "d", "--limit", "2", "--dry-run")).exit_code == 0
+    assert before.get_run("d") is None  # a dry run creates nothing
+    assert invoke(*fake_args(server, store, "--name", "d", "--limit", "2")).exit_code == 0
+    run = Store(store).require_run("d")
+    n, rows = dry_run(Store(store), run_config_of(run), "d")
+    assert n == 2 and [(r.role, r.calls) for r in rows] == [("candidate", 0), ("judge", 0)]

@@ -41,7 +41,6 @@ from healthbench.results.simple_evals import write_allresults
 from healthbench.results.summary import render_summary
 from healthbench.runner import run as runner
 from healthbench.runner.config import OFFLINE_MODEL, ModelConfig, RunConfig, build_config, load_config_file
-from healthbench.runner.estimate import estimate
 from healthbench.runner.progress import RichProgress
 from healthbench.scoring.run_score import score_run
 from healthbench.store import RunRecord, Store
@@ -96,34 +95,9 @@ def _report(
 
 
 def _dry_run(store: Store, config: RunConfig, name: str | None) -> None:
-    from healthbench.data.sources import load_conversations
-    from healthbench.data.subset import select
-    from healthbench.grading.template import load_template
-    from healthbench.models.pricing import PriceTable
-
-    existing = store.get_run(name) if name else None
-    if existing is not None:
-        conversations = runner.conversations_of(store, existing)
-        done_s = {k for k, s in store.load_samples(existing.id).items() if s.error is None}
-        done_g = {k for k, g in store.load_grades(existing.id).items() if g.status != "ungraded"}
-    else:
-        _, loaded = load_conversations(config.dataset, data=config.data, cache=config.cache_dir)
-        conversations = select(loaded, limit=config.limit, ids=config.ids, themes=config.themes)
-        done_s, done_g = set(), set()
-    work = runner.eval_work(conversations, config.n_repeats)
-    model = config.model
-    rows = estimate(
-        work,
-        candidate=model.parsed() if model else None,
-        answer_tokens=model.settings.max_tokens if model else None,
-        judge=config.judge.parsed(),
-        template=load_template(config.grader_template),
-        prices=PriceTable.load(config.prices),
-        done_samples=done_s,
-        done_grades=done_g,
-    )
+    n_conversations, rows = runner.dry_run(store, config, name)
     table = Table(
-        title=f"dry run: {len(conversations)} conversations × {config.n_repeats} repeats (no call made)"
+        title=f"dry run: {n_conversations} conversations × {config.n_repeats} repeats (no call made)"
     )
     for column in ("role", "model", "calls", "input tokens", "output tokens", "est. cost (USD)"):
         table.add_column(column, justify="right" if column not in ("role", "model") else "left")

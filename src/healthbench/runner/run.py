@@ -20,6 +20,7 @@ from healthbench.models.limits import ConnectionLimits, ConnectionPool
 from healthbench.models.pricing import PriceTable
 from healthbench.runner.config import HOW_FIELDS, ModelConfig, RunConfig
 from healthbench.runner.engine import Engine, EngineOptions, WorkItem, plan
+from healthbench.runner.estimate import RoleEstimate, estimate
 from healthbench.runner.loop import run_async
 from healthbench.runner.progress import NoProgress, ProgressSink, RunCounters
 from healthbench.store.runs import RunRecord, Store
@@ -285,3 +286,31 @@ def regrade(
         check_same_settings(existing, config)
         run = existing
     return _finish_eval(store, run, config, progress=progress, environ=environ)
+
+
+def dry_run(store: Store, config: RunConfig, name: str | None) -> tuple[int, list[RoleEstimate]]:
+    """Conversations and the estimated calls, tokens and cost still needed (no call is made); an
+    existing run ``name`` counts only what it has not done yet."""
+    existing = store.get_run(name) if name else None
+    if existing is not None:
+        conversations = conversations_of(store, existing)
+        done_samples = set(store.sample_progress(existing.id))
+        done_grades = {
+            k for k, (status, _) in store.grade_progress(existing.id).items() if status != "ungraded"
+        }
+    else:
+        _, loaded = load_conversations(config.dataset, data=config.data, cache=config.cache_dir)
+        conversations = select(loaded, limit=config.limit, ids=config.ids, themes=config.themes)
+        done_samples, done_grades = set(), set()
+    model = config.model
+    rows = estimate(
+        eval_work(conversations, config.n_repeats),
+        candidate=model.parsed() if model else None,
+        answer_tokens=model.settings.max_tokens if model else None,
+        judge=config.judge.parsed(),
+        template=load_template(config.grader_template),
+        prices=PriceTable.load(config.prices),
+        done_samples=done_samples,
+        done_grades=done_grades,
+    )
+    return len(conversations), rows
