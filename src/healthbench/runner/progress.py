@@ -64,15 +64,22 @@ class RichProgress:
         self._criteria: TaskID | None = None
 
     def __enter__(self) -> RichProgress:
-        self._progress.start()
-        self._samples = self._progress.add_task(self._label, total=None, info="")
-        self._criteria = self._progress.add_task("criteria graded", total=None, info="")
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._progress.stop()
+        if self._samples is not None:
+            self._progress.stop()
+
+    def _start(self) -> None:
+        """Shown from the first update on, so an error found before any work (bad data, a missing
+        key) is not preceded by empty bars."""
+        self._progress.start()
+        self._samples = self._progress.add_task(self._label, total=None, info="")
+        self._criteria = self._progress.add_task("criteria graded", total=None, info="")
 
     def update(self, counters: RunCounters) -> None:
+        if self._samples is None:
+            self._start()
         assert self._samples is not None and self._criteria is not None
         self._progress.update(
             self._samples,
