@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -140,10 +141,13 @@ def test_wrong_key_fails_fast_without_leaking_it(tmp_path: Path) -> None:
     assert secret not in (tmp_path / "s.db").read_bytes().decode("latin-1")
 
 
-def test_unreachable_server(tmp_path: Path) -> None:
+def test_unreachable_server_fails_in_seconds(tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{free_port()}/v1"
-    text = one_line_error(invoke(*fake_args(url, tmp_path / "s.db")))
-    assert "connection" in text.lower() and "stopping the run" in text
+    args = [a for a in fake_args(url, tmp_path / "s.db") if a not in ("--max-retries", "0")]
+    started = time.monotonic()
+    text = one_line_error(invoke(*args))  # the default retry policy
+    assert time.monotonic() - started < 15
+    assert "cannot connect" in text.lower() and "--base-url" in text
 
 
 def test_bad_template(server: str, tmp_path: Path) -> None:

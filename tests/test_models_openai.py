@@ -8,7 +8,7 @@ import socket
 
 import pytest
 
-from healthbench.errors import ConfigError, ModelError
+from healthbench.errors import ConfigError, FatalModelError, ModelError
 from healthbench.models.base import ModelSettings, Usage, parse_model_spec
 from healthbench.models.errors import FailureKind, ProviderError
 from healthbench.models.factory import create_model, create_provider
@@ -199,15 +199,27 @@ async def test_unknown_path_is_a_fatal_404(url):
     await model.aclose()
 
 
-async def test_connection_refused_is_transient_and_gives_up():
+async def test_unreachable_endpoint_that_never_answered_fails_after_a_few_retries():
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     sock.close()  # nothing listens there now
-    model = model_for(f"http://127.0.0.1:{port}/v1", policy=RetryPolicy(max_retries=2, initial_delay=0.01))
-    with pytest.raises(ModelError, match=r"gave up after 3 attempts; last error: connection error"):
+    policy = RetryPolicy(max_retries=8, unreachable_retries=2, initial_delay=0.01)
+    model = model_for(f"http://127.0.0.1:{port}/v1", policy=policy)
+    with pytest.raises(FatalModelError, match=r"cannot connect: .*check --base-url"):
         await model.generate(QUESTION)
-    assert model.stats.transient_errors == 3
+    assert model.stats.attempts == 3  # the first try and 2 retries, not 9
+    await model.aclose()
+
+
+async def test_unreachable_after_answering_is_retried_like_a_transient_error():
+    with running_fake_server() as url:
+        model = model_for(url, policy=RetryPolicy(max_retries=3, unreachable_retries=0, initial_delay=0.01))
+        await model.generate(QUESTION)  # the endpoint has answered once
+    # the server is gone now: a blip on a known endpoint gets the whole retry budget
+    with pytest.raises(ModelError, match=r"gave up after 4 attempts; last error: cannot connect"):
+        await model.generate(QUESTION)
+    assert model.stats.transient_errors == 4
     await model.aclose()
 
 

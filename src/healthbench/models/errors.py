@@ -20,6 +20,9 @@ class FailureKind(enum.Enum):
     RATE_LIMIT = "rate_limit"  # 429: wait (Retry-After when given) and try again
     TRANSIENT = "transient"  # 5xx, 529, timeouts, dropped connections, unreadable responses
     FATAL = "fatal"  # wrong key, unknown model, bad request, exhausted quota: retrying cannot help
+    # nothing listens at the address or the name does not resolve: a blip on an endpoint that has
+    # answered before (retried like TRANSIENT), most likely a wrong --base-url on one that never has
+    UNREACHABLE = "unreachable"
 
 
 @dataclass(frozen=True)

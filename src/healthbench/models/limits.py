@@ -30,6 +30,9 @@ class RetryPolicy(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     max_retries: int = Field(default=8, ge=0)
+    # retries for an endpoint that cannot be reached and has never answered (a wrong --base-url
+    # fails in seconds, not after the whole backoff schedule)
+    unreachable_retries: int = Field(default=2, ge=0)
     initial_delay: float = Field(default=1.0, ge=0)
     max_delay: float = Field(default=60.0, ge=0)
     jitter: bool = True
@@ -98,6 +101,7 @@ class Connection:
     tokens: TokenBucket | None = None
     in_flight: int = 0
     max_in_flight: int = 0
+    answered: int = 0  # successful requests: an endpoint that never answered is not retried for long
 
     async def before_request(self) -> None:
         """Wait for the rate buckets (never while holding a connection slot)."""
@@ -187,6 +191,7 @@ class ManagedModel:
         while True:
             result = await self._attempt(connection, messages, json_schema)
             if isinstance(result, Completion):
+                connection.answered += 1
                 self.stats.succeeded += 1
                 self.stats.usage = self.stats.usage + result.usage
                 return result
@@ -194,6 +199,13 @@ class ManagedModel:
             if result.kind is FailureKind.FATAL:
                 self.stats.failed += 1
                 raise FatalModelError(f"{self.spec.describe()}: {result.message}")
+            never_answered = result.kind is FailureKind.UNREACHABLE and connection.answered == 0
+            if never_answered and retry >= self.policy.unreachable_retries:
+                self.stats.failed += 1
+                raise FatalModelError(
+                    f"{self.spec.describe()}: {result.message} (no answer from this endpoint yet; "
+                    "check --base-url and that the server is running)"
+                )
             if retry >= self.policy.max_retries:
                 self.stats.failed += 1
                 raise ModelError(
@@ -225,7 +237,7 @@ class ManagedModel:
     def _count(self, failure: CallFailure) -> None:
         if failure.kind is FailureKind.RATE_LIMIT:
             self.stats.rate_limited += 1
-        elif failure.kind is FailureKind.TRANSIENT:
+        elif failure.kind in (FailureKind.TRANSIENT, FailureKind.UNREACHABLE):
             self.stats.transient_errors += 1
 
     async def aclose(self) -> None:

@@ -58,6 +58,9 @@ class HttpClient:
                 return HttpResponse(response.status, text, response.headers.copy())
         except TimeoutError:
             raise ProviderError(FailureKind.TRANSIENT, f"timed out after {self._timeout:g}s") from None
+        except aiohttp.ClientConnectorError as exc:
+            detail = redact(" ".join(str(exc).split()), api_key) or type(exc).__name__
+            raise ProviderError(FailureKind.UNREACHABLE, f"cannot connect: {detail}") from None
         except aiohttp.ClientError as exc:
             detail = redact(" ".join(str(exc).split()), api_key) or type(exc).__name__
             raise ProviderError(FailureKind.TRANSIENT, f"connection error: {detail}") from None
