@@ -53,3 +53,24 @@ def test_readme_opens_with_install_run_and_test_commands_that_ci_runs() -> None:
     assert commands[0].endswith("healthbench run")
     assert commands[1] == "pip install -q -e '.[dev]' && python -m pytest"
     assert commands[1] in (ROOT / ".ci" / "run").read_text()
+
+
+def test_every_metrics_out_key_family_is_documented() -> None:
+    from healthbench.data.sources import load_conversations
+    from healthbench.scoring.rubric import Verdict
+    from healthbench.scoring.run_score import GradedSample, ScoringOptions, score_run
+
+    _, conversations = load_conversations("demo")
+    samples = [GradedSample(c, "an answer", tuple(Verdict.MET for _ in c.rubrics)) for c in conversations]
+    options = ScoringOptions(n_resamples=10, length_penalty=0.1, length_center=100, error_rate=True)
+    docs = (ROOT / "docs" / "metrics.md").read_text()
+    families = set()
+    for key in score_run(samples, options).metrics():
+        base, _, suffix = key.rpartition(":")
+        if base and suffix in ("n_samples", "bootstrap_std", "ci_lower", "ci_upper"):
+            families.add(f":{suffix}")
+            key = base
+        prefix, colon, _ = key.partition(":")
+        families.add(f"{prefix}:" if colon else key)  # theme:, axis:, cluster:, ... or a plain key
+    missing = sorted(f for f in families if f"`{f}" not in docs and f"`K{f}`" not in docs)
+    assert missing == [], f"docs/metrics.md does not document {missing}"
