@@ -191,3 +191,17 @@ def test_order_of_conversations_is_the_dataset_order(jittery_server: str, store:
         c.prompt_id for c in chosen
     ]
     assert set(ids) >= {c.prompt_id for c in chosen}
+
+
+def test_a_changed_grader_template_is_refused_on_continue(
+    jittery_server: str, store: Store, tmp_path: Path
+) -> None:
+    template = tmp_path / "grader.txt"
+    template.write_text(builtin_template().text)
+    cfg = config(jittery_server, grader_template=str(template), limit=1)
+    run_eval(cfg, store=store, name="t", show_progress=False)
+    template.write_text(builtin_template().text + "\nBe strict.")
+    with pytest.raises(RunError, match="grader template text"):
+        run_eval(cfg, store=store, name="t", show_progress=False)
+    with pytest.raises(RunError, match="grader template text"):
+        resume_run("t", store=store)

@@ -61,9 +61,12 @@ def stored_record(
 
 
 def check_same_settings(run: RunRecord, config: RunConfig) -> None:
-    """Continuing a run by name is only allowed with the settings that define it."""
+    """Continuing a run by name is only allowed with the settings that define it (the grader
+    template's text included, not only its path)."""
     before, after = run.config["identity"], _identity(config)
     changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+    if load_template(config.grader_template).sha256 != run.config.get("grader_template_sha256"):
+        changed.append("grader template text")
     if changed:
         raise RunError(
             f"run {run.name!r} exists with different settings ({', '.join(changed)}); "
@@ -205,7 +208,9 @@ def resumed(
     bad = sorted(set(overrides or {}) - HOW_FIELDS)
     if bad:
         raise RunError(f"--resume keeps the run's settings; cannot change {', '.join(bad)}")
-    return run, RunConfig.model_validate({**run.config["run"], **(overrides or {})})
+    config = RunConfig.model_validate({**run.config["run"], **(overrides or {})})
+    check_same_settings(run, config)
+    return run, config
 
 
 def resume_run(
