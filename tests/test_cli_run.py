@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 import healthbench.cli  # noqa: F401  (registers the commands)
 from healthbench.cli.app import app
 from healthbench.testing.fake_server import fetch_stats, reset_stats
-from healthbench.testing.process import fake_server_process, free_port
+from healthbench.testing.process import GARBAGE_JUDGE, fake_server_process, free_port
 
 runner = CliRunner()
 
@@ -169,18 +169,7 @@ def test_malformed_dataset_names_file_and_line(server: str, tmp_path: Path) -> N
 
 
 def test_strict_fails_when_criteria_are_ungraded(tmp_path: Path) -> None:
-    with fake_server_process(
-        "--fault-rate",
-        "1",
-        "--rate-limit-weight",
-        "0",
-        "--server-error-weight",
-        "0",
-        "--unavailable-weight",
-        "0",
-        "--garbage-weight",
-        "1",
-    ) as url:
+    with fake_server_process(*GARBAGE_JUDGE) as url:
         result = invoke(
             *fake_args(url, tmp_path / "s.db", "--judge-retries", "0", "--strict", "--limit", "2")
         )

@@ -23,7 +23,7 @@ from healthbench.scoring.rubric import Verdict
 from healthbench.scoring.run_score import GradedSample, ScoringOptions, score_run
 from healthbench.store import Store
 from healthbench.testing.fake_server import fake_answer, fake_verdict, fetch_stats, reset_stats
-from healthbench.testing.process import fake_server_process, free_port
+from healthbench.testing.process import GARBAGE_JUDGE, fake_server_process, free_port
 
 FAST_RETRY = {"max_retries": 12, "initial_delay": 0.01, "max_delay": 0.05}
 
@@ -130,18 +130,6 @@ def test_regrade_reuses_samples(jittery_server: str, store: Store) -> None:
     assert score_stored_run(store, out.run).metrics() == score_stored_run(store, source.run).metrics()
 
 
-GARBAGE_JUDGE = (
-    "--fault-rate",
-    "1",
-    "--rate-limit-weight",
-    "0",
-    "--server-error-weight",
-    "0",
-    "--unavailable-weight",
-    "0",
-    "--garbage-weight",
-    "1",
-)
 N_CRITERIA = sum(len(c.rubrics) for c in demo())
 
 

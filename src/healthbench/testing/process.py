@@ -15,6 +15,21 @@ from contextlib import contextmanager
 import httpx
 
 
+# `fake-server` arguments for a judge that never answers with JSON (every judge call is garbage)
+GARBAGE_JUDGE = (
+    "--fault-rate",
+    "1",
+    "--rate-limit-weight",
+    "0",
+    "--server-error-weight",
+    "0",
+    "--unavailable-weight",
+    "0",
+    "--garbage-weight",
+    "1",
+)
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
