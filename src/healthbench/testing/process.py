@@ -14,7 +14,6 @@ from contextlib import contextmanager
 
 import httpx
 
-
 # `fake-server` arguments for a judge that never answers with JSON (every judge call is garbage)
 GARBAGE_JUDGE = (
     "--fault-rate",
