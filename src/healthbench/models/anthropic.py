@@ -10,7 +10,7 @@ from typing import Any
 
 from healthbench.errors import ConfigError
 from healthbench.models.base import Completion, Messages, ModelSettings, ModelSpec, Usage
-from healthbench.models.errors import FailureKind, ProviderError, http_failure
+from healthbench.models.errors import FailureKind, ProviderError
 from healthbench.models.transport import http_client
 
 ANTHROPIC_VERSION = "2023-06-01"
@@ -100,18 +100,10 @@ class AnthropicChatModel:
 
     async def complete(self, messages: Messages, *, json_schema: dict[str, Any] | None = None) -> Completion:
         body = self.build_body(messages, json_schema)
-        response = await self._client.post(
-            self._url, json=body, headers=self._headers(), api_key=self._api_key
+        text = await self._client.post(
+            self._url, json=body, headers=self._headers(), api_key=self._api_key, key_env=self.spec.key_env
         )
-        if response.status_code >= 400:
-            raise http_failure(
-                response.status_code,
-                response.text,
-                retry_after_header=response.headers.get("retry-after"),
-                api_key=self._api_key,
-                key_env=self.spec.key_env,
-            )
-        return parse_messages_response(response.text, self.spec.model)
+        return parse_messages_response(text, self.spec.model)
 
     async def aclose(self) -> None:
         await self._client.aclose()

@@ -10,7 +10,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from healthbench.models.base import Completion, Messages, ModelSettings, ModelSpec, Usage
-from healthbench.models.errors import FailureKind, ProviderError, http_failure
+from healthbench.models.errors import FailureKind, ProviderError
 from healthbench.models.transport import http_client
 
 OPENAI_HOST = "api.openai.com"
@@ -99,18 +99,10 @@ class OpenAIChatModel:
 
     async def complete(self, messages: Messages, *, json_schema: dict[str, Any] | None = None) -> Completion:
         body = self.build_body(messages, json_schema)
-        response = await self._client.post(
-            self._url, json=body, headers=self._headers(), api_key=self._api_key
+        text = await self._client.post(
+            self._url, json=body, headers=self._headers(), api_key=self._api_key, key_env=self.spec.key_env
         )
-        if response.status_code >= 400:
-            raise http_failure(
-                response.status_code,
-                response.text,
-                retry_after_header=response.headers.get("retry-after"),
-                api_key=self._api_key,
-                key_env=self.spec.key_env,
-            )
-        return parse_chat_response(response.text, self.spec.model)
+        return parse_chat_response(text, self.spec.model)
 
     async def aclose(self) -> None:
         await self._client.aclose()

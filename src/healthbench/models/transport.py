@@ -9,21 +9,12 @@ connections) become TRANSIENT `ProviderError`s, which the retry policy handles.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
 
 from healthbench.models.base import ModelSettings
-from healthbench.models.errors import FailureKind, ProviderError, redact
-
-
-@dataclass(frozen=True)
-class HttpResponse:
-    status_code: int
-    text: str
-    headers: Mapping[str, str]
+from healthbench.models.errors import FailureKind, ProviderError, http_failure, redact
 
 
 class HttpClient:
@@ -49,26 +40,39 @@ class HttpClient:
         return self._session
 
     async def post(
-        self, url: str, *, json: Any, headers: dict[str, str], api_key: str | None = None
-    ) -> HttpResponse:
-        """POST JSON; a transport failure is raised as a TRANSIENT `ProviderError` (key redacted)."""
+        self,
+        url: str,
+        *,
+        json: Any,
+        headers: dict[str, str],
+        api_key: str | None = None,
+        key_env: str | None = None,
+    ) -> str:
+        """POST JSON and return the body of a successful answer. Every failure is a `ProviderError`
+        (key redacted): an HTTP error status classified by `http_failure`, a timeout or a dropped
+        connection TRANSIENT, a refused or unresolvable address UNREACHABLE."""
         try:
             async with self._open().post(url, json=json, headers=headers) as response:
                 text = await response.text()
-                return HttpResponse(response.status, text, response.headers.copy())
+                status, retry_after = response.status, response.headers.get("retry-after")
         except TimeoutError:
             raise ProviderError(FailureKind.TRANSIENT, f"timed out after {self._timeout:g}s") from None
         except aiohttp.ClientConnectorError as exc:
-            detail = redact(" ".join(str(exc).split()), api_key) or type(exc).__name__
-            raise ProviderError(FailureKind.UNREACHABLE, f"cannot connect: {detail}") from None
+            raise ProviderError(FailureKind.UNREACHABLE, f"cannot connect: {_detail(exc, api_key)}") from None
         except aiohttp.ClientError as exc:
-            detail = redact(" ".join(str(exc).split()), api_key) or type(exc).__name__
-            raise ProviderError(FailureKind.TRANSIENT, f"connection error: {detail}") from None
+            raise ProviderError(FailureKind.TRANSIENT, f"connection error: {_detail(exc, api_key)}") from None
+        if status >= 400:
+            raise http_failure(status, text, retry_after_header=retry_after, api_key=api_key, key_env=key_env)
+        return text
 
     async def aclose(self) -> None:
         if self._session is not None:
             await self._session.close()
             self._session = None
+
+
+def _detail(exc: Exception, api_key: str | None) -> str:
+    return redact(" ".join(str(exc).split()), api_key) or type(exc).__name__
 
 
 def _dumps(value: Any) -> str:
