@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Engine, and_, delete, func, select, update
+from sqlalchemy import Engine, and_, select, update
 
 from healthbench.errors import RunError
 from healthbench.store import db
@@ -126,14 +126,6 @@ class Store:
         with self.engine.begin() as conn:
             conn.execute(update(runs).where(runs.c.id == run_id).values(status=status, updated_at=db.now()))
 
-    def delete_run(self, name: str) -> None:
-        run = self.require_run(name)
-        with self.engine.begin() as conn:
-            for table in (grades, samples, items):
-                conn.execute(delete(table).where(table.c.run_id == run.id))
-            conn.execute(delete(runs).where(runs.c.id == run.id))
-
-    # -- contents -----------------------------------------------------------------------------
     def load_items(self, run_id: int) -> list[tuple[str, dict[str, Any]]]:
         with self.engine.connect() as conn:
             rows = conn.execute(
@@ -205,23 +197,6 @@ class Store:
             upsert(conn, samples, [dict(r, run_id=target_run) for r in rows])
         return len(rows)
 
-    def counts(self, run_id: int) -> dict[str, int]:
-        with self.engine.connect() as conn:
-            n_samples = conn.execute(
-                select(func.count())
-                .select_from(samples)
-                .where(and_(samples.c.run_id == run_id, samples.c.error.is_(None)))
-            ).scalar_one()
-            by_status: dict[str, int] = dict(
-                conn.execute(
-                    select(grades.c.status, func.count())
-                    .where(grades.c.run_id == run_id)
-                    .group_by(grades.c.status)
-                ).all()
-            )
-        return {"samples": n_samples, **{str(k): int(v) for k, v in by_status.items()}}
-
-    # -- call cache ---------------------------------------------------------------------------
     def cache_keys(self) -> set[str]:
         with self.engine.connect() as conn:
             return set(conn.execute(select(call_cache.c.key)).scalars())

@@ -26,7 +26,6 @@ class StoreWriter:
         self._pending: list[tuple[list[Op], asyncio.Future[None]]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._scheduled = False
-        self.transactions = 0
 
     async def __aenter__(self) -> StoreWriter:
         self._loop = asyncio.get_running_loop()
@@ -53,7 +52,6 @@ class StoreWriter:
         error: BaseException | None = None
         try:
             self._store.write([op for ops, _ in batch for op in ops])
-            self.transactions += 1
         except Exception as exc:  # handed to every waiting caller
             error = exc
         for _, future in batch:
