@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from healthbench.cli.app import app, console, handles_errors
+from healthbench.cli.options import LengthCenter, LengthPenalty, length_adjustment
 from healthbench.data.schema import Conversation
 from healthbench.data.sources import load_conversations
 from healthbench.errors import DataError
@@ -55,15 +56,18 @@ def import_allresults(
         int, typer.Option("--n-resamples", min=0, help="Bootstrap resamples (0 = no std / CI).")
     ] = DEFAULT_RESAMPLES,
     cache: Annotated[Path | None, typer.Option("--cache-dir", help="Download cache for --dataset.")] = None,
+    length_center: LengthCenter = None,
+    length_penalty: LengthPenalty = None,
 ) -> None:
     """Re-score FILE (simple-evals' rules, our bootstrap), print the summary, write the outputs.
 
     The file stores no example tags: theme: and physician_agreed_category: metrics need the dataset,
     given by --data and/or --dataset and joined on prompt_id (rubrics must match).
     """
+    lengths = length_adjustment(length_center, length_penalty)
     conversations = _dataset(data or [], dataset, cache)
     stored = load_allresults(file, conversations, allow_missing=allow_untagged)
-    run_score = score_run(stored.samples, ScoringOptions(n_resamples=n_resamples, seed=seed))
+    run_score = score_run(stored.samples, ScoringOptions(n_resamples=n_resamples, seed=seed, **lengths))
     render_summary(run_score, title=f"{file.name} (re-scored)", console=console)
     _say(_agreement(stored.score, stored.metrics, run_score.metrics()))
     untagged = sum(

@@ -23,6 +23,8 @@ from healthbench.cli.options import (
     JudgeReasoning,
     JudgeRetries,
     JudgeTemperature,
+    LengthCenter,
+    LengthPenalty,
     MaxConnections,
     MaxRetries,
     MetricsOutOpt,
@@ -237,13 +239,8 @@ def run_command(
     judge_retries: JudgeRetries = None,
     prices: Prices = None,
     cache_dir: CacheDir = None,
-    length_penalty: Annotated[
-        float | None,
-        typer.Option("--length-penalty", help="Also report score - penalty*(len(answer)-center)/500."),
-    ] = None,
-    length_center: Annotated[
-        float | None, typer.Option("--length-center", help="Center (characters) for --length-penalty.")
-    ] = None,
+    length_center: LengthCenter = None,
+    length_penalty: LengthPenalty = None,
     seed: SeedOpt = None,
     n_resamples: ResamplesOpt = None,
     dry_run: Annotated[

@@ -7,7 +7,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from healthbench.errors import ConfigError
 from healthbench.models.base import ModelSettings, ModelSpec, parse_model_spec
@@ -42,9 +42,18 @@ class ScoringConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     n_resamples: int = Field(default=1000, ge=0)
     seed: int = 0
-    length_penalty: float | None = None
-    length_center: float | None = None
+    # overall_score_length_adjusted: --length-adjustment-penalty-per-500-chars / --length-adjustment-center
+    length_penalty: float | None = Field(default=None, ge=0)
+    length_center: float | None = Field(default=None, ge=0)
     workers: int = Field(default=2, ge=1)  # bootstrap threads; the numbers do not depend on it
+
+    @model_validator(mode="after")
+    def _length_adjustment_together(self) -> ScoringConfig:
+        if (self.length_penalty is None) != (self.length_center is None):
+            raise ValueError(
+                "--length-adjustment-center and --length-adjustment-penalty-per-500-chars go together"
+            )
+        return self
 
 
 class RunConfig(BaseModel):
