@@ -64,10 +64,13 @@ def import_allresults(
     The file stores no example tags: theme: and physician_agreed_category: metrics need the dataset,
     given by --data and/or --dataset and joined on prompt_id (rubrics must match).
     """
-    lengths = length_adjustment(length_center, length_penalty)
+    center, penalty = length_adjustment(length_center, length_penalty)
     conversations = _dataset(data or [], dataset, cache)
     stored = load_allresults(file, conversations, allow_missing=allow_untagged)
-    run_score = score_run(stored.samples, ScoringOptions(n_resamples=n_resamples, seed=seed, **lengths))
+    run_score = score_run(
+        stored.samples,
+        ScoringOptions(n_resamples=n_resamples, seed=seed, length_center=center, length_penalty=penalty),
+    )
     render_summary(run_score, title=f"{file.name} (re-scored)", console=console)
     _say(_agreement(stored.score, stored.metrics, run_score.metrics()))
     untagged = sum(

@@ -141,15 +141,13 @@ def model_layer(
     return {k: v for k, v in layer.items() if v not in (None, {})}
 
 
-def length_adjustment(center: float | None, penalty: float | None) -> dict[str, float]:
-    """ScoringOptions' length adjustment fields from their two flags, which go together."""
+def length_adjustment(center: float | None, penalty: float | None) -> tuple[float | None, float | None]:
+    """The length adjustment's (center, penalty) from their two flags, which go together."""
     if (center is None) != (penalty is None):
         raise ConfigError(
             "--length-adjustment-center and --length-adjustment-penalty-per-500-chars go together"
         )
-    if center is None or penalty is None:
-        return {}
-    return {"length_center": center, "length_penalty": penalty}
+    return center, penalty
 
 
 def how_layer(

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from healthbench.cli.app import app, console, err_console, handles_errors
 from healthbench.cli.options import (
@@ -42,6 +43,7 @@ from healthbench.results.metrics_out import write_metrics
 from healthbench.results.simple_evals import write_allresults
 from healthbench.results.summary import render_summary
 from healthbench.runner import run as runner
+from healthbench.runner.completions import run_baselines
 from healthbench.runner.config import OFFLINE_MODEL, ModelConfig, RunConfig, build_config, load_config_file
 from healthbench.runner.progress import RichProgress
 from healthbench.scoring.run_score import score_run
@@ -243,6 +245,22 @@ def run_command(
     length_penalty: LengthPenalty = None,
     seed: SeedOpt = None,
     n_resamples: ResamplesOpt = None,
+    completions: Annotated[
+        str | None,
+        typer.Option(
+            "--completions",
+            help="Grade the dataset's own completions instead of a model's: physician (the physicians' "
+            "ideal completions) or references (the 4 reference model completions they saw). No --model.",
+        ),
+    ] = None,
+    group: Annotated[
+        str | None,
+        typer.Option(
+            "--group",
+            help="Physician group for --completions: 'Group 1' / no_reference, 'Group 2' / "
+            "aug_2024_reference, 'Group 3' / apr_2025_reference (default: each group, one run each).",
+        ),
+    ] = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Print calls, tokens and estimated cost; call nothing.")
     ] = False,
@@ -302,6 +320,8 @@ def run_command(
         ),
         "grader_template": str(grader_template) if grader_template else None,
         "judge_structured_output": judge_json,
+        "completions": completions,
+        "group": group,
         "scoring": {
             "seed": seed,
             "n_resamples": n_resamples,
@@ -312,12 +332,57 @@ def run_command(
     }
     defaults: dict[str, Any] = {"model": {"spec": OFFLINE_MODEL}, "judge": {"spec": OFFLINE_MODEL}}
     cfg = build_config(defaults, load_config_file(config) if config else {}, flags)
+    if cfg.completions is not None:
+        if model is not None or base_url is not None or dry_run:
+            raise RunError(
+                "--completions grades the dataset's completions: no --model, --base-url or --dry-run"
+            )
+        _run_baselines(s, cfg, name, metrics_out, allresults_out, strict)
+        return
     if dry_run:
         _dry_run(s, cfg, name)
         return
     with RichProgress(console) as progress:
         outcome = runner.run_eval(cfg, store=s, name=name, progress=progress)
     _finish(s, outcome, metrics_out, allresults_out, None, None, strict)
+
+
+def _run_baselines(
+    s: Store,
+    cfg: RunConfig,
+    name: str | None,
+    metrics_out: Path | None,
+    allresults_out: Path | None,
+    strict: bool,
+) -> None:
+    """One baseline run per group; with several groups, each output file gets the group's short name."""
+    with RichProgress(console, label="completions given") as progress:
+        results = run_baselines(cfg, store=s, name=name, progress=progress)
+    for result in results:
+        group, selection = result.group, result.selection
+        console.print(
+            Text(
+                f"{result.outcome.run.name}: {cfg.completions} completions of {group.name} "
+                f"({group.short_name}): {len(selection.rows)} completions from {selection.matching} rows; "
+                f"{selection.skipped} rows of the group have none (skipped)"
+            )
+        )
+        suffix = "" if len(results) == 1 else group.short_name
+        _finish(
+            s,
+            result.outcome,
+            _suffixed(metrics_out, suffix),
+            _suffixed(allresults_out, suffix),
+            None,
+            None,
+            strict,
+        )
+
+
+def _suffixed(path: Path | None, suffix: str) -> Path | None:
+    if path is None or not suffix:
+        return path
+    return path.with_name(f"{path.stem}-{suffix}{path.suffix}")
 
 
 def _finish(

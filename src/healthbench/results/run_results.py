@@ -20,17 +20,18 @@ def graded_samples(store: Store, run: RunRecord) -> list[GradedSample]:
     if run.kind != "eval":
         raise RunError(f"run {run.name!r} is a {run.kind} run, not an eval run")
     n_repeats = int(run.config["run"].get("n_repeats", 1))
-    conversations = [Conversation.model_validate(r) for _, r in store.load_items(run.id)]
+    # item ids are the prompt ids, except in baseline runs (one item per graded completion)
+    conversations = [(i, Conversation.model_validate(r)) for i, r in store.load_items(run.id)]
     samples = store.load_samples(run.id)
     grades = store.load_grades(run.id)
     out: list[GradedSample] = []
     for repeat in range(n_repeats):
-        for conv in conversations:
-            sample = samples.get((conv.prompt_id, repeat))
+        for item_id, conv in conversations:
+            sample = samples.get((item_id, repeat))
             verdicts: list[Verdict] = []
             explanations: list[str | None] = []
             for index in range(len(conv.rubrics)):
-                grade = grades.get((conv.prompt_id, repeat, index))
+                grade = grades.get((item_id, repeat, index))
                 verdicts.append(_VERDICTS[grade.status] if grade else Verdict.UNGRADED)
                 explanations.append(grade.explanation if grade else None)
             ok = sample is not None and sample.error is None

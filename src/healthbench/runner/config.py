@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -73,6 +73,9 @@ class RunConfig(BaseModel):
     judge: ModelConfig = Field(default_factory=lambda: ModelConfig(spec=OFFLINE_MODEL))
     grader_template: str | None = None
     judge_structured_output: bool | None = None  # None: on for local models, off otherwise
+    # baselines (runner/completions.py): grade the dataset's completions, no candidate model
+    completions: Literal["physician", "references"] | None = None
+    group: str | None = None  # physician group; None: every group present
     # how: may differ between sessions of the same run
     max_connections: int = Field(default=64, gt=0)
     requests_per_minute: float | None = Field(default=None, gt=0)

@@ -103,16 +103,21 @@ def conversations_of(store: Store, run: RunRecord) -> list[Conversation]:
     return [Conversation.model_validate(record) for _, record in store.load_items(run.id)]
 
 
-def eval_work(conversations: Sequence[Conversation], n_repeats: int) -> list[WorkItem]:
+def eval_work(
+    conversations: Sequence[Conversation], n_repeats: int, *, item_ids: Sequence[str] | None = None
+) -> list[WorkItem]:
+    """One work item per (repeat, conversation); ``item_ids`` are the stored ids when they are not the
+    prompt ids (a baseline run grades several completions of one conversation)."""
+    ids = list(item_ids) if item_ids is not None else [c.prompt_id for c in conversations]
     return [
         WorkItem(
-            item_id=c.prompt_id,
+            item_id=item_id,
             repeat=r,
             messages=tuple({"role": m.role, "content": m.content} for m in c.prompt),
             criteria=tuple(str(item) for item in c.rubrics),
         )
         for r in range(n_repeats)
-        for c in conversations
+        for item_id, c in zip(ids, conversations, strict=True)
     ]
 
 
@@ -251,7 +256,8 @@ def _finish_eval(
     progress: ProgressSink | None,
     environ: Mapping[str, str] | None,
 ) -> RunOutcome:
-    work = eval_work(conversations_of(store, run), config.n_repeats)
+    item_ids = [item_id for item_id, _ in store.load_items(run.id)]
+    work = eval_work(conversations_of(store, run), config.n_repeats, item_ids=item_ids)
     # a regrade has no candidate: its answers were copied from the parent run
     return run_to_end(
         store, run, config, work, with_candidate=run.parent_run is None, progress=progress, environ=environ
