@@ -37,6 +37,12 @@ from healthbench.cli.options import (
     model_layer,
     split_list,
 )
+from healthbench.data.professional import (
+    PROFESSIONAL,
+    describe_professional,
+    professional_defaults,
+    resolve_format,
+)
 from healthbench.errors import RunError
 from healthbench.results import run_results
 from healthbench.results.metrics_out import write_metrics
@@ -202,6 +208,14 @@ def run_command(
         Path | None,
         typer.Option("--data", help="A local JSONL file in HealthBench format instead of the download."),
     ] = None,
+    data_format: Annotated[
+        str | None,
+        typer.Option(
+            "--format",
+            help="Format of --data: classic or professional (HealthBench Professional: upstream's grader "
+            "and length adjustment by default). Default: detected from the file.",
+        ),
+    ] = None,
     limit: Annotated[
         int | None,
         typer.Option(
@@ -331,7 +345,18 @@ def run_command(
         **how,
     }
     defaults: dict[str, Any] = {"model": {"spec": OFFLINE_MODEL}, "judge": {"spec": OFFLINE_MODEL}}
-    cfg = build_config(defaults, load_config_file(config) if config else {}, flags)
+    file_layer = load_config_file(config) if config else {}
+    professional = resolve_format(data_format, data) == PROFESSIONAL
+    upstream = (
+        professional_defaults(judge_given=judge is not None or "judge" in file_layer) if professional else {}
+    )
+    cfg = build_config(defaults, upstream, file_layer, flags)
+    if professional:
+        scoring = cfg.scoring
+        line = describe_professional(
+            cfg.judge.spec, cfg.judge.settings.reasoning_effort, scoring.length_center, scoring.length_penalty
+        )
+        console.print(Text(line))
     if cfg.completions is not None:
         if model is not None or base_url is not None or dry_run:
             raise RunError(
