@@ -165,7 +165,9 @@ def test_professional_run_scores_task_tags_and_length_adjusted_by_hand(
     )
     result = runner.invoke(app, [*args, "--metrics-out", str(metrics_path), "--allresults-out", str(export)])
     assert result.exit_code == 0, result.output
-    assert "HealthBench Professional: judge judge at default reasoning effort" in " ".join(result.output.split())
+    assert "HealthBench Professional: judge judge at default reasoning effort" in " ".join(
+        result.output.split()
+    )
     metrics = json.loads(metrics_path.read_text())
     examples = json.loads(export.read_text())["metadata"]["example_level_metadata"]
     scores = {e["prompt_id"]: e["score"] for e in examples}

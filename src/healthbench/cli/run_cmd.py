@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from healthbench.cli.app import app, console, err_console, handles_errors
+from healthbench.cli.correction_view import render_correction
 from healthbench.cli.options import (
     AllResultsOpt,
     CacheDir,
@@ -45,6 +46,7 @@ from healthbench.data.professional import (
 )
 from healthbench.errors import RunError
 from healthbench.results import run_results
+from healthbench.results.correction import corrected_scores
 from healthbench.results.metrics_out import write_metrics
 from healthbench.results.simple_evals import write_allresults
 from healthbench.results.summary import render_summary
@@ -52,7 +54,7 @@ from healthbench.runner import run as runner
 from healthbench.runner.completions import run_baselines
 from healthbench.runner.config import OFFLINE_MODEL, ModelConfig, RunConfig, build_config, load_config_file
 from healthbench.runner.progress import RichProgress
-from healthbench.scoring.run_score import score_run
+from healthbench.scoring.run_score import RunScore, score_run
 from healthbench.store import RunRecord, Store
 
 SMOKE_WARNING = (
@@ -72,7 +74,7 @@ def _report(
     n_resamples: int | None,
     strict: bool,
     counters_line: str | None = None,
-) -> None:
+) -> RunScore:
     options = run_results.scoring_options(run)
     if seed is not None or n_resamples is not None:
         options = dataclasses.replace(
@@ -102,6 +104,7 @@ def _report(
         if strict:
             raise RunError(f"--strict: {message}")
         err_console.print(f"[yellow]warning:[/] {message}")
+    return score
 
 
 def _dry_run(store: Store, config: RunConfig, name: str | None) -> None:
@@ -528,13 +531,24 @@ def results_command(
     n_resamples: ResamplesOpt = None,
     metrics_out: MetricsOutOpt = None,
     allresults_out: AllResultsOpt = None,
+    correct_with: Annotated[
+        str | None,
+        typer.Option(
+            "--correct-with",
+            help="A stored meta-eval run of the same judge: also report scores corrected for the judge's "
+            "measured errors (docs/correction.md).",
+        ),
+    ] = None,
 ) -> None:
     """Show a stored run's scores again and export them (no model call)."""
     s = Store(store)
     run = s.require_run(name)
     if run.kind != "eval":
         raise RunError(f"run {name!r} is a {run.kind} run; use `healthbench meta-eval --resume {name}`")
-    _report(
+    correction = None
+    if correct_with is not None:  # before any output: a refused meta-eval run leaves no partial file
+        correction = corrected_scores(s, name, correct_with, n_resamples=n_resamples, seed=seed)
+    score = _report(
         s,
         run,
         metrics_out=metrics_out,
@@ -543,3 +557,9 @@ def results_command(
         n_resamples=n_resamples,
         strict=False,
     )
+    if correction is not None:
+        render_correction(
+            correction, title=f"run {name} corrected with meta-eval run {correct_with}", console=console
+        )
+        if metrics_out is not None:
+            write_metrics(metrics_out, {**score.metrics(), **correction.metrics()})
