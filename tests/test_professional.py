@@ -195,3 +195,15 @@ def test_physician_response_graded_as_a_baseline(server: str, fixtures_dir: Path
     assert "3 completions from 4 rows; 1 rows of the group have none (skipped)" in said
     metrics = json.loads(metrics_path.read_text())
     assert metrics["n_samples"] == 3 and "overall_score_length_adjusted" in metrics
+
+
+def test_a_professional_file_named_in_a_config_file_gets_the_upstream_defaults(
+    fixtures_dir: Path, tmp_path: Path
+) -> None:
+    config = tmp_path / "run.toml"
+    config.write_text(f'data = "{fixtures_dir / FIXTURE}"\n')
+    result = runner.invoke(
+        app, ["run", "--config", str(config), "--store", str(tmp_path / "s.db"), "--dry-run"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "HealthBench Professional: judge openai/gpt-5.4" in " ".join(result.output.split())

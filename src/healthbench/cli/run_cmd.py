@@ -349,7 +349,8 @@ def run_command(
     }
     defaults: dict[str, Any] = {"model": {"spec": OFFLINE_MODEL}, "judge": {"spec": OFFLINE_MODEL}}
     file_layer = load_config_file(config) if config else {}
-    professional = resolve_format(data_format, data) == PROFESSIONAL
+    data_file = data or (Path(file_layer["data"]) if isinstance(file_layer.get("data"), str) else None)
+    professional = resolve_format(data_format, data_file) == PROFESSIONAL
     upstream = (
         professional_defaults(judge_given=judge is not None or "judge" in file_layer) if professional else {}
     )
@@ -514,12 +515,17 @@ def runs_command(store: StoreOpt = None) -> None:
             run.name,
             run.kind,
             run.status,
-            (cfg.get("model") or {}).get("spec", "-"),
+            (cfg.get("model") or {}).get("spec") or _completions_label(cfg),
             cfg["judge"]["spec"],
             str(cfg.get("dataset")),
             run.created_at[:19],
         )
     console.print(table)
+
+
+def _completions_label(cfg: dict[str, Any]) -> str:
+    """What a run without a candidate model graded (a baseline run's completions), else "-"."""
+    return f"{cfg['completions']} completions" if cfg.get("completions") else "-"
 
 
 @app.command("results")

@@ -269,8 +269,15 @@ def correct(
         corrected = _clip(_corrected_means(met, weight, n, se_point, sp_point))
         lower = upper = None
         if draws is not None and unstable == 0:
-            w = draws[:, table.rows]
-            means = _corrected_means(w @ table.met, w @ table.weight, w.sum(axis=1), se_draw, sp_draw)
+            cols = np.flatnonzero(table.weight.any(axis=0) | table.met.any(axis=0))  # the key's slots
+            w = draws if len(table.rows) == n_conversations else draws[:, table.rows]
+            means = _corrected_means(
+                w @ table.met[:, cols],
+                w @ table.weight[:, cols],
+                w.sum(axis=1),
+                se_draw[:, cols],
+                sp_draw[:, cols],
+            )
             means = np.clip(means, 0.0, 1.0)
             alpha = (1 - confidence) / 2
             if np.isfinite(means).any():
