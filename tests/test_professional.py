@@ -165,9 +165,10 @@ def test_professional_run_scores_task_tags_and_length_adjusted_by_hand(
     )
     result = runner.invoke(app, [*args, "--metrics-out", str(metrics_path), "--allresults-out", str(export)])
     assert result.exit_code == 0, result.output
-    assert "HealthBench Professional: judge judge at default reasoning effort" in " ".join(
-        result.output.split()
-    )
+    said = " ".join(result.output.split())
+    assert "HealthBench Professional: judge judge at default reasoning effort" in said
+    assert all(f"By {name}" in said for name in ("use case", "type", "difficulty", "specialty"))
+    assert "overall_score_length_adjusted" in said
     metrics = json.loads(metrics_path.read_text())
     examples = json.loads(export.read_text())["metadata"]["example_level_metadata"]
     scores = {e["prompt_id"]: e["score"] for e in examples}
