@@ -168,7 +168,9 @@ def test_physician_baseline_scores_equal_the_core_on_the_fake_verdicts(
     for key in ("overall_score", "overall_score:n_samples", "n_samples", "theme:emergency_referrals"):
         assert written[key] == pytest.approx(expected[key], abs=1e-12), key
     assert written["n_samples"] == 153
-    assert "153 completions from 153 rows; 0 rows of the group have none" in " ".join(result.output.split())
+    assert "153 graded of 153 completions from 153 rows; 0 rows of the group have none" in " ".join(
+        result.output.split()
+    )
     # the same command again continues the same run: no call
     reset_stats(server)
     again = runner.invoke(app, args)
@@ -193,7 +195,10 @@ def test_reference_baselines_one_run_per_group_with_limit(
         expected = expected_metrics([(r.conversation, r.completion) for r in chosen], 50)
         assert written["n_samples"] == 6
         assert written["overall_score"] == pytest.approx(expected["overall_score"], abs=1e-12)
-        assert f"refs-{short}" in " ".join(result.output.split())
+        total = len(rows)
+        assert f"refs-{short}: references completions of {group} ({short}): 6 graded of {total}" in " ".join(
+            result.output.split()
+        )
     runs = {run.name: run for run in Store(store).list_runs()}
     assert sorted(runs) == ["refs-apr_2025_reference", "refs-aug_2024_reference"]
     assert runs["refs-apr_2025_reference"].config["dataset"]["group"] == "Group 3"

@@ -193,7 +193,7 @@ def test_physician_response_graded_as_a_baseline(server: str, fixtures_dir: Path
     assert result.exit_code == 0, result.output
     said = " ".join(result.output.split())
     assert "pros-professional: physician completions of professional" in said
-    assert "3 completions from 4 rows; 1 rows of the group have none (skipped)" in said
+    assert "3 graded of 3 completions from 4 rows; 1 rows of the group have none (skipped)" in said
     metrics = json.loads(metrics_path.read_text())
     assert metrics["n_samples"] == 3 and "overall_score_length_adjusted" in metrics
 

@@ -392,7 +392,8 @@ def _run_baselines(
         console.print(
             Text(
                 f"{result.outcome.run.name}: {cfg.completions} completions of {group.name} "
-                f"({group.short_name}): {len(selection.rows)} completions from {selection.matching} rows; "
+                f"({group.short_name}): {result.outcome.run.config['dataset']['conversations']} graded of "
+                f"{len(selection.rows)} completions from {selection.matching} rows; "
                 f"{selection.skipped} rows of the group have none (skipped)"
             )
         )
