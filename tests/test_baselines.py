@@ -171,10 +171,30 @@ def test_physician_baseline_scores_equal_the_core_on_the_fake_verdicts(
     assert "153 graded of 153 completions from 153 rows; 0 rows of the group have none" in " ".join(
         result.output.split()
     )
-    # the same command again continues the same run: no call
+    # the same command again continues the same run: no call; its dry run has nothing left to do
     reset_stats(server)
     again = runner.invoke(app, args)
     assert again.exit_code == 0, again.output
+    dry = runner.invoke(app, [*args, "--dry-run"])
+    assert dry.exit_code == 0, dry.output
+    assert fetch_stats(server)["requests"] == 0
+    assert "dry run of phys: 153 completions" in " ".join(dry.output.split())
+    assert "│ judge │ openai/judge │     0 │" in dry.output
+
+
+def test_dry_run_counts_every_criterion_of_the_group(server: str, shared_data: Path, tmp_path: Path) -> None:
+    args = baseline_args(server, tmp_path / "s.db", shared_data / SAMPLE, "--completions", "physician")
+    reset_stats(server)
+    result = runner.invoke(app, [*args, "--name", "p", "--dry-run"])
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    for run, calls in (
+        ("p-no_reference", "1,948"),
+        ("p-aug_2024_reference", "1,932"),
+        ("p-apr_2025_reference", "1,853"),
+    ):
+        assert f"dry run of {run}" in said
+        assert f"judge │ openai/judge │ {calls} │" in said
     assert fetch_stats(server)["requests"] == 0
 
 

@@ -51,8 +51,9 @@ from healthbench.results.metrics_out import write_metrics
 from healthbench.results.simple_evals import write_allresults
 from healthbench.results.summary import render_summary
 from healthbench.runner import run as runner
-from healthbench.runner.completions import run_baselines
+from healthbench.runner.completions import estimate_baselines, run_baselines
 from healthbench.runner.config import OFFLINE_MODEL, ModelConfig, RunConfig, build_config, load_config_file
+from healthbench.runner.estimate import RoleEstimate
 from healthbench.runner.progress import RichProgress
 from healthbench.scoring.run_score import RunScore, score_run
 from healthbench.store import RunRecord, Store
@@ -109,9 +110,13 @@ def _report(
 
 def _dry_run(store: Store, config: RunConfig, name: str | None) -> None:
     n_conversations, rows = runner.dry_run(store, config, name)
-    table = Table(
-        title=f"dry run: {n_conversations} conversations × {config.n_repeats} repeats (no call made)"
+    _print_estimate(
+        f"dry run: {n_conversations} conversations × {config.n_repeats} repeats (no call made)", rows
     )
+
+
+def _print_estimate(title: str, rows: list[RoleEstimate]) -> None:
+    table = Table(title=Text(title))
     for column in ("role", "model", "calls", "input tokens", "output tokens", "est. cost (USD)"):
         table.add_column(column, justify="right" if column not in ("role", "model") else "left")
     total: float | None = 0.0
@@ -362,10 +367,13 @@ def run_command(
         )
         console.print(Text(line))
     if cfg.completions is not None:
-        if model is not None or base_url is not None or dry_run:
-            raise RunError(
-                "--completions grades the dataset's completions: no --model, --base-url or --dry-run"
-            )
+        if model is not None or base_url is not None:
+            raise RunError("--completions grades the dataset's completions: no --model or --base-url")
+        if dry_run:
+            for planned in estimate_baselines(s, cfg, name):
+                title = f"dry run of {planned.run_name}: {planned.completions} completions × {cfg.n_repeats} repeats"
+                _print_estimate(f"{title} (no call made)", planned.rows)
+            return
         _run_baselines(s, cfg, name, metrics_out, allresults_out, strict)
         return
     if dry_run:

@@ -22,7 +22,10 @@ from healthbench.data.sources import load_conversations
 from healthbench.data.subset import select
 from healthbench.errors import ConfigError, DataError, RunError
 from healthbench.grading.template import load_template
+from healthbench.models.pricing import PriceTable
 from healthbench.runner.config import RunConfig
+from healthbench.runner.engine import WorkItem
+from healthbench.runner.estimate import RoleEstimate, estimate
 from healthbench.runner.progress import ProgressSink
 from healthbench.runner.run import (
     RunOutcome,
@@ -231,3 +234,49 @@ def run_baselines(
 
 def _item_ids(store: Store, run: RunRecord) -> list[str]:
     return [item_id for item_id, _ in store.load_items(run.id)]
+
+
+@dataclass(frozen=True)
+class BaselineEstimate:
+    run_name: str
+    completions: int
+    rows: list[RoleEstimate]
+
+
+def estimate_baselines(store: Store, config: RunConfig, name: str | None) -> list[BaselineEstimate]:
+    """``--dry-run`` of `run_baselines`: the judge calls, tokens and cost each group's run still needs."""
+    mode = config.completions
+    if mode is None:
+        raise ConfigError("a baseline run needs --completions physician or references")
+    _, conversations = load_conversations(config.dataset, data=config.data, cache=config.cache_dir)
+    base = name or f"{mode}-<generated>"
+    out: list[BaselineEstimate] = []
+    for group in groups_to_run(config, conversations):
+        run_name = base if config.group is not None else f"{base}-{group.short_name}"
+        rows = baseline_rows(conversations, mode, group).rows
+        chosen = select(rows, limit=config.limit, ids=config.ids, themes=config.themes) if rows else []
+        existing = store.get_run(run_name)
+        done = store.grade_progress(existing.id) if existing is not None else {}
+        work = [
+            WorkItem(
+                item_id=row.item_id,
+                repeat=r,
+                messages=tuple({"role": m.role, "content": m.content} for m in row.conversation.prompt),
+                criteria=tuple(str(item) for item in row.conversation.rubrics),
+                fixed_completion=row.completion,
+            )
+            for r in range(config.n_repeats)
+            for row in chosen
+        ]
+        estimates = estimate(
+            work,
+            candidate=None,
+            answer_tokens=None,
+            judge=config.judge.parsed(),
+            template=load_template(config.grader_template),
+            prices=PriceTable.load(config.prices),
+            done_samples=set(),
+            done_grades={key for key, (status, _) in done.items() if status != "ungraded"},
+        )
+        out.append(BaselineEstimate(run_name, len(chosen), estimates))
+    return out

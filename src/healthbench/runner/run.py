@@ -303,8 +303,10 @@ def dry_run(store: Store, config: RunConfig, name: str | None) -> tuple[int, lis
     """Conversations and the estimated calls, tokens and cost still needed (no call is made); an
     existing run ``name`` counts only what it has not done yet."""
     existing = store.get_run(name) if name else None
+    item_ids = None
     if existing is not None:
         conversations = conversations_of(store, existing)
+        item_ids = [item_id for item_id, _ in store.load_items(existing.id)]
         done_samples = set(store.sample_progress(existing.id))
         done_grades = {
             k for k, (status, _) in store.grade_progress(existing.id).items() if status != "ungraded"
@@ -315,7 +317,7 @@ def dry_run(store: Store, config: RunConfig, name: str | None) -> tuple[int, lis
         done_samples, done_grades = set(), set()
     model = config.model
     rows = estimate(
-        eval_work(conversations, config.n_repeats),
+        eval_work(conversations, config.n_repeats, item_ids=item_ids),
         candidate=model.parsed() if model else None,
         answer_tokens=model.settings.max_tokens if model else None,
         judge=config.judge.parsed(),
