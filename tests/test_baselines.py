@@ -175,6 +175,9 @@ def test_physician_baseline_scores_equal_the_core_on_the_fake_verdicts(
     reset_stats(server)
     again = runner.invoke(app, args)
     assert again.exit_code == 0, again.output
+    resumed = runner.invoke(app, ["run", "--resume", "phys", "--store", str(tmp_path / "s.db")])
+    assert resumed.exit_code == 0, resumed.output
+    assert "overall_score" in resumed.output
     dry = runner.invoke(app, [*args, "--dry-run"])
     assert dry.exit_code == 0, dry.output
     assert fetch_stats(server)["requests"] == 0

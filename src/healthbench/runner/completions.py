@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from healthbench.data.schema import Conversation
-from healthbench.data.sources import load_conversations
+from healthbench.data.sources import DatasetFile, load_conversations
 from healthbench.data.subset import select
 from healthbench.errors import ConfigError, DataError, RunError
 from healthbench.grading.template import load_template
@@ -34,6 +34,7 @@ from healthbench.runner.run import (
     eval_work,
     new_run_name,
     run_to_end,
+    stored_item_ids,
     stored_record,
 )
 from healthbench.store.db import now
@@ -141,13 +142,16 @@ def groups_to_run(config: RunConfig, conversations: Sequence[Conversation]) -> l
 
 
 def prepare_baseline(
-    store: Store, config: RunConfig, name: str, group: Group, *, show_progress: bool = True
+    store: Store,
+    config: RunConfig,
+    name: str,
+    group: Group,
+    dataset_file: tuple[DatasetFile, Sequence[Conversation]],
 ) -> tuple[RunRecord, Selection]:
-    """The baseline run ``name`` for ``group``: created with its completions, or the existing one."""
+    """The baseline run ``name`` for ``group`` of the loaded ``dataset_file``: created with its
+    completions, or the existing one (same settings)."""
     assert config.completions is not None
-    source, conversations = load_conversations(
-        config.dataset, data=config.data, cache=config.cache_dir, show_progress=show_progress
-    )
+    source, conversations = dataset_file
     selection = baseline_rows(conversations, config.completions, group)
     if not selection.rows:
         raise DataError(
@@ -213,27 +217,23 @@ def run_baselines(
     if mode is None:
         raise ConfigError("a baseline run needs --completions physician or references")
     config = config.model_copy(update={"model": None})  # no candidate: the completions are given
-    _, conversations = load_conversations(
+    loaded = load_conversations(
         config.dataset, data=config.data, cache=config.cache_dir, show_progress=show_progress
     )
-    groups = groups_to_run(config, conversations)
+    groups = groups_to_run(config, loaded[1])
     base = name or new_run_name(mode)
     outcomes: list[BaselineOutcome] = []
     for group in groups:
         run_name = base if config.group is not None else f"{base}-{group.short_name}"
-        run, selection = prepare_baseline(store, config, run_name, group, show_progress=False)
+        run, selection = prepare_baseline(store, config, run_name, group, loaded)
         if run.parent_run is not None:
             raise RunError(f"run {run_name!r} is a regrade, not a baseline run")
-        work = eval_work(conversations_of(store, run), config.n_repeats, item_ids=_item_ids(store, run))
+        work = eval_work(conversations_of(store, run), config.n_repeats, item_ids=stored_item_ids(store, run))
         outcome = run_to_end(
             store, run, config, work, with_candidate=False, progress=progress, environ=environ
         )
         outcomes.append(BaselineOutcome(group, outcome, selection))
     return outcomes
-
-
-def _item_ids(store: Store, run: RunRecord) -> list[str]:
-    return [item_id for item_id, _ in store.load_items(run.id)]
 
 
 @dataclass(frozen=True)

@@ -103,6 +103,11 @@ def conversations_of(store: Store, run: RunRecord) -> list[Conversation]:
     return [Conversation.model_validate(record) for _, record in store.load_items(run.id)]
 
 
+def stored_item_ids(store: Store, run: RunRecord) -> list[str]:
+    """A run's item ids in order: the prompt ids, or one id per graded completion in a baseline run."""
+    return [item_id for item_id, _ in store.load_items(run.id)]
+
+
 def eval_work(
     conversations: Sequence[Conversation], n_repeats: int, *, item_ids: Sequence[str] | None = None
 ) -> list[WorkItem]:
@@ -256,8 +261,7 @@ def _finish_eval(
     progress: ProgressSink | None,
     environ: Mapping[str, str] | None,
 ) -> RunOutcome:
-    item_ids = [item_id for item_id, _ in store.load_items(run.id)]
-    work = eval_work(conversations_of(store, run), config.n_repeats, item_ids=item_ids)
+    work = eval_work(conversations_of(store, run), config.n_repeats, item_ids=stored_item_ids(store, run))
     # a regrade has no candidate: its answers were copied from the parent run
     return run_to_end(
         store, run, config, work, with_candidate=run.parent_run is None, progress=progress, environ=environ
@@ -306,7 +310,7 @@ def dry_run(store: Store, config: RunConfig, name: str | None) -> tuple[int, lis
     item_ids = None
     if existing is not None:
         conversations = conversations_of(store, existing)
-        item_ids = [item_id for item_id, _ in store.load_items(existing.id)]
+        item_ids = stored_item_ids(store, existing)
         done_samples = set(store.sample_progress(existing.id))
         done_grades = {
             k for k, (status, _) in store.grade_progress(existing.id).items() if status != "ungraded"
