@@ -20,6 +20,7 @@ from healthbench.grading.template import load_template
 from healthbench.runner.completions import PHYSICIAN, REFERENCES, baseline_rows, find_group
 from healthbench.scoring.rubric import Verdict
 from healthbench.scoring.run_score import GradedSample, ScoringOptions, score_run
+from healthbench.store.db import grades, samples
 from healthbench.store.runs import Store
 from healthbench.testing.fake_server import fake_verdict, fetch_stats, reset_stats
 from healthbench.testing.process import fake_server_process
@@ -252,3 +253,21 @@ def test_bad_baseline_requests_are_one_line_errors(server: str, tmp_path: Path, 
         app, baseline_args(server, store, data, "--completions", "references", "--group", "1")
     )
     assert "has no reference completions" in one_line_error(refs)
+
+
+def test_a_baseline_run_stopped_before_its_completions_were_stored_continues(
+    server: str, shared_data: Path, tmp_path: Path
+) -> None:
+    db = tmp_path / "s.db"
+    args = baseline_args(
+        server, db, shared_data / SAMPLE, "--completions", "physician", "--group", "3", "--limit", "4"
+    )
+    assert runner.invoke(app, [*args, "--name", "b"]).exit_code == 0
+    store = Store(db)
+    run = store.require_run("b")
+    with store.engine.begin() as conn:  # as if killed between creating the run and storing its samples
+        conn.execute(samples.delete().where(samples.c.run_id == run.id))
+        conn.execute(grades.delete().where(grades.c.run_id == run.id))
+    again = runner.invoke(app, [*args, "--name", "b", "--metrics-out", str(tmp_path / "m.json")])
+    assert again.exit_code == 0, again.output
+    assert json.loads((tmp_path / "m.json").read_text())["overall_score:n_samples"] == 4

@@ -162,6 +162,8 @@ def prepare_baseline(
     existing = store.get_run(name)
     if existing is not None:
         check_same_settings(existing, config)
+        if len(store.sample_progress(existing.id)) < len(chosen) * config.n_repeats:  # stopped when created
+            _write_completions(store, existing.id, chosen, config.n_repeats)
         return existing, selection
     dataset = {
         "variant": config.dataset,
@@ -177,8 +179,13 @@ def prepare_baseline(
     record = stored_record(config, kind="eval", dataset=dataset, template_sha=template.sha256)
     items = [(row.item_id, row.conversation.model_dump(mode="json")) for row in chosen]
     run = store.create_run(name, "eval", record, items)
-    store.write([("samples", _sample_row(run.id, row, r)) for r in range(config.n_repeats) for row in chosen])
+    _write_completions(store, run.id, chosen, config.n_repeats)
     return run, selection
+
+
+def _write_completions(store: Store, run_id: int, rows: Sequence[BaselineRow], n_repeats: int) -> None:
+    """The completions to grade, stored as the run's samples (upserts: writing twice changes nothing)."""
+    store.write([("samples", _sample_row(run_id, row, r)) for r in range(n_repeats) for row in rows])
 
 
 def _sample_row(run_id: int, row: BaselineRow, repeat: int) -> dict[str, Any]:
