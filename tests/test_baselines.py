@@ -176,6 +176,8 @@ def test_physician_baseline_scores_equal_the_core_on_the_fake_verdicts(
     reset_stats(server)
     again = runner.invoke(app, args)
     assert again.exit_code == 0, again.output
+    by_short_name = [*args[:-4], "--group", "no_reference", "--name", "phys"]  # the same group
+    assert runner.invoke(app, by_short_name).exit_code == 0
     resumed = runner.invoke(app, ["run", "--resume", "phys", "--store", str(tmp_path / "s.db")])
     assert resumed.exit_code == 0, resumed.output
     assert "overall_score" in resumed.output

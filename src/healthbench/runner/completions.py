@@ -61,7 +61,6 @@ GROUPS: tuple[Group, ...] = (
     Group("Group 3", "apr_2025_reference", True, "physicians saw Apr 2025 model completions"),
     Group("professional", "professional", False, "HealthBench Professional physician responses"),
 )
-CLASSIC_GROUPS = GROUPS[:3]
 
 
 def find_group(text: str) -> Group:
@@ -223,7 +222,9 @@ def run_baselines(
     mode = config.completions
     if mode is None:
         raise ConfigError("a baseline run needs --completions physician or references")
-    config = config.model_copy(update={"model": None})  # no candidate: the completions are given
+    # no candidate (the completions are given); the group by its canonical name, however it was written
+    group_name = find_group(config.group).name if config.group is not None else None
+    config = config.model_copy(update={"model": None, "group": group_name})
     loaded = load_conversations(
         config.dataset, data=config.data, cache=config.cache_dir, show_progress=show_progress
     )
