@@ -125,8 +125,10 @@ async def execute(
     progress: ProgressSink | None = None,
     environ: Mapping[str, str] | None = None,
     with_candidate: bool = True,
+    pool: ConnectionPool | None = None,
 ) -> RunCounters:
-    """Run the engine over ``work`` and record the run's status. Models are created (and closed) here."""
+    """Run the engine over ``work`` and record the run's status. Models are created (and closed) here.
+    ``pool`` shares one connection budget per endpoint with other runs on the same event loop."""
     work_plan = plan(store, run.id, work)
     if work_plan.empty:  # nothing left: no model is created, no call is made
         counters = RunCounters(
@@ -138,7 +140,7 @@ async def execute(
         if run.status != "finished":
             store.set_status(run.id, "finished")
         return counters
-    pool = ConnectionPool(
+    pool = pool or ConnectionPool(
         ConnectionLimits(
             max_connections=config.max_connections,
             requests_per_minute=config.requests_per_minute,

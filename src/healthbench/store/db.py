@@ -32,6 +32,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql, sqlite
 
+from healthbench.store.job_tables import create_job_tables
+
 STORE_ENV = "HEALTHBENCH_STORE"
 
 metadata = MetaData()
@@ -127,7 +129,10 @@ def _initial(conn: Connection) -> None:
     metadata.create_all(conn)
 
 
-MIGRATIONS: list[tuple[str, Callable[[Connection], None]]] = [("0001_initial", _initial)]
+MIGRATIONS: list[tuple[str, Callable[[Connection], None]]] = [
+    ("0001_initial", _initial),
+    ("0002_benchmark_jobs", create_job_tables),
+]
 
 
 def now() -> str:

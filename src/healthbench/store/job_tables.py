@@ -1,0 +1,40 @@
+"""The tables of the job service: benchmark jobs (one row per job, with its live status) and API
+tokens (only their SHA-256 is stored). Created by their own migration (see db.MIGRATIONS)."""
+
+from __future__ import annotations
+
+from sqlalchemy import JSON, Column, Connection, Float, MetaData, String, Table, Text, UniqueConstraint
+
+job_metadata = MetaData()
+
+benchmark_jobs = Table(
+    "benchmark_jobs",
+    job_metadata,
+    Column("id", String(40), primary_key=True),
+    Column("workspace", String(100), nullable=False),
+    Column("name", String(100), nullable=False),
+    Column("status", String(20), nullable=False),
+    Column("spec", JSON, nullable=False),  # the validated request body (never a key)
+    Column("run_name", String(200), nullable=False),
+    Column("details", JSON, nullable=False),  # live counters: progress, samples, criteria, tokens, cost
+    Column("error", Text),
+    Column("logs", JSON, nullable=False),
+    Column("owner", String(80)),  # the worker holding the lease while the job is active
+    Column("lease_until", Float),  # epoch seconds; an active job past its lease is picked up again
+    Column("created_at", String(40), nullable=False),
+    Column("updated_at", String(40), nullable=False),
+    UniqueConstraint("workspace", "name", name="uq_benchmark_jobs_workspace_name"),
+)
+
+api_tokens = Table(
+    "api_tokens",
+    job_metadata,
+    Column("token_sha256", String(64), primary_key=True),
+    Column("workspaces", JSON, nullable=False),  # workspace names, or ["*"] for all
+    Column("label", String(100)),
+    Column("created_at", String(40), nullable=False),
+)
+
+
+def create_job_tables(conn: Connection) -> None:
+    job_metadata.create_all(conn)
