@@ -12,8 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+from healthbench.config import build_config
 from healthbench.results.run_results import score_stored_run
-from healthbench.runner.config import build_config
 from healthbench.runner.run import run_eval
 from healthbench.store import Store
 from healthbench.testing.fake_server import fetch_stats, reset_stats

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from healthbench.config import ModelConfig, build_config
 from healthbench.data.schema import Conversation
 from healthbench.data.sources import load_conversations, read_records
 from healthbench.errors import RunError
 from healthbench.grading.template import builtin_template
 from healthbench.results.run_results import graded_samples, score_stored_run
-from healthbench.runner.config import ModelConfig, build_config
 from healthbench.runner.run import regrade, resume_run, run_eval
 from healthbench.scoring.rubric import Verdict
 from healthbench.scoring.run_score import GradedSample, ScoringOptions, score_run

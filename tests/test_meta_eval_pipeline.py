@@ -11,11 +11,11 @@ from typer.testing import CliRunner
 
 import healthbench.cli  # noqa: F401
 from healthbench.cli.app import app
+from healthbench.config import build_config
 from healthbench.data.schema import MetaEvalRecord
 from healthbench.data.sources import read_records
 from healthbench.grading.template import builtin_template
 from healthbench.results.meta_results import score_meta_run, stored_labels
-from healthbench.runner.config import build_config
 from healthbench.runner.meta_eval import run_meta_eval
 from healthbench.scoring.meta import meta_metrics
 from healthbench.store import Store

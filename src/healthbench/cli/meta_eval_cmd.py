@@ -30,11 +30,11 @@ from healthbench.cli.options import (
     model_layer,
     split_list,
 )
+from healthbench.config import OFFLINE_MODEL, build_config, load_config_file
 from healthbench.data.sources import load_meta_eval
 from healthbench.data.subset import select
 from healthbench.results.meta_results import read_labels, score_meta_run
 from healthbench.results.metrics_out import write_metrics
-from healthbench.runner.config import OFFLINE_MODEL, build_config, load_config_file
 from healthbench.runner.meta_eval import resume_meta_eval, run_meta_eval
 from healthbench.runner.progress import RichProgress
 from healthbench.scoring.meta import DEFAULT_MIN_PHYSICIAN_RATINGS, GroupSummary, MetaEvalResult, meta_metrics

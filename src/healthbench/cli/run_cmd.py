@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -34,15 +33,16 @@ from healthbench.cli.options import (
     model_layer,
     split_list,
 )
+from healthbench.config import OFFLINE_MODEL, ModelConfig, RunConfig, build_config, load_config_file
 from healthbench.errors import RunError
-from healthbench.results import run_results
+from healthbench.results.aggregate import aggregate_document, write_aggregate_scores
 from healthbench.results.metrics_out import write_metrics
+from healthbench.results.rows import iter_row_scores, write_row_scores
 from healthbench.results.simple_evals import write_allresults
 from healthbench.results.summary import render_summary
+from healthbench.results.views import RunView
 from healthbench.runner import run as runner
-from healthbench.runner.config import OFFLINE_MODEL, ModelConfig, RunConfig, build_config, load_config_file
 from healthbench.runner.progress import RichProgress
-from healthbench.scoring.run_score import score_run
 from healthbench.store import RunRecord, Store
 
 SMOKE_WARNING = (
@@ -62,17 +62,14 @@ def _report(
     n_resamples: int | None,
     strict: bool,
     counters_line: str | None = None,
+    aggregate_out: Path | None = None,
+    row_scores_out: Path | None = None,
 ) -> None:
-    options = run_results.scoring_options(run)
-    if seed is not None or n_resamples is not None:
-        options = dataclasses.replace(
-            options,
-            n_resamples=options.n_resamples if n_resamples is None else n_resamples,
-            seed=options.seed if seed is None else seed,
-        )
-    samples = run_results.graded_samples(store, run)
-    score = score_run(samples, options)
-    judge = run.config["run"]["judge"]["spec"]
+    view = RunView.of(store, run).require_kind("eval")
+    options = view.scoring_options(seed=seed, n_resamples=n_resamples)
+    samples = view.graded_samples()
+    score = view.score_samples(samples, options)
+    judge = view.judge_spec
     render_summary(score, title=f"run {run.name} · judge {judge}", console=console)
     if counters_line:
         console.print(counters_line)
@@ -80,10 +77,17 @@ def _report(
         err_console.print(f"[yellow]note:[/] {SMOKE_WARNING}")
     if metrics_out is not None:
         write_metrics(metrics_out, score.metrics())
-        console.print(f"metrics written to {metrics_out}")
+        _say(f"metrics written to {metrics_out}")
     if allresults_out is not None:
         write_allresults(allresults_out, samples, score)
-        console.print(f"simple-evals export written to {allresults_out}")
+        _say(f"simple-evals export written to {allresults_out}")
+    if aggregate_out is not None:
+        write_aggregate_scores(aggregate_out, aggregate_document(run.name, samples, score))
+        _say(f"aggregate scores written to {aggregate_out}")
+    if row_scores_out is not None:
+        del samples  # the rows stream from the store
+        _, count = write_row_scores(row_scores_out, iter_row_scores(store, run.name, options))
+        _say(f"{count} row scores written to {row_scores_out}")
     if score.ungraded_criteria:
         message = (
             f"{score.ungraded_criteria} criteria ungraded in {score.ungraded_samples} conversations "
@@ -441,6 +445,20 @@ def results_command(
     n_resamples: ResamplesOpt = None,
     metrics_out: MetricsOutOpt = None,
     allresults_out: AllResultsOpt = None,
+    aggregate_out: Annotated[
+        Path | None,
+        typer.Option(
+            "--aggregate-out",
+            help="Write the aggregate-scores JSON (NeMo Evaluator shape, see docs/results.md).",
+        ),
+    ] = None,
+    row_scores_out: Annotated[
+        Path | None,
+        typer.Option(
+            "--row-scores-out",
+            help="Write the row-scores JSONL, one line per conversation and repeat (see docs/results.md).",
+        ),
+    ] = None,
 ) -> None:
     """Show a stored run's scores again and export them (no model call)."""
     s = Store(store)
@@ -455,4 +473,11 @@ def results_command(
         seed=seed,
         n_resamples=n_resamples,
         strict=False,
+        aggregate_out=aggregate_out,
+        row_scores_out=row_scores_out,
     )
+
+
+def _say(text: str) -> None:
+    """One plain line (paths printed literally, never as markup, never wrapped)."""
+    console.print(text, highlight=False, markup=False, soft_wrap=True)

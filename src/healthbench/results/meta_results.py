@@ -7,22 +7,21 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from healthbench.data.schema import MetaEvalRecord, decode_lines
-from healthbench.errors import DataError, RunError
-from healthbench.runner.meta_eval import meta_records, row_id
+from healthbench.data.schema import MetaEvalRecord, decode_lines, row_id
+from healthbench.errors import DataError
+from healthbench.results.views import RunView
 from healthbench.scoring.meta import DEFAULT_MIN_PHYSICIAN_RATINGS, MetaEvalResult, meta_metrics
 from healthbench.store.runs import RunRecord, Store
 
 
 def stored_labels(store: Store, run: RunRecord) -> tuple[list[MetaEvalRecord], list[bool | None]]:
     """Rows (repeated ``n_repeats`` times) and the judge's label on each (None = ungraded)."""
-    if run.kind != "meta_eval":
-        raise RunError(f"run {run.name!r} is a {run.kind} run, not a meta-eval run")
-    records = meta_records(store, run)
+    view = RunView.of(store, run).require_kind("meta_eval")
+    records = view.meta_records()
     grades = store.grade_progress(run.id)
     rows: list[MetaEvalRecord] = []
     labels: list[bool | None] = []
-    for repeat in range(int(run.config["run"].get("n_repeats", 1))):
+    for repeat in range(view.config.n_repeats):
         for record in records:
             status, _ = grades.get((row_id(record), repeat, 0), ("ungraded", 0))
             rows.append(record)

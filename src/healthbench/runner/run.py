@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from healthbench.config import HOW_FIELDS, ModelConfig, RunConfig
 from healthbench.data.schema import Conversation
 from healthbench.data.sources import load_conversations
 from healthbench.data.subset import select
@@ -18,7 +19,7 @@ from healthbench.grading.template import load_template
 from healthbench.models.factory import create_model
 from healthbench.models.limits import ConnectionLimits, ConnectionPool
 from healthbench.models.pricing import PriceTable
-from healthbench.runner.config import HOW_FIELDS, ModelConfig, RunConfig
+from healthbench.results.views import RunView
 from healthbench.runner.engine import Engine, EngineOptions, WorkItem, plan
 from healthbench.runner.estimate import RoleEstimate, estimate
 from healthbench.runner.loop import run_async
@@ -97,10 +98,6 @@ def prepare_eval(store: Store, config: RunConfig, name: str, *, show_progress: b
     }
     record = stored_record(config, kind="eval", dataset=dataset, template_sha=template.sha256)
     return store.create_run(name, "eval", record, [(c.prompt_id, c.model_dump(mode="json")) for c in chosen])
-
-
-def conversations_of(store: Store, run: RunRecord) -> list[Conversation]:
-    return [Conversation.model_validate(record) for _, record in store.load_items(run.id)]
 
 
 def eval_work(conversations: Sequence[Conversation], n_repeats: int) -> list[WorkItem]:
@@ -253,7 +250,7 @@ def _finish_eval(
     progress: ProgressSink | None,
     environ: Mapping[str, str] | None,
 ) -> RunOutcome:
-    work = eval_work(conversations_of(store, run), config.n_repeats)
+    work = eval_work(RunView.of(store, run).conversations(), config.n_repeats)
     # a regrade has no candidate: its answers were copied from the parent run
     return run_to_end(
         store, run, config, work, with_candidate=run.parent_run is None, progress=progress, environ=environ
@@ -300,7 +297,7 @@ def dry_run(store: Store, config: RunConfig, name: str | None) -> tuple[int, lis
     existing run ``name`` counts only what it has not done yet."""
     existing = store.get_run(name) if name else None
     if existing is not None:
-        conversations = conversations_of(store, existing)
+        conversations = RunView.of(store, existing).conversations()
         done_samples = set(store.sample_progress(existing.id))
         done_grades = {
             k for k, (status, _) in store.grade_progress(existing.id).items() if status != "ungraded"

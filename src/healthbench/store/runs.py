@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Engine, and_, select, update
+from sqlalchemy import Engine, and_, func, select, update
 
 from healthbench.errors import RunError
 from healthbench.store import db
@@ -53,6 +53,17 @@ class GradeRow:
 
 
 @dataclass(frozen=True)
+class UsageRow:
+    """What one stored call used: ``role`` is "candidate" (a sample) or "judge" (a grade)."""
+
+    role: str
+    usage: dict[str, int] | None
+    cost: float | None
+    cached: bool
+    failed: bool
+
+
+@dataclass(frozen=True)
 class CachedCall:
     text: str
     usage: dict[str, int] | None
@@ -95,13 +106,12 @@ class Store:
             ).inserted_primary_key
             assert inserted is not None
             run_id = inserted[0]
-            conn.execute(
-                items.insert(),
-                [
-                    {"run_id": run_id, "position": i, "item_id": item_id, "record": dict(record)}
-                    for i, (item_id, record) in enumerate(records)
-                ],
-            )
+            rows = [
+                {"run_id": run_id, "position": i, "item_id": item_id, "record": dict(record)}
+                for i, (item_id, record) in enumerate(records)
+            ]
+            if rows:  # an empty executemany inserts one row of defaults
+                conn.execute(items.insert(), rows)
         run = self.get_run(name)
         assert run is not None
         return run
@@ -135,16 +145,53 @@ class Store:
             ).all()
         return [(row.item_id, row.record) for row in rows]
 
-    def load_samples(self, run_id: int) -> dict[tuple[str, int], SampleRow]:
+    def count_items(self, run_id: int) -> int:
+        with self.engine.connect() as conn:
+            return int(
+                conn.execute(
+                    select(func.count()).select_from(items).where(items.c.run_id == run_id)
+                ).scalar_one()
+            )
+
+    def iter_item_pages(
+        self, run_id: int, page_size: int = 500
+    ) -> Iterator[list[tuple[str, dict[str, Any]]]]:
+        """A run's items in order, ``page_size`` at a time (a page is read when the previous one is used)."""
+        start = 0
+        while True:
+            with self.engine.connect() as conn:
+                rows = conn.execute(
+                    select(items.c.position, items.c.item_id, items.c.record)
+                    .where(and_(items.c.run_id == run_id, items.c.position >= start))
+                    .order_by(items.c.position)
+                    .limit(page_size)
+                ).all()
+            if not rows:
+                return
+            yield [(row.item_id, row.record) for row in rows]
+            start = rows[-1].position + 1
+
+    def load_samples(
+        self, run_id: int, *, item_ids: Collection[str] | None = None, repeat: int | None = None
+    ) -> dict[tuple[str, int], SampleRow]:
+        """A run's samples by (item, repeat); ``item_ids`` and ``repeat`` narrow the read."""
         cols = [
             samples.c[n]
             for n in ("item_id", "repeat", "completion", "messages", "usage", "cost", "cached", "error")
         ]
+        query = select(*cols).where(samples.c.run_id == run_id)
+        if item_ids is not None:
+            query = query.where(samples.c.item_id.in_(list(item_ids)))
+        if repeat is not None:
+            query = query.where(samples.c.repeat == repeat)
         with self.engine.connect() as conn:
-            rows = conn.execute(select(*cols).where(samples.c.run_id == run_id)).mappings().all()
+            rows = conn.execute(query).mappings().all()
         return {(r["item_id"], r["repeat"]): SampleRow(**r) for r in rows}
 
-    def load_grades(self, run_id: int) -> dict[tuple[str, int, int], GradeRow]:
+    def load_grades(
+        self, run_id: int, *, item_ids: Collection[str] | None = None, repeat: int | None = None
+    ) -> dict[tuple[str, int, int], GradeRow]:
+        """A run's grades by (item, repeat, criterion); ``item_ids`` and ``repeat`` narrow the read."""
         cols = [
             grades.c[n]
             for n in (
@@ -160,9 +207,26 @@ class Store:
                 "error",
             )
         ]
+        query = select(*cols).where(grades.c.run_id == run_id)
+        if item_ids is not None:
+            query = query.where(grades.c.item_id.in_(list(item_ids)))
+        if repeat is not None:
+            query = query.where(grades.c.repeat == repeat)
         with self.engine.connect() as conn:
-            rows = conn.execute(select(*cols).where(grades.c.run_id == run_id)).mappings().all()
+            rows = conn.execute(query).mappings().all()
         return {(r["item_id"], r["repeat"], r["criterion"]): GradeRow(**r) for r in rows}
+
+    def iter_usage(self, run_id: int) -> Iterator[UsageRow]:
+        """Usage, cost and cache flag of every stored sample and grade of a run (streamed)."""
+        for role, table in (("candidate", samples), ("judge", grades)):
+            with self.engine.connect() as conn:
+                result = conn.execution_options(yield_per=1000).execute(
+                    select(table.c.usage, table.c.cost, table.c.cached, table.c.error).where(
+                        table.c.run_id == run_id
+                    )
+                )
+                for row in result:
+                    yield UsageRow(role, row.usage, row.cost, bool(row.cached), row.error is not None)
 
     def sample_progress(self, run_id: int) -> dict[tuple[str, int], str]:
         """The completions of a run's successful samples (what the engine needs to plan)."""
