@@ -42,3 +42,11 @@ class RunError(HealthBenchError):
 
 class FatalModelError(ModelError):
     """A model call that no retry can fix (wrong key, unknown model, bad request): the run stops."""
+
+
+class StoreError(HealthBenchError):
+    """The run store cannot be opened or used: bad URL, unreadable or foreign file, unreachable server."""
+
+
+class StoreMissingError(StoreError):
+    """A read-only command was pointed at a store that does not exist (nothing is created for it)."""

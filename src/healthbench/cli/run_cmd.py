@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from healthbench.cli.app import app, console, err_console, handles_errors
 from healthbench.cli.options import (
@@ -34,7 +35,7 @@ from healthbench.cli.options import (
     split_list,
 )
 from healthbench.config import OFFLINE_MODEL, ModelConfig, RunConfig, build_config, load_config_file
-from healthbench.errors import RunError
+from healthbench.errors import RunError, StoreMissingError
 from healthbench.results.aggregate import aggregate_document, write_aggregate_scores
 from healthbench.results.metrics_out import write_metrics
 from healthbench.results.rows import iter_row_scores, write_row_scores
@@ -417,9 +418,13 @@ def regrade_command(
 @app.command("runs")
 @handles_errors
 def runs_command(store: StoreOpt = None) -> None:
-    """List the runs in the store."""
-    s = Store(store)
-    table = Table(title=f"runs in {s.url}")
+    """List the runs in the store (a store that does not exist yet lists nothing and is not created)."""
+    try:
+        s = Store(store, create=False)
+    except StoreMissingError as exc:
+        console.print(Text(f"no runs: {exc}"))
+        return
+    table = Table(title=Text(f"runs in {s.url}"))
     for column in ("name", "kind", "status", "model", "judge", "dataset", "created"):
         table.add_column(column)
     for run in s.list_runs():
@@ -461,7 +466,7 @@ def results_command(
     ] = None,
 ) -> None:
     """Show a stored run's scores again and export them (no model call)."""
-    s = Store(store)
+    s = Store(store, create=False)
     run = s.require_run(name)
     if run.kind != "eval":
         raise RunError(f"run {name!r} is a {run.kind} run; use `healthbench meta-eval --resume {name}`")

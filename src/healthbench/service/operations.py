@@ -10,13 +10,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from healthbench.config import ModelConfig, RunConfig
 from healthbench.data.sources import load_conversations
 from healthbench.errors import HealthBenchError
 from healthbench.models.limits import RetryPolicy
 from healthbench.results.metrics_out import json_safe
 from healthbench.results.run_results import graded_samples, score_stored_run
 from healthbench.results.simple_evals import write_allresults
-from healthbench.runner.config import ModelConfig, RunConfig
 from healthbench.service.errors import ServiceError
 from healthbench.service.schemas import (
     DOCUMENTS,

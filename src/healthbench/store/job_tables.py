@@ -1,9 +1,9 @@
-"""The tables of the job service: benchmark jobs (one row per job, with its live status) and API
-tokens (only their SHA-256 is stored). Created by their own migration (see db.MIGRATIONS)."""
+"""Today's tables of the job service: benchmark jobs (one row per job, with its live status and claim
+lease) and API tokens (only their SHA-256 is stored), as migration 0004 in migrations.py leaves them."""
 
 from __future__ import annotations
 
-from sqlalchemy import JSON, Column, Connection, Float, MetaData, String, Table, Text, UniqueConstraint
+from sqlalchemy import JSON, Column, Float, MetaData, String, Table, Text, UniqueConstraint
 
 job_metadata = MetaData()
 
@@ -34,7 +34,3 @@ api_tokens = Table(
     Column("label", String(100)),
     Column("created_at", String(40), nullable=False),
 )
-
-
-def create_job_tables(conn: Connection) -> None:
-    job_metadata.create_all(conn)

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Collection, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from sqlalchemy import Engine, and_, func, select, update
+from sqlalchemy.exc import IntegrityError, OperationalError
 
-from healthbench.errors import RunError
+from healthbench.errors import RunError, StoreError
 from healthbench.store import db
 from healthbench.store.db import call_cache, grades, items, runs, samples, upsert
+from healthbench.store.location import shown, store_url
 
 
 @dataclass(frozen=True)
@@ -24,6 +26,9 @@ class RunRecord:
     created_at: str
     updated_at: str
     parent_run: str | None
+
+
+RUN_COLUMNS = tuple(runs.c[f.name] for f in fields(RunRecord))
 
 
 @dataclass(frozen=True)
@@ -72,9 +77,11 @@ class CachedCall:
 class Store:
     """A handle on one database. Reads run on any thread; writes go through short transactions."""
 
-    def __init__(self, target: str | os.PathLike[str] | None = None) -> None:
-        self.engine: Engine = db.connect(target)
-        self.url = str(self.engine.url)
+    def __init__(self, target: str | os.PathLike[str] | None = None, *, create: bool = True) -> None:
+        """Open (and migrate) the store at ``target``: a SQLAlchemy URL or a SQLite path; None means
+        $HEALTHBENCH_STORE, else the default file. ``create=False`` never creates a SQLite file."""
+        self.engine: Engine = db.connect(store_url(target), create=create)
+        self.url = shown(self.engine.url)  # password hidden: safe to print
 
     def close(self) -> None:
         self.engine.dispose()
@@ -90,35 +97,38 @@ class Store:
         parent_run: str | None = None,
     ) -> RunRecord:
         stamp = db.now()
-        with self.engine.begin() as conn:
-            if conn.execute(select(runs.c.id).where(runs.c.name == name)).first() is not None:
-                raise RunError(f"a run named {name!r} already exists")
-            inserted = conn.execute(
-                runs.insert().values(
-                    name=name,
-                    kind=kind,
-                    status="created",
-                    config=dict(config),
-                    created_at=stamp,
-                    updated_at=stamp,
-                    parent_run=parent_run,
-                )
-            ).inserted_primary_key
-            assert inserted is not None
-            run_id = inserted[0]
-            rows = [
-                {"run_id": run_id, "position": i, "item_id": item_id, "record": dict(record)}
-                for i, (item_id, record) in enumerate(records)
-            ]
-            if rows:  # an empty executemany inserts one row of defaults
-                conn.execute(items.insert(), rows)
+        try:
+            with self.engine.begin() as conn:
+                if conn.execute(select(runs.c.id).where(runs.c.name == name)).first() is not None:
+                    raise RunError(f"a run named {name!r} already exists")
+                inserted = conn.execute(
+                    runs.insert().values(
+                        name=name,
+                        kind=kind,
+                        status="created",
+                        config=dict(config),
+                        created_at=stamp,
+                        updated_at=stamp,
+                        parent_run=parent_run,
+                    )
+                ).inserted_primary_key
+                assert inserted is not None
+                run_id = inserted[0]
+                rows = [
+                    {"run_id": run_id, "position": i, "item_id": item_id, "record": dict(record)}
+                    for i, (item_id, record) in enumerate(records)
+                ]
+                if rows:
+                    conn.execute(items.insert(), rows)
+        except IntegrityError:  # another process created it between our check and our insert
+            raise RunError(f"a run named {name!r} already exists") from None
         run = self.get_run(name)
         assert run is not None
         return run
 
     def get_run(self, name: str) -> RunRecord | None:
         with self.engine.connect() as conn:
-            row = conn.execute(select(runs).where(runs.c.name == name)).mappings().first()
+            row = conn.execute(select(*RUN_COLUMNS).where(runs.c.name == name)).mappings().first()
         return RunRecord(**row) if row else None
 
     def require_run(self, name: str) -> RunRecord:
@@ -129,7 +139,7 @@ class Store:
 
     def list_runs(self) -> list[RunRecord]:
         with self.engine.connect() as conn:
-            rows = conn.execute(select(runs).order_by(runs.c.id)).mappings().all()
+            rows = conn.execute(select(*RUN_COLUMNS).order_by(runs.c.id)).mappings().all()
         return [RunRecord(**row) for row in rows]
 
     def set_status(self, run_id: int, status: str) -> None:
@@ -277,6 +287,9 @@ class Store:
         by_table: dict[str, list[Mapping[str, Any]]] = {}
         for table, row in ops:
             by_table.setdefault(table, []).append(row)
-        with self.engine.begin() as conn:
-            for table, rows in by_table.items():
-                upsert(conn, db.metadata.tables[table], rows)
+        try:
+            with self.engine.begin() as conn:
+                for table, rows in by_table.items():
+                    upsert(conn, db.metadata.tables[table], rows)
+        except OperationalError as exc:  # disk full, store deleted or locked for too long
+            raise StoreError(f"cannot write to the store {self.url}: {db.reason(exc)}") from None
