@@ -19,8 +19,9 @@ from dataclasses import dataclass
 
 from healthbench.errors import HealthBenchError
 from healthbench.models.limits import ConnectionLimits, ConnectionPool
+from healthbench.results.views import RunView
 from healthbench.runner.progress import RunCounters
-from healthbench.runner.run import conversations_of, eval_work, execute, prepare_eval
+from healthbench.runner.run import eval_work, execute, prepare_eval
 from healthbench.service.operations import job_config
 from healthbench.service.schemas import StatusDetails
 from healthbench.store.jobs import JobRecord, JobStore
@@ -167,7 +168,7 @@ class JobWorkers:
     async def _execute(self, job: JobRecord, pool: ConnectionPool, sink: StatusSink) -> None:
         config = job_config(job.spec)
         run = await asyncio.to_thread(prepare_eval, self.store, config, job.run_name, show_progress=False)
-        conversations = await asyncio.to_thread(conversations_of, self.store, run)
+        conversations = await asyncio.to_thread(RunView.of(self.store, run).conversations)
         work = eval_work(conversations, config.n_repeats)
         counters = await execute(
             self.store, run, config, work, progress=sink, environ=self.environ, pool=pool

@@ -14,9 +14,11 @@ from healthbench.config import ModelConfig, RunConfig
 from healthbench.data.sources import load_conversations
 from healthbench.errors import HealthBenchError
 from healthbench.models.limits import RetryPolicy
+from healthbench.results.aggregate import aggregate_scores
 from healthbench.results.metrics_out import json_safe
-from healthbench.results.run_results import graded_samples, score_stored_run
+from healthbench.results.rows import iter_row_scores
 from healthbench.results.simple_evals import write_allresults
+from healthbench.results.views import RunView
 from healthbench.service.errors import ServiceError
 from healthbench.service.schemas import (
     DOCUMENTS,
@@ -199,26 +201,20 @@ class JobService:
         return ResultList(data=[ResultRef(name=n, media_type=MEDIA_TYPES[n]) for n in names])
 
     def metrics(self, workspace: str, name: str) -> dict[str, Any]:
-        run = self._finished_run(workspace, name)
-        return dict(json_safe(dict(score_stored_run(self.store, run).metrics())))
+        view = RunView.of(self.store, self._finished_run(workspace, name))
+        return dict(json_safe(dict(view.score().metrics())))
 
     def allresults_file(self, workspace: str, name: str, folder: Path) -> Path:
         """The simple-evals ``_allresults.json`` of the job, written into ``folder``."""
-        run = self._finished_run(workspace, name)
-        samples = graded_samples(self.store, run)
-        return write_allresults(
-            folder / f"{name}_allresults.json", samples, score_stored_run(self.store, run)
-        )
+        view = RunView.of(self.store, self._finished_run(workspace, name))
+        samples = view.graded_samples()
+        return write_allresults(folder / f"{name}_allresults.json", samples, view.score_samples(samples))
 
     def aggregate_scores(self, workspace: str, name: str) -> dict[str, Any]:
-        from healthbench.results.aggregate import aggregate_scores
-
         run = self._finished_run(workspace, name)
         document = aggregate_scores(self.store, run.name)
         return {**document, "job": name}
 
     def row_scores(self, workspace: str, name: str) -> Iterator[dict[str, Any]]:
-        from healthbench.results.rows import iter_row_scores
-
         run = self._finished_run(workspace, name)
         return iter(iter_row_scores(self.store, run.name))
