@@ -61,12 +61,12 @@ def test_kill_9_mid_job_then_restart_gives_the_same_numbers(tmp_path: Path) -> N
     concurrency = 4
     store_path = str(tmp_path / "s.db")
     token = token_for(store_path, ["*"])
-    with fake_server_process("--latency", "0.05") as fake:
+    with fake_server_process("--latency", "0.1") as fake:
         with service_process(store_path, "--lease", "1") as service:
             client = Client(service.url, token=token)
             jobs = client.evaluation.benchmark_jobs
             reset_stats(fake)
-            job = jobs.create(name="crash", limit=25, concurrency=concurrency, max_retries=0, **roles(fake))
+            job = jobs.create(name="crash", repeats=4, concurrency=concurrency, max_retries=0, **roles(fake))
             deadline = time.monotonic() + 60
             while (done := jobs.get_status(name="crash").status_details).samples_done < 5:
                 assert time.monotonic() < deadline, "the job made no progress"
