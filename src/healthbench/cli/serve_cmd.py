@@ -51,7 +51,7 @@ def serve(
     settings = WorkerSettings(workers=workers, lease=lease, connections=connections)
     with JobWorkers(service.store, settings):
         console.print(Text(f"serving on http://{host}:{port} (OpenAPI at /docs)"))
-        uvicorn.run(create_app(service), host=host, port=port, log_level="warning")
+        uvicorn.run(create_app(service), host=host, port=port, log_level="warning", access_log=False)
 
 
 @app.command("new-token")

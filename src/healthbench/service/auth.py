@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import time
 from collections.abc import Sequence
 
 from healthbench.service.errors import ServiceError
@@ -41,9 +42,28 @@ def bearer(header: str | None) -> str:
     return token.strip()
 
 
-def authorize(jobs: JobStore, header: str | None, workspace: str) -> None:
+class TokenCache:
+    """Token hash -> workspaces, remembered for ``ttl`` seconds (a status poll then costs no token
+    query). Unknown tokens are never remembered, so a token made by another process works at once."""
+
+    def __init__(self, jobs: JobStore, ttl: float = 10.0) -> None:
+        self._jobs, self._ttl = jobs, ttl
+        self._known: dict[str, tuple[float, list[str]]] = {}
+
+    def workspaces(self, digest: str) -> list[str] | None:
+        now = time.monotonic()
+        hit = self._known.get(digest)
+        if hit is not None and now - hit[0] < self._ttl:
+            return hit[1]
+        found = self._jobs.token_workspaces(digest)
+        if found is not None:
+            self._known[digest] = (now, found)
+        return found
+
+
+def authorize(tokens: TokenCache, header: str | None, workspace: str) -> None:
     """401 for no or an unknown token, 403 for a token of other workspaces."""
-    workspaces = jobs.token_workspaces(token_hash(bearer(header)))
+    workspaces = tokens.workspaces(token_hash(bearer(header)))
     if workspaces is None:
         raise ServiceError(401, "invalid token")
     if ALL_WORKSPACES not in workspaces and workspace not in workspaces:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,7 @@ from healthbench.store.jobs import ACTIVE, DuplicateJob, JobRecord, JobStore
 from healthbench.store.runs import RunRecord, Store
 
 UPLOAD_LABEL = "data_jsonl"
+UPLOAD_FIELDS = ("data_jsonl", "grader_template")  # stored apart from the job row (see job_uploads)
 MEDIA_TYPES = {
     "aggregate-scores": "application/json",
     "row-scores": "application/jsonl",
@@ -59,9 +60,9 @@ def upload_path(text: str, suffix: str) -> Path:
     return path
 
 
-def job_config(spec: dict[str, Any]) -> RunConfig:
-    """The run config of a job's stored request body (uploads written back to their files)."""
-    body = JobCreate.model_validate(spec)
+def job_config(spec: Mapping[str, Any], uploads: Mapping[str, str] | None = None) -> RunConfig:
+    """The run config of a job's stored request body and uploads (written back to their files)."""
+    body = JobCreate.model_validate({k: v for k, v in spec.items() if k != "uploads"} | dict(uploads or {}))
     data = str(upload_path(body.data_jsonl, ".jsonl")) if body.data_jsonl is not None else None
     template = str(upload_path(body.grader_template, ".txt")) if body.grader_template is not None else None
     retry = RetryPolicy(max_retries=body.max_retries) if body.max_retries is not None else RetryPolicy()
@@ -98,7 +99,6 @@ def run_name_of(workspace: str, name: str) -> str:
 
 
 def to_job(record: JobRecord) -> Job:
-    spec = {k: v for k, v in record.spec.items() if k not in ("data_jsonl", "grader_template")}
     return Job(
         id=record.id,
         name=record.name,
@@ -107,7 +107,7 @@ def to_job(record: JobRecord) -> Job:
         status_details=StatusDetails.model_validate(record.details),
         error=record.error,
         description=record.spec.get("description"),
-        spec=spec,
+        spec=record.spec,
         created_at=record.created_at,
         updated_at=record.updated_at,
     )
@@ -129,17 +129,17 @@ class JobService:
     def create(self, workspace: str, body: JobCreate) -> Job:
         name = body.name or f"job-{secrets.token_hex(6)}"
         body = body.model_copy(update={"name": name})
-        config = job_config(body.model_dump(mode="json"))
+        uploads = {f: getattr(body, f) for f in UPLOAD_FIELDS if getattr(body, f) is not None}
+        config = job_config(body.model_dump(mode="json", exclude=set(UPLOAD_FIELDS)), uploads)
         _validate(config)
+        spec = body.model_dump(mode="json", exclude_none=True, exclude=set(UPLOAD_FIELDS))
+        if uploads:  # shown as their SHA-256 (the text is kept in its own table)
+            spec["uploads"] = {f: hashlib.sha256(t.encode("utf-8")).hexdigest() for f, t in uploads.items()}
         if self.jobs.get(workspace, name) is not None:
             raise ServiceError(409, f"a job named {name!r} already exists in workspace {workspace!r}")
         try:
             record = self.jobs.create(
-                secrets.token_hex(12),
-                workspace,
-                name,
-                body.model_dump(mode="json", exclude_none=True),
-                run_name_of(workspace, name),
+                secrets.token_hex(12), workspace, name, spec, run_name_of(workspace, name), uploads
             )
         except DuplicateJob:
             raise ServiceError(

@@ -3,7 +3,7 @@ lease) and API tokens (only their SHA-256 is stored), as migration 0004 in migra
 
 from __future__ import annotations
 
-from sqlalchemy import JSON, Column, Float, MetaData, String, Table, Text, UniqueConstraint
+from sqlalchemy import JSON, Column, Float, ForeignKey, MetaData, String, Table, Text, UniqueConstraint
 
 job_metadata = MetaData()
 
@@ -24,6 +24,16 @@ benchmark_jobs = Table(
     Column("created_at", String(40), nullable=False),
     Column("updated_at", String(40), nullable=False),
     UniqueConstraint("workspace", "name", name="uq_benchmark_jobs_workspace_name"),
+)
+
+# uploaded files of a job (dataset JSONL, grader template), kept apart so that reading a job's row
+# (status polls, lists) never parses megabytes of upload
+job_uploads = Table(
+    "job_uploads",
+    job_metadata,
+    Column("job_id", String(40), ForeignKey("benchmark_jobs.id", ondelete="CASCADE"), primary_key=True),
+    Column("field", String(40), primary_key=True),
+    Column("text", Text, nullable=False),
 )
 
 api_tokens = Table(

@@ -4,7 +4,7 @@ service processes on one database never run the same job."""
 from __future__ import annotations
 
 import builtins
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,7 +13,7 @@ from sqlalchemy.exc import IntegrityError
 
 from healthbench.store import db
 from healthbench.store.db import runs
-from healthbench.store.job_tables import api_tokens, benchmark_jobs
+from healthbench.store.job_tables import api_tokens, benchmark_jobs, job_uploads
 from healthbench.store.runs import Store
 
 ACTIVE = ("active", "cancelling")
@@ -49,7 +49,13 @@ class JobStore:
 
     # -- jobs -----------------------------------------------------------------------------------
     def create(
-        self, job_id: str, workspace: str, name: str, spec: dict[str, Any], run_name: str
+        self,
+        job_id: str,
+        workspace: str,
+        name: str,
+        spec: dict[str, Any],
+        run_name: str,
+        uploads: Mapping[str, str] | None = None,
     ) -> JobRecord:
         stamp = db.now()
         row: dict[str, Any] = {
@@ -70,6 +76,8 @@ class JobStore:
         try:
             with self._engine.begin() as conn:
                 conn.execute(insert(benchmark_jobs).values(**row))
+                for field, text in (uploads or {}).items():
+                    conn.execute(insert(job_uploads).values(job_id=job_id, field=field, text=text))
         except IntegrityError:
             raise DuplicateJob(name) from None
         return JobRecord(**row)
@@ -86,6 +94,14 @@ class JobStore:
                 .first()
             )
         return JobRecord(**row) if row else None
+
+    def uploads(self, job_id: str) -> dict[str, str]:
+        """The uploaded files of a job by request field (``data_jsonl``, ``grader_template``)."""
+        with self._engine.connect() as conn:
+            rows = conn.execute(
+                select(job_uploads.c.field, job_uploads.c.text).where(job_uploads.c.job_id == job_id)
+            ).all()
+        return {row.field: row.text for row in rows}
 
     def get_by_id(self, job_id: str) -> JobRecord | None:
         with self._engine.connect() as conn:
@@ -150,6 +166,7 @@ class JobStore:
     def delete(self, job: JobRecord) -> None:
         """Remove the job and its run (samples and grades go with it)."""
         with self._engine.begin() as conn:
+            conn.execute(delete(job_uploads).where(job_uploads.c.job_id == job.id))
             conn.execute(delete(benchmark_jobs).where(benchmark_jobs.c.id == job.id))
             conn.execute(delete(runs).where(runs.c.name == job.run_name))
 

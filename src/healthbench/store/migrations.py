@@ -161,7 +161,8 @@ def _0003_run_lease(conn: Connection) -> None:
 
 
 def _0004_benchmark_jobs(conn: Connection) -> None:
-    """The job service's jobs (with their claim lease) and API token hashes (see job_tables.py)."""
+    """The job service's jobs (with their claim lease), their uploaded files and API token hashes
+    (see job_tables.py)."""
     metadata = MetaData()
     Table(
         "benchmark_jobs",
@@ -188,6 +189,13 @@ def _0004_benchmark_jobs(conn: Connection) -> None:
         Column("workspaces", JSON, nullable=False),
         Column("label", String(100)),
         Column("created_at", String(40), nullable=False),
+    )
+    Table(
+        "job_uploads",
+        metadata,
+        Column("job_id", String(40), ForeignKey("benchmark_jobs.id", ondelete="CASCADE"), primary_key=True),
+        Column("field", String(40), primary_key=True),
+        Column("text", Text, nullable=False),
     )
     metadata.create_all(conn)
 
