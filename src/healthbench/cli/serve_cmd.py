@@ -39,7 +39,7 @@ def serve(
 
     from healthbench.service.app import create_app
     from healthbench.service.auth import first_token
-    from healthbench.service.jobs import JobWorkers
+    from healthbench.service.jobs import WorkerProcess
     from healthbench.service.operations import JobService
     from healthbench.store.runs import Store
 
@@ -49,7 +49,7 @@ def serve(
         console.print(Text("API token for every workspace (shown once; only its hash is stored):"))
         console.print(Text(token))
     settings = WorkerSettings(workers=workers, lease=lease, connections=connections)
-    with JobWorkers(service.store, settings):
+    with WorkerProcess(store, settings):
         console.print(Text(f"serving on http://{host}:{port} (OpenAPI at /docs)"))
         uvicorn.run(create_app(service), host=host, port=port, log_level="warning", access_log=False)
 

@@ -1,6 +1,8 @@
 """Background workers that run jobs through the one engine, off the HTTP event loop.
 
-One thread owns one asyncio loop on which every job of this process runs as a task, so that jobs
+`healthbench serve` runs them in a child process of the HTTP server (`WorkerProcess`), so a job at
+hundreds of connections never competes with status requests for one interpreter lock. One thread
+there owns one asyncio loop on which every job of this process runs as a task, so that jobs
 running at once share one connection budget per endpoint (one `ConnectionPool`). Jobs are claimed
 from the store with a lease that the worker renews; a job whose lease ran out (its process died,
 even by ``kill -9``) is claimed again and the engine resumes it from the store.
@@ -9,9 +11,14 @@ even by ``kill -9``) is claimed again and the engine resumes it from the store.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import ctypes
+import multiprocessing
 import os
 import secrets
+import signal
 import socket
+import sys
 import threading
 import time
 from collections.abc import Mapping
@@ -30,6 +37,7 @@ from healthbench.store.runs import Store
 DEFAULT_LEASE = 15.0  # seconds an active job stays claimed without a heartbeat
 DEFAULT_CONNECTIONS = 256  # connection budget per endpoint, shared by the jobs running at once
 POLL = 0.25  # seconds between looks for new jobs and for cancellations
+PR_SET_PDEATHSIG = 1  # prctl option (linux/prctl.h)
 
 
 @dataclass(frozen=True)
@@ -199,3 +207,46 @@ class JobWorkers:
     def _status(self, job_id: str) -> str | None:
         record = self.jobs.get_by_id(job_id)
         return record.status if record is not None else None
+
+
+def _die_with_parent() -> None:
+    """Linux: have the kernel kill this process when its parent dies (even by ``kill -9``)."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def worker_process_main(target: str | None, settings: WorkerSettings, parent: int) -> None:
+    """Entry point of the service's worker process: run jobs until asked to stop (SIGTERM/SIGINT)
+    or until the service process is gone."""
+    _die_with_parent()
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    store = Store(target)
+    with JobWorkers(store, settings):
+        while not stop.wait(POLL) and os.getppid() == parent:
+            pass
+    store.close()
+
+
+class WorkerProcess:
+    """`JobWorkers` in a child process, so that a busy job never holds the HTTP process's GIL."""
+
+    def __init__(self, target: str | None, settings: WorkerSettings) -> None:
+        context = multiprocessing.get_context("spawn")
+        self._process = context.Process(
+            target=worker_process_main, args=(target, settings, os.getpid()), name="healthbench-jobs"
+        )
+
+    def __enter__(self) -> WorkerProcess:
+        self._process.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._process.is_alive():
+            self._process.terminate()  # SIGTERM: running jobs are handed back as pending
+            self._process.join(60)
+        if self._process.is_alive():
+            self._process.kill()
+            self._process.join()
