@@ -23,6 +23,7 @@ from healthbench.runner.engine import Engine, EngineOptions, WorkItem, plan
 from healthbench.runner.estimate import RoleEstimate, estimate
 from healthbench.runner.loop import run_async
 from healthbench.runner.progress import NoProgress, ProgressSink, RunCounters
+from healthbench.store.lease import RunLease
 from healthbench.store.runs import RunRecord, Store
 
 
@@ -126,7 +127,21 @@ async def execute(
     environ: Mapping[str, str] | None = None,
     with_candidate: bool = True,
 ) -> RunCounters:
-    """Run the engine over ``work`` and record the run's status. Models are created (and closed) here."""
+    """Run the engine over ``work`` and record the run's status. Models are created (and closed) here.
+    Only one process executes a run at a time: the others get a RunError naming the holder."""
+    async with RunLease(store, run.id, run.name).held():
+        return await _execute(store, run, config, work, progress, environ, with_candidate)
+
+
+async def _execute(
+    store: Store,
+    run: RunRecord,
+    config: RunConfig,
+    work: Sequence[WorkItem],
+    progress: ProgressSink | None,
+    environ: Mapping[str, str] | None,
+    with_candidate: bool,
+) -> RunCounters:
     work_plan = plan(store, run.id, work)
     if work_plan.empty:  # nothing left: no model is created, no call is made
         counters = RunCounters(

@@ -55,7 +55,7 @@ runs = Table(
     Column("lease_host", String(255)),
     Column("lease_pid", Integer),
     Column("lease_since", String(40)),
-    Column("lease_expires", String(40)),
+    Column("lease_expires", Float),  # epoch seconds
 )
 
 items = Table(
