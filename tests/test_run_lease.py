@@ -106,16 +106,12 @@ def _wait_for_calls(url: str, at_least: int, process: subprocess.Popen[bytes]) -
         time.sleep(0.02)
 
 
-def _store_arg(store_target: str) -> Path | str:
-    return store_target if "://" in store_target else Path(store_target)
-
-
 def test_two_processes_on_one_run_name_do_not_double_the_calls(
     slow_server: str, store_target: str, tmp_path: Path
 ) -> None:
     data = tmp_path / "data.jsonl"
     write_dataset(data, CONVERSATIONS)
-    args = command(slow_server, data, _store_arg(store_target))
+    args = command(slow_server, data, store_target)
     reset_stats(slow_server)
     first = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _wait_for_calls(slow_server, 20, first)
@@ -134,7 +130,7 @@ def test_a_holder_killed_with_kill_9_does_not_block_the_run(
 ) -> None:
     data = tmp_path / "data.jsonl"
     write_dataset(data, CONVERSATIONS)
-    args = command(slow_server, data, _store_arg(store_target))
+    args = command(slow_server, data, store_target)
     reset_stats(slow_server)
     first = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     _wait_for_calls(slow_server, 20, first)
