@@ -141,3 +141,22 @@ def test_a_holder_killed_with_kill_9_does_not_block_the_run(
     assert second.returncode == 0, second.stderr
     assert time.monotonic() - started < 60  # not blocked until some long expiry
     assert Store(store_target).require_run("crash").status == "finished"
+
+
+def test_two_processes_started_together_on_a_new_name_run_it_once(
+    slow_server: str, store_target: str, tmp_path: Path
+) -> None:
+    data = tmp_path / "data.jsonl"
+    write_dataset(data, CONVERSATIONS)
+    args = command(slow_server, data, store_target)
+    reset_stats(slow_server)
+    started = [
+        subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for _ in "ab"
+    ]
+    outcomes = [(p.wait(timeout=180), p.stderr.read() if p.stderr else "") for p in started]
+    for code, stderr in outcomes:  # the run is created once; whoever comes second is refused or finds it done
+        assert code == 0 or (code == 1 and "is being executed by pid" in stderr), stderr
+        assert "Traceback" not in stderr and len(stderr.strip().splitlines()) <= 1, stderr
+    assert sorted(code for code, _ in outcomes)[0] == 0
+    assert fetch_stats(slow_server)["requests"] == ALL_CALLS
+    assert Store(store_target).require_run("crash").status == "finished"

@@ -13,7 +13,7 @@ from typing import Any
 from healthbench.data.schema import Conversation
 from healthbench.data.sources import load_conversations
 from healthbench.data.subset import select
-from healthbench.errors import RunError
+from healthbench.errors import RunError, RunExistsError
 from healthbench.grading.template import load_template
 from healthbench.models.factory import create_model
 from healthbench.models.limits import ConnectionLimits, ConnectionPool
@@ -97,7 +97,12 @@ def prepare_eval(store: Store, config: RunConfig, name: str, *, show_progress: b
         "conversations": len(chosen),
     }
     record = stored_record(config, kind="eval", dataset=dataset, template_sha=template.sha256)
-    return store.create_run(name, "eval", record, [(c.prompt_id, c.model_dump(mode="json")) for c in chosen])
+    try:
+        return store.create_run(
+            name, "eval", record, [(c.prompt_id, c.model_dump(mode="json")) for c in chosen]
+        )
+    except RunExistsError:  # another process created it a moment ago: continue it as an existing run
+        return prepare_eval(store, config, name, show_progress=show_progress)
 
 
 def conversations_of(store: Store, run: RunRecord) -> list[Conversation]:
