@@ -136,7 +136,10 @@ def connect(url: URL, *, create: bool = True) -> Engine:
         options["connect_args"] = {"connect_timeout": PG_CONNECT_TIMEOUT}
     try:
         engine = create_engine(url, **options)
-    except (ArgumentError, ImportError) as exc:
+    except ImportError as exc:
+        extra = " (pip install 'healthbench[postgres]')" if url.get_backend_name() == "postgresql" else ""
+        raise StoreError(f"cannot open the store {where}: {exc}{extra}") from None
+    except ArgumentError as exc:
         raise StoreError(f"cannot open the store {where}: {exc}") from None
     if engine.dialect.name == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
