@@ -160,8 +160,11 @@ def _check_sqlite_path(path: Path, *, create: bool) -> None:
     if not create and (not path.exists() or path.stat().st_size == 0):
         raise StoreMissingError(f"no store at {path} (nothing has been run with it yet)")
     if path.exists():
-        with path.open("rb") as handle:
-            head = handle.read(len(SQLITE_HEADER))
+        try:
+            with path.open("rb") as handle:
+                head = handle.read(len(SQLITE_HEADER))
+        except OSError as exc:
+            raise StoreError(f"cannot read the store {path}: {exc.strerror or exc}") from None
         if head and head != SQLITE_HEADER:
             raise StoreError(f"store {path} is not a SQLite database (it starts with {head[:16]!r})")
         return
