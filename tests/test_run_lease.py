@@ -94,7 +94,7 @@ def test_held_releases_on_exit_and_stops_the_run_when_taken_over(store_target: s
 # -- real processes --------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def slow_server():
-    with fake_server_process("--latency", "0.1") as url:
+    with fake_server_process("--latency", "0.3") as url:
         yield url
 
 
