@@ -123,7 +123,8 @@ class RunLease:
             with suppress(asyncio.CancelledError):
                 await heartbeat
             if not lost.is_set():
-                self.release()
+                with suppress(SQLAlchemyError):  # the store is gone: the lease expires on its own
+                    self.release()
 
     async def _heartbeat(self, owner: asyncio.Task[object] | None, lost: asyncio.Event) -> None:
         while True:
