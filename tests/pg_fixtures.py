@@ -14,6 +14,7 @@ to run as root: as root, every server command runs as the ``postgres`` user.
 from __future__ import annotations
 
 import glob
+import importlib.util
 import itertools
 import os
 import pwd
@@ -21,6 +22,7 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,24 +66,26 @@ class PgServer:
             conn.execute(sql)  # type: ignore[arg-type]
 
 
-def _as_server_user() -> list[str]:
-    if os.geteuid() != 0:
-        return []
-    try:
-        pwd.getpwnam(PG_USER)
-    except KeyError:
-        pytest.skip("running as root and there is no `postgres` user to run the PostgreSQL server")
-    return ["runuser", "-u", PG_USER, "--"]
+def unavailable() -> str | None:
+    """Why no server can be started here (None when one can)."""
+    if importlib.util.find_spec("psycopg") is None:
+        return "psycopg is not installed: pip install 'healthbench[postgres]'"
+    if pg_bindir() is None:
+        return "PostgreSQL server binaries (initdb, pg_ctl) not found: install Debian's `postgresql`"
+    if os.geteuid() == 0:
+        try:
+            pwd.getpwnam(PG_USER)
+        except KeyError:
+            return "running as root and there is no `postgres` user to run the PostgreSQL server"
+    return None
 
 
-@pytest.fixture(scope="session")
-def pg_server() -> Iterator[PgServer]:
-    """A PostgreSQL server for the whole session; stopped and deleted at the end."""
-    pytest.importorskip("psycopg", reason="psycopg is not installed: pip install 'healthbench[postgres]'")
+@contextmanager
+def running_server() -> Iterator[PgServer]:
+    """Start a throw-away server (see `unavailable` first); stop it and delete its files on exit."""
     bindir = pg_bindir()
-    if bindir is None:
-        pytest.skip("PostgreSQL server binaries (initdb, pg_ctl) not found: install Debian's `postgresql`")
-    prefix = _as_server_user()
+    assert bindir is not None, unavailable()
+    prefix = ["runuser", "-u", PG_USER, "--"] if os.geteuid() == 0 else []
     root = Path(tempfile.mkdtemp(prefix="healthbench-pg-"))
     if prefix:
         shutil.chown(root, PG_USER)
@@ -91,10 +95,10 @@ def pg_server() -> Iterator[PgServer]:
     def run(*command: str) -> None:
         subprocess.run([*prefix, *command], check=True, capture_output=True, timeout=120)
 
-    run(str(bindir / "initdb"), "-D", str(data), "-A", "trust", "-U", user, "-E", "UTF8", "--no-sync")
-    options = f"-k {root} -p {PG_PORT} -c listen_addresses='' -c fsync=off -c full_page_writes=off"
-    run(str(bindir / "pg_ctl"), "-D", str(data), "-l", str(root / "log"), "-o", options, "-w", "start")
     try:
+        run(str(bindir / "initdb"), "-D", str(data), "-A", "trust", "-U", user, "-E", "UTF8", "--no-sync")
+        options = f"-k {root} -p {PG_PORT} -c listen_addresses='' -c fsync=off -c full_page_writes=off"
+        run(str(bindir / "pg_ctl"), "-D", str(data), "-l", str(root / "log"), "-o", options, "-w", "start")
         yield PgServer(root, user)
     finally:
         subprocess.run(
@@ -103,6 +107,16 @@ def pg_server() -> Iterator[PgServer]:
             timeout=60,
         )
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    """A PostgreSQL server for the whole session; stopped and deleted at the end."""
+    reason = unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    with running_server() as server:
+        yield server
 
 
 @pytest.fixture

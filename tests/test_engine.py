@@ -66,8 +66,9 @@ def faulty_server():
 
 
 @pytest.fixture()
-def store(tmp_path: Path) -> Store:
-    return Store(tmp_path / "runs.db")
+def store(store_target: str) -> Store:
+    """Every engine test runs on both back ends: a SQLite file, then a PostgreSQL database."""
+    return Store(store_target)
 
 
 def demo() -> list[Conversation]:

@@ -42,8 +42,8 @@ def expected_labels(records: list[MetaEvalRecord]) -> list[bool]:
     return labels
 
 
-def test_pipeline_matches_core_on_fixture(server: str, tmp_path: Path) -> None:
-    store = Store(tmp_path / "s.db")
+def test_pipeline_matches_core_on_fixture(server: str, store_target: str) -> None:
+    store = Store(store_target)  # on SQLite, then PostgreSQL
     cfg = build_config(
         {
             "dataset": "meta_eval",

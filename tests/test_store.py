@@ -45,6 +45,7 @@ def test_paths_and_urls_name_the_same_file(tmp_path: Path) -> None:
     assert store_url(f"sqlite:///{file}").database == str(file)
     assert store_url(None, {STORE_ENV: f"sqlite:///{file}"}).database == str(file)
     assert store_url("rel.db").database == str(Path("rel.db").absolute())
+    assert store_url("postgresql://u@h/db").drivername == "postgresql+psycopg"  # psycopg 3, not psycopg2
 
 
 def test_cli_store_url_is_not_turned_into_a_file_name(

@@ -40,6 +40,10 @@ class RunError(HealthBenchError):
     """A run cannot proceed or finish as asked (unknown run, strict mode with ungraded criteria)."""
 
 
+class RunExistsError(RunError):
+    """A run of that name was created first (possibly a moment ago, by another process)."""
+
+
 class FatalModelError(ModelError):
     """A model call that no retry can fix (wrong key, unknown model, bad request): the run stops."""
 

@@ -14,7 +14,7 @@ from healthbench.config import HOW_FIELDS, ModelConfig, RunConfig
 from healthbench.data.schema import Conversation
 from healthbench.data.sources import load_conversations
 from healthbench.data.subset import select
-from healthbench.errors import RunError
+from healthbench.errors import RunError, RunExistsError
 from healthbench.grading.template import load_template
 from healthbench.models.factory import create_model
 from healthbench.models.limits import ConnectionLimits, ConnectionPool
@@ -24,6 +24,7 @@ from healthbench.runner.engine import Engine, EngineOptions, WorkItem, plan
 from healthbench.runner.estimate import RoleEstimate, estimate
 from healthbench.runner.loop import run_async
 from healthbench.runner.progress import NoProgress, ProgressSink, RunCounters
+from healthbench.store.lease import RunLease
 from healthbench.store.runs import RunRecord, Store
 
 
@@ -97,7 +98,12 @@ def prepare_eval(store: Store, config: RunConfig, name: str, *, show_progress: b
         "conversations": len(chosen),
     }
     record = stored_record(config, kind="eval", dataset=dataset, template_sha=template.sha256)
-    return store.create_run(name, "eval", record, [(c.prompt_id, c.model_dump(mode="json")) for c in chosen])
+    try:
+        return store.create_run(
+            name, "eval", record, [(c.prompt_id, c.model_dump(mode="json")) for c in chosen]
+        )
+    except RunExistsError:  # another process created it a moment ago: continue it as an existing run
+        return prepare_eval(store, config, name, show_progress=show_progress)
 
 
 def eval_work(conversations: Sequence[Conversation], n_repeats: int) -> list[WorkItem]:
@@ -125,7 +131,22 @@ async def execute(
     pool: ConnectionPool | None = None,
 ) -> RunCounters:
     """Run the engine over ``work`` and record the run's status. Models are created (and closed) here.
+    Only one process executes a run at a time: the others get a RunError naming the holder.
     ``pool`` shares one connection budget per endpoint with other runs on the same event loop."""
+    async with RunLease(store, run.id, run.name).held():
+        return await _execute(store, run, config, work, progress, environ, with_candidate, pool)
+
+
+async def _execute(
+    store: Store,
+    run: RunRecord,
+    config: RunConfig,
+    work: Sequence[WorkItem],
+    progress: ProgressSink | None,
+    environ: Mapping[str, str] | None,
+    with_candidate: bool,
+    pool: ConnectionPool | None,
+) -> RunCounters:
     work_plan = plan(store, run.id, work)
     if work_plan.empty:  # nothing left: no model is created, no call is made
         counters = RunCounters(

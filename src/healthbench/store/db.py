@@ -55,7 +55,7 @@ runs = Table(
     Column("lease_host", String(255)),
     Column("lease_pid", Integer),
     Column("lease_since", String(40)),
-    Column("lease_expires", String(40)),
+    Column("lease_expires", Float),  # epoch seconds
 )
 
 items = Table(
@@ -136,7 +136,10 @@ def connect(url: URL, *, create: bool = True) -> Engine:
         options["connect_args"] = {"connect_timeout": PG_CONNECT_TIMEOUT}
     try:
         engine = create_engine(url, **options)
-    except (ArgumentError, ImportError) as exc:
+    except ImportError as exc:
+        extra = " (pip install 'healthbench[postgres]')" if url.get_backend_name() == "postgresql" else ""
+        raise StoreError(f"cannot open the store {where}: {exc}{extra}") from None
+    except ArgumentError as exc:
         raise StoreError(f"cannot open the store {where}: {exc}") from None
     if engine.dialect.name == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
@@ -157,8 +160,11 @@ def _check_sqlite_path(path: Path, *, create: bool) -> None:
     if not create and (not path.exists() or path.stat().st_size == 0):
         raise StoreMissingError(f"no store at {path} (nothing has been run with it yet)")
     if path.exists():
-        with path.open("rb") as handle:
-            head = handle.read(len(SQLITE_HEADER))
+        try:
+            with path.open("rb") as handle:
+                head = handle.read(len(SQLITE_HEADER))
+        except OSError as exc:
+            raise StoreError(f"cannot read the store {path}: {exc.strerror or exc}") from None
         if head and head != SQLITE_HEADER:
             raise StoreError(f"store {path} is not a SQLite database (it starts with {head[:16]!r})")
         return

@@ -34,6 +34,8 @@ def store_url(target: str | os.PathLike[str] | None = None, environ: Mapping[str
         url = make_url(text)
     except ArgumentError:
         raise StoreError(f"--store: cannot parse {hide_password(text)!r} as a URL or a path") from None
+    if url.drivername == "postgresql":  # SQLAlchemy's default driver would be psycopg2; we use psycopg 3
+        url = url.set(drivername="postgresql+psycopg")
     if url.get_backend_name() not in SUPPORTED:
         raise StoreError(
             f"--store: unsupported database {url.get_backend_name()!r} in {shown(url)}; "

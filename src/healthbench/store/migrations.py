@@ -155,7 +155,7 @@ def _0003_run_lease(conn: Connection) -> None:
         "lease_host VARCHAR(255)",
         "lease_pid INTEGER",
         "lease_since VARCHAR(40)",
-        "lease_expires VARCHAR(40)",
+        "lease_expires FLOAT",  # epoch seconds
     ):
         conn.execute(text(f"ALTER TABLE runs ADD COLUMN {column}"))
 

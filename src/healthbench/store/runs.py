@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import Engine, and_, func, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError
 
-from healthbench.errors import RunError, StoreError
+from healthbench.errors import RunError, RunExistsError, StoreError
 from healthbench.store import db
 from healthbench.store.db import call_cache, grades, items, runs, samples, upsert
 from healthbench.store.location import shown, store_url
@@ -100,7 +100,7 @@ class Store:
         try:
             with self.engine.begin() as conn:
                 if conn.execute(select(runs.c.id).where(runs.c.name == name)).first() is not None:
-                    raise RunError(f"a run named {name!r} already exists")
+                    raise RunExistsError(f"a run named {name!r} already exists")
                 inserted = conn.execute(
                     runs.insert().values(
                         name=name,
@@ -121,7 +121,7 @@ class Store:
                 if rows:
                     conn.execute(items.insert(), rows)
         except IntegrityError:  # another process created it between our check and our insert
-            raise RunError(f"a run named {name!r} already exists") from None
+            raise RunExistsError(f"a run named {name!r} already exists") from None
         run = self.get_run(name)
         assert run is not None
         return run
