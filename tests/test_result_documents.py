@@ -243,13 +243,13 @@ def test_length_adjusted_score_shows_in_both_documents(tmp_path: Path) -> None:
 
 def test_rows_are_read_a_page_at_a_time(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     asked: list[int] = []
-    real = Store.load_grades
+    real = Store.load_verdicts
 
     def spy(self: Store, run_id: int, **kwargs: Any) -> Any:
         asked.append(len(kwargs["item_ids"]))
         return real(self, run_id, **kwargs)
 
-    monkeypatch.setattr(Store, "load_grades", spy)
+    monkeypatch.setattr(Store, "load_verdicts", spy)
     view = RunView.open(store, "docs")
     paged = [s.graded for s in view.iter_samples(page_size=3)]
     assert asked == [3, 1, 3, 1]  # 4 conversations in pages of 3, for each of the 2 repeats
