@@ -357,3 +357,18 @@ def test_cli_results_on_an_unknown_run_is_one_line_and_writes_nothing(tmp_path: 
     assert result.exit_code == 1
     assert "no run named 'nope'" in result.stderr and len(result.stderr.strip().splitlines()) == 1
     assert not out.exists()
+
+
+def test_results_and_config_never_import_the_runner() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, pkgutil, importlib, healthbench.results as r\n"
+        "import healthbench.config\n"
+        "for m in pkgutil.iter_modules(r.__path__):\n"
+        "    importlib.import_module('healthbench.results.' + m.name)\n"
+        "print(sorted(n for n in sys.modules if n.startswith(('healthbench.runner', 'healthbench.cli'))))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
