@@ -372,3 +372,23 @@ def test_results_and_config_never_import_the_runner() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_cli_results_into_an_unwritable_place_is_one_line(store: Store, tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    result = CliRunner().invoke(
+        app,
+        [
+            "results",
+            "docs",
+            "--store",
+            str(tmp_path / "runs.db"),
+            "--row-scores-out",
+            str(blocker / "rows.jsonl"),
+        ],
+    )
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert errors == [f"error: File exists: {blocker}"]
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("runs.db")) == ["file"]
