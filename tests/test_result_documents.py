@@ -243,13 +243,13 @@ def test_length_adjusted_score_shows_in_both_documents(tmp_path: Path) -> None:
 
 def test_rows_are_read_a_page_at_a_time(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     asked: list[int] = []
-    real = Store.load_grades
+    real = Store.load_verdicts
 
     def spy(self: Store, run_id: int, **kwargs: Any) -> Any:
         asked.append(len(kwargs["item_ids"]))
         return real(self, run_id, **kwargs)
 
-    monkeypatch.setattr(Store, "load_grades", spy)
+    monkeypatch.setattr(Store, "load_verdicts", spy)
     view = RunView.open(store, "docs")
     paged = [s.graded for s in view.iter_samples(page_size=3)]
     assert asked == [3, 1, 3, 1]  # 4 conversations in pages of 3, for each of the 2 repeats
@@ -357,3 +357,38 @@ def test_cli_results_on_an_unknown_run_is_one_line_and_writes_nothing(tmp_path: 
     assert result.exit_code == 1
     assert "no run named 'nope'" in result.stderr and len(result.stderr.strip().splitlines()) == 1
     assert not out.exists()
+
+
+def test_results_and_config_never_import_the_runner() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, pkgutil, importlib, healthbench.results as r\n"
+        "import healthbench.config\n"
+        "for m in pkgutil.iter_modules(r.__path__):\n"
+        "    importlib.import_module('healthbench.results.' + m.name)\n"
+        "print(sorted(n for n in sys.modules if n.startswith(('healthbench.runner', 'healthbench.cli'))))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_cli_results_into_an_unwritable_place_is_one_line(store: Store, tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    result = CliRunner().invoke(
+        app,
+        [
+            "results",
+            "docs",
+            "--store",
+            str(tmp_path / "runs.db"),
+            "--row-scores-out",
+            str(blocker / "rows.jsonl"),
+        ],
+    )
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert errors == [f"error: File exists: {blocker}"]
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("runs.db")) == ["file"]

@@ -43,6 +43,7 @@ from healthbench.results.simple_evals import write_allresults
 from healthbench.results.summary import render_summary
 from healthbench.results.views import RunView
 from healthbench.runner import run as runner
+from healthbench.runner.estimate import total_cost
 from healthbench.runner.progress import RichProgress
 from healthbench.store import RunRecord, Store
 
@@ -106,7 +107,6 @@ def _dry_run(store: Store, config: RunConfig, name: str | None) -> None:
     )
     for column in ("role", "model", "calls", "input tokens", "output tokens", "est. cost (USD)"):
         table.add_column(column, justify="right" if column not in ("role", "model") else "left")
-    total: float | None = 0.0
     for r in rows:
         table.add_row(
             r.role,
@@ -116,8 +116,8 @@ def _dry_run(store: Store, config: RunConfig, name: str | None) -> None:
             f"{r.output_tokens:,}",
             "unknown price" if r.cost is None else f"{r.cost:,.2f}",
         )
-        total = None if total is None or r.cost is None else total + r.cost
     console.print(table)
+    total = total_cost(rows)
     console.print(
         f"estimated total: {'unknown (a model has no price; see --prices)' if total is None else f'${total:,.2f}'}"
         " — tokens estimated at 4 characters each; cached calls cost nothing"
@@ -273,7 +273,7 @@ def run_command(
     )
     if resume is not None:
         if dry_run:
-            _dry_run(s, runner.run_config_of(s.require_run(resume)), resume)
+            _dry_run(s, RunView.open(s, resume).config, resume)
             return
         with RichProgress(console) as progress:
             outcome = runner.resume_run(resume, store=s, overrides=how, progress=progress)
@@ -428,14 +428,14 @@ def runs_command(store: StoreOpt = None) -> None:
     for column in ("name", "kind", "status", "model", "judge", "dataset", "created"):
         table.add_column(column)
     for run in s.list_runs():
-        cfg = run.config["run"]
+        view = RunView.of(s, run)
         table.add_row(
-            run.name,
+            Text(run.name),
             run.kind,
             run.status,
-            (cfg.get("model") or {}).get("spec", "-"),
-            cfg["judge"]["spec"],
-            str(cfg.get("dataset")),
+            Text(view.model_spec or "-"),
+            Text(view.judge_spec),
+            Text(view.config.dataset),
             run.created_at[:19],
         )
     console.print(table)

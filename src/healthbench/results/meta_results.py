@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from healthbench.data.schema import MetaEvalRecord, decode_lines, row_id
+from healthbench.data.sources import load_meta_eval
+from healthbench.data.subset import select
 from healthbench.errors import DataError
 from healthbench.results.views import RunView
 from healthbench.scoring.meta import DEFAULT_MIN_PHYSICIAN_RATINGS, MetaEvalResult, meta_metrics
@@ -34,6 +36,23 @@ def score_meta_run(
 ) -> MetaEvalResult:
     rows, labels = stored_labels(store, run)
     return meta_metrics(rows, labels, min_physician_ratings=min_physician_ratings)
+
+
+def score_label_file(
+    labels: Path,
+    variant: str,
+    *,
+    data: str | Path | None = None,
+    cache: str | Path | None = None,
+    limit: int | None = None,
+    categories: Sequence[str] | None = None,
+    min_physician_ratings: int = DEFAULT_MIN_PHYSICIAN_RATINGS,
+) -> MetaEvalResult:
+    """Agreement metrics of judge labels made elsewhere (`read_labels`) on the meta-eval rows of
+    ``variant`` (or ``data``), chosen by ``limit`` and ``categories`` as a meta-eval run chooses them."""
+    _, records = load_meta_eval(variant, data=data, cache=cache)
+    chosen = select(records, limit=limit, categories=categories)
+    return meta_metrics(chosen, read_labels(labels, chosen), min_physician_ratings=min_physician_ratings)
 
 
 def read_labels(path: Path, records: Sequence[MetaEvalRecord]) -> list[bool | None]:

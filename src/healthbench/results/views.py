@@ -17,7 +17,7 @@ from healthbench.data.schema import Conversation, MetaEvalRecord
 from healthbench.errors import RunError
 from healthbench.scoring.rubric import Verdict
 from healthbench.scoring.run_score import GradedSample, RunScore, ScoringOptions, score_run
-from healthbench.store.runs import GradeRow, RunRecord, SampleRow, Store
+from healthbench.store.runs import RunRecord, SampleRow, Store
 
 VERDICTS = {"met": Verdict.MET, "not_met": Verdict.NOT_MET, "ungraded": Verdict.UNGRADED}
 VERDICT_NAMES = {verdict: name for name, verdict in VERDICTS.items()}
@@ -132,11 +132,11 @@ class RunView:
             for page in self.store.iter_item_pages(run_id, page_size):
                 ids = [item_id for item_id, _ in page]
                 samples = self.store.load_samples(run_id, item_ids=ids, repeat=repeat)
-                grades = self.store.load_grades(run_id, item_ids=ids, repeat=repeat)
+                verdicts = self.store.load_verdicts(run_id, item_ids=ids, repeat=repeat)
                 for item_id, record in page:
                     conversation = Conversation.model_validate(record)
                     sample = samples.get((item_id, repeat))
-                    yield StoredSample(_graded(conversation, repeat, sample, grades), sample)
+                    yield StoredSample(_graded(conversation, repeat, sample, verdicts), sample)
 
     def graded_samples(self) -> list[GradedSample]:
         """Every graded sample of the run, in `iter_samples` order (what `score_run` takes)."""
@@ -184,17 +184,18 @@ def _graded(
     conversation: Conversation,
     repeat: int,
     sample: SampleRow | None,
-    grades: Mapping[tuple[str, int, int], GradeRow],
+    grades: Mapping[tuple[str, int], tuple[str, str | None]],
 ) -> GradedSample:
+    """A stored sample and its grades as the scoring core takes them (missing grade = ungraded)."""
     n = len(conversation.rubrics)
-    found = [grades.get((conversation.prompt_id, repeat, index)) for index in range(n)]
+    found = [grades.get((conversation.prompt_id, index), ("ungraded", None)) for index in range(n)]
     ok = sample is not None and sample.error is None
-    verdicts = tuple(VERDICTS[g.status] if g else Verdict.UNGRADED for g in found)
+    verdicts = tuple(VERDICTS[status] for status, _ in found)
     return GradedSample(
         conversation=conversation,
         completion=(sample.completion or "") if ok and sample else "",
         verdicts=verdicts if ok else (Verdict.UNGRADED,) * n,
-        explanations=tuple(g.explanation if g else None for g in found),
+        explanations=tuple(explanation for _, explanation in found),
         repeat=repeat,
         prompt_messages=tuple(sample.messages or ()) if sample else None,
         usage=sample.usage if sample else None,

@@ -39,10 +39,6 @@ def new_run_name(prefix: str = "run") -> str:
     return f"{prefix}-{stamp}-{secrets.token_hex(2)}"
 
 
-def run_config_of(run: RunRecord) -> RunConfig:
-    return RunConfig.model_validate(run.config["run"])
-
-
 def _identity(config: RunConfig) -> dict[str, Any]:
     data = config.model_dump(mode="json", exclude=HOW_FIELDS | {"model", "judge"})
     data["model"] = config.model.identity() if config.model else None

@@ -226,6 +226,22 @@ class Store:
             rows = conn.execute(query).mappings().all()
         return {(r["item_id"], r["repeat"], r["criterion"]): GradeRow(**r) for r in rows}
 
+    def load_verdicts(
+        self, run_id: int, *, item_ids: Collection[str], repeat: int
+    ) -> dict[tuple[str, int], tuple[str, str | None]]:
+        """(status, explanation) by (item, criterion) for some items of one repeat: what scoring
+        and the result documents need of a grade, without its usage (cheaper to read)."""
+        query = select(grades.c.item_id, grades.c.criterion, grades.c.status, grades.c.explanation).where(
+            and_(
+                grades.c.run_id == run_id,
+                grades.c.repeat == repeat,
+                grades.c.item_id.in_(list(item_ids)),
+            )
+        )
+        with self.engine.connect() as conn:
+            rows = conn.execute(query).all()
+        return {(r.item_id, r.criterion): (r.status, r.explanation) for r in rows}
+
     def iter_usage(self, run_id: int) -> Iterator[UsageRow]:
         """Usage, cost and cache flag of every stored sample and grade of a run (streamed)."""
         for role, table in (("candidate", samples), ("judge", grades)):
