@@ -11,11 +11,11 @@ from typer.testing import CliRunner
 
 import healthbench.cli  # noqa: F401  (registers the commands)
 from healthbench.cli.app import app
+from healthbench.config import build_config
 from healthbench.errors import RunError
 from healthbench.results.correction import corrected_scores
-from healthbench.results.run_results import graded_samples
-from healthbench.runner.config import build_config
-from healthbench.runner.meta_eval import meta_records, prepare_meta_eval, row_id
+from healthbench.results.views import RunView
+from healthbench.runner.meta_eval import prepare_meta_eval, row_id
 from healthbench.store.db import now
 from healthbench.store.runs import Store
 from healthbench.testing.process import fake_server_process
@@ -59,7 +59,7 @@ def judge_says_met(index: int, n_per_truth: int = 40) -> bool:
 def stored_meta_run(store: Store, path: Path, judge: dict, name: str = "meta") -> None:
     config = build_config({"dataset": "meta_eval", "data": str(path), "judge": judge, "model": None})
     run = prepare_meta_eval(store, config.model_copy(update={"model": None}), name, show_progress=False)
-    records = meta_records(store, run)
+    records = RunView.of(store, run).meta_records()
     grades = [
         (
             "grades",
@@ -108,7 +108,7 @@ def test_corrected_overall_by_hand(stored: Path) -> None:
     # no run criterion is in cluster:sleep_advice: every one uses the pooled Se 0.8, Sp 0.9
     assert result.model.used == ("cluster:sleep_advice",)
     expected = []
-    for sample in graded_samples(store, store.require_run("r")):
+    for sample in RunView.open(store, "r").graded_samples():
         rubric = sample.conversation.rubrics
         possible = sum(i.points for i in rubric if i.points > 0)
         for_each = [

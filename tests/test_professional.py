@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 import healthbench.cli  # noqa: F401  (registers the commands)
 from healthbench.cli.app import app
+from healthbench.config import build_config
 from healthbench.data.professional import (
     PROFESSIONAL_GROUP,
     professional_defaults,
@@ -18,7 +19,6 @@ from healthbench.data.professional import (
     resolve_format,
 )
 from healthbench.errors import DataError
-from healthbench.runner.config import build_config
 from healthbench.testing.process import fake_server_process
 
 runner = CliRunner()

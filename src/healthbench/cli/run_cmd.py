@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -38,24 +37,26 @@ from healthbench.cli.options import (
     model_layer,
     split_list,
 )
+from healthbench.config import OFFLINE_MODEL, ModelConfig, RunConfig, build_config, load_config_file
 from healthbench.data.professional import (
     PROFESSIONAL,
     describe_professional,
     professional_defaults,
     resolve_format,
 )
-from healthbench.errors import RunError
-from healthbench.results import run_results
+from healthbench.errors import RunError, StoreMissingError
+from healthbench.results.aggregate import aggregate_document, write_aggregate_scores
 from healthbench.results.correction import corrected_scores
 from healthbench.results.metrics_out import write_metrics
+from healthbench.results.rows import iter_row_scores, write_row_scores
 from healthbench.results.simple_evals import write_allresults
 from healthbench.results.summary import render_summary
+from healthbench.results.views import RunView
 from healthbench.runner import run as runner
 from healthbench.runner.completions import estimate_baselines, run_baselines
-from healthbench.runner.config import OFFLINE_MODEL, ModelConfig, RunConfig, build_config, load_config_file
-from healthbench.runner.estimate import RoleEstimate
+from healthbench.runner.estimate import RoleEstimate, total_cost
 from healthbench.runner.progress import RichProgress
-from healthbench.scoring.run_score import RunScore, score_run
+from healthbench.scoring.run_score import RunScore
 from healthbench.store import RunRecord, Store
 
 SMOKE_WARNING = (
@@ -75,17 +76,14 @@ def _report(
     n_resamples: int | None,
     strict: bool,
     counters_line: str | None = None,
+    aggregate_out: Path | None = None,
+    row_scores_out: Path | None = None,
 ) -> RunScore:
-    options = run_results.scoring_options(run)
-    if seed is not None or n_resamples is not None:
-        options = dataclasses.replace(
-            options,
-            n_resamples=options.n_resamples if n_resamples is None else n_resamples,
-            seed=options.seed if seed is None else seed,
-        )
-    samples = run_results.graded_samples(store, run)
-    score = score_run(samples, options)
-    judge = run.config["run"]["judge"]["spec"]
+    view = RunView.of(store, run).require_kind("eval")
+    options = view.scoring_options(seed=seed, n_resamples=n_resamples)
+    samples = view.graded_samples()
+    score = view.score_samples(samples, options)
+    judge = view.judge_spec
     render_summary(score, title=f"run {run.name} · judge {judge}", console=console)
     if counters_line:
         console.print(counters_line)
@@ -93,10 +91,17 @@ def _report(
         err_console.print(f"[yellow]note:[/] {SMOKE_WARNING}")
     if metrics_out is not None:
         write_metrics(metrics_out, score.metrics())
-        console.print(f"metrics written to {metrics_out}")
+        _say(f"metrics written to {metrics_out}")
     if allresults_out is not None:
         write_allresults(allresults_out, samples, score)
-        console.print(f"simple-evals export written to {allresults_out}")
+        _say(f"simple-evals export written to {allresults_out}")
+    if aggregate_out is not None:
+        write_aggregate_scores(aggregate_out, aggregate_document(run.name, samples, score))
+        _say(f"aggregate scores written to {aggregate_out}")
+    if row_scores_out is not None:
+        del samples  # the rows stream from the store
+        _, count = write_row_scores(row_scores_out, iter_row_scores(store, run.name, options))
+        _say(f"{count} row scores written to {row_scores_out}")
     if score.ungraded_criteria:
         message = (
             f"{score.ungraded_criteria} criteria ungraded in {score.ungraded_samples} conversations "
@@ -119,7 +124,6 @@ def _print_estimate(title: str, rows: list[RoleEstimate]) -> None:
     table = Table(title=Text(title))
     for column in ("role", "model", "calls", "input tokens", "output tokens", "est. cost (USD)"):
         table.add_column(column, justify="right" if column not in ("role", "model") else "left")
-    total: float | None = 0.0
     for r in rows:
         table.add_row(
             r.role,
@@ -129,8 +133,8 @@ def _print_estimate(title: str, rows: list[RoleEstimate]) -> None:
             f"{r.output_tokens:,}",
             "unknown price" if r.cost is None else f"{r.cost:,.2f}",
         )
-        total = None if total is None or r.cost is None else total + r.cost
     console.print(table)
+    total = total_cost(rows)
     console.print(
         f"estimated total: {'unknown (a model has no price; see --prices)' if total is None else f'${total:,.2f}'}"
         " — tokens estimated at 4 characters each; cached calls cost nothing"
@@ -305,7 +309,7 @@ def run_command(
     )
     if resume is not None:
         if dry_run:
-            _dry_run(s, runner.run_config_of(s.require_run(resume)), resume)
+            _dry_run(s, RunView.open(s, resume).config, resume)
             return
         with RichProgress(console) as progress:
             outcome = runner.resume_run(resume, store=s, overrides=how, progress=progress)
@@ -513,28 +517,32 @@ def regrade_command(
 @app.command("runs")
 @handles_errors
 def runs_command(store: StoreOpt = None) -> None:
-    """List the runs in the store."""
-    s = Store(store)
-    table = Table(title=f"runs in {s.url}")
+    """List the runs in the store (a store that does not exist yet lists nothing and is not created)."""
+    try:
+        s = Store(store, create=False)
+    except StoreMissingError as exc:
+        console.print(Text(f"no runs: {exc}"))
+        return
+    table = Table(title=Text(f"runs in {s.url}"))
     for column in ("name", "kind", "status", "model", "judge", "dataset", "created"):
         table.add_column(column)
     for run in s.list_runs():
-        cfg = run.config["run"]
+        view = RunView.of(s, run)
         table.add_row(
-            run.name,
+            Text(run.name),
             run.kind,
             run.status,
-            (cfg.get("model") or {}).get("spec") or _completions_label(cfg),
-            cfg["judge"]["spec"],
-            str(cfg.get("dataset")),
+            Text(view.model_spec or _completions_label(view.config)),
+            Text(view.judge_spec),
+            Text(view.config.dataset),
             run.created_at[:19],
         )
     console.print(table)
 
 
-def _completions_label(cfg: dict[str, Any]) -> str:
+def _completions_label(config: RunConfig) -> str:
     """What a run without a candidate model graded (a baseline run's completions), else "-"."""
-    return f"{cfg['completions']} completions" if cfg.get("completions") else "-"
+    return f"{config.completions} completions" if config.completions else "-"
 
 
 @app.command("results")
@@ -554,9 +562,23 @@ def results_command(
             "measured errors (docs/correction.md).",
         ),
     ] = None,
+    aggregate_out: Annotated[
+        Path | None,
+        typer.Option(
+            "--aggregate-out",
+            help="Write the aggregate-scores JSON (NeMo Evaluator shape, see docs/results.md).",
+        ),
+    ] = None,
+    row_scores_out: Annotated[
+        Path | None,
+        typer.Option(
+            "--row-scores-out",
+            help="Write the row-scores JSONL, one line per conversation and repeat (see docs/results.md).",
+        ),
+    ] = None,
 ) -> None:
     """Show a stored run's scores again and export them (no model call)."""
-    s = Store(store)
+    s = Store(store, create=False)
     run = s.require_run(name)
     if run.kind != "eval":
         raise RunError(f"run {name!r} is a {run.kind} run; use `healthbench meta-eval --resume {name}`")
@@ -571,6 +593,8 @@ def results_command(
         seed=seed,
         n_resamples=n_resamples,
         strict=False,
+        aggregate_out=aggregate_out,
+        row_scores_out=row_scores_out,
     )
     if correction is not None:
         render_correction(
@@ -578,3 +602,8 @@ def results_command(
         )
         if metrics_out is not None:
             write_metrics(metrics_out, {**score.metrics(), **correction.metrics()})
+
+
+def _say(text: str) -> None:
+    """One plain line (paths printed literally, never as markup, never wrapped)."""
+    console.print(text, highlight=False, markup=False, soft_wrap=True)

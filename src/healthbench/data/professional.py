@@ -21,8 +21,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
 
-from healthbench.data.schema import Conversation, Message, Points, RubricItem, decode_lines, parse_lines
-from healthbench.data.schema import _field_of as field_of
+from healthbench.data.schema import (
+    Conversation,
+    Message,
+    Points,
+    RubricItem,
+    decode_lines,
+    field_of,
+    parse_lines,
+)
 from healthbench.errors import DataError
 
 Format = Literal["classic", "professional"]

@@ -11,7 +11,7 @@ from typing import Any
 
 from healthbench.errors import RunError
 from healthbench.results.meta_results import stored_labels
-from healthbench.results.run_results import graded_samples, scoring_options
+from healthbench.results.views import RunView
 from healthbench.scoring.correction import (
     DEFAULT_EPSILON,
     DEFAULT_MIN_ROWS,
@@ -49,10 +49,11 @@ def corrected_scores(
     if meta.kind != "meta_eval":
         raise RunError(f"--correct-with needs a meta-eval run; {meta_run_name!r} is a {meta.kind} run")
     check_same_judge(run, meta)
-    options = scoring_options(run)
+    view = RunView.of(store, run)
+    options = view.scoring_options(seed=seed, n_resamples=n_resamples)
     rows, labels = stored_labels(store, meta)
     cells = judge_cells([r.category for r in rows], [r.binary_labels for r in rows], labels)
-    samples = graded_samples(store, run)
+    samples = view.graded_samples()
     try:
         model = error_model(cells, min_rows=min_rows, epsilon=epsilon)
         tables = key_tables([s.conversation for s in samples], [s.verdicts for s in samples], model)
@@ -63,8 +64,8 @@ def corrected_scores(
             len(tables[OVERALL].rows),
             cells,
             model,
-            n_resamples=options.n_resamples if n_resamples is None else n_resamples,
-            seed=options.seed if seed is None else seed,
+            n_resamples=options.n_resamples,
+            seed=options.seed,
             confidence=confidence,
             epsilon=epsilon,
         )

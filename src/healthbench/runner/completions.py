@@ -17,20 +17,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from healthbench.config import RunConfig
 from healthbench.data.schema import Conversation
 from healthbench.data.sources import DatasetFile, load_conversations
 from healthbench.data.subset import select
 from healthbench.errors import ConfigError, DataError, RunError
 from healthbench.grading.template import load_template
 from healthbench.models.pricing import PriceTable
-from healthbench.runner.config import RunConfig
+from healthbench.results.views import RunView
 from healthbench.runner.engine import WorkItem
 from healthbench.runner.estimate import RoleEstimate, estimate
 from healthbench.runner.progress import ProgressSink
 from healthbench.runner.run import (
     RunOutcome,
     check_same_settings,
-    conversations_of,
     eval_work,
     new_run_name,
     run_to_end,
@@ -236,7 +236,8 @@ def run_baselines(
         run, selection = prepare_baseline(store, config, run_name, group, loaded)
         if run.parent_run is not None:
             raise RunError(f"run {run_name!r} is a regrade, not a baseline run")
-        work = eval_work(conversations_of(store, run), config.n_repeats, item_ids=stored_item_ids(store, run))
+        conversations = RunView.of(store, run).conversations()
+        work = eval_work(conversations, config.n_repeats, item_ids=stored_item_ids(store, run))
         outcome = run_to_end(
             store, run, config, work, with_candidate=False, progress=progress, environ=environ
         )
