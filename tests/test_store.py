@@ -164,7 +164,9 @@ def _applied(store: Store) -> list[str]:
 def test_migrations_from_empty(store_target: str) -> None:
     store = Store(store_target)
     assert _applied(store) == ALL_MIGRATIONS
-    assert _tables(store) == {"schema_migrations", "runs", "items", "samples", "grades", "call_cache"}
+    run_tables = {"schema_migrations", "runs", "items", "samples", "grades", "call_cache"}
+    job_service_tables = {"benchmark_jobs", "job_uploads", "api_tokens"}  # migration 0004
+    assert _tables(store) == run_tables | job_service_tables
     assert migrate(store.engine, "x") == []  # idempotent: nothing left to apply
 
 
