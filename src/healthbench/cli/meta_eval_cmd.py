@@ -20,11 +20,13 @@ from healthbench.cli.options import (
     JudgeMaxTokens,
     JudgeReasoning,
     JudgeRetries,
+    JudgeSystemMessage,
     JudgeTemperature,
     MaxConnections,
     MaxRetries,
     MetricsOutOpt,
     Prices,
+    Profile,
     StoreOpt,
     how_layer,
     model_layer,
@@ -34,6 +36,7 @@ from healthbench.data.sources import load_meta_eval
 from healthbench.data.subset import select
 from healthbench.results.meta_results import read_labels, score_meta_run
 from healthbench.results.metrics_out import write_metrics
+from healthbench.results.run_results import describe_provenance, provenance
 from healthbench.runner.config import OFFLINE_MODEL, build_config, load_config_file
 from healthbench.runner.meta_eval import resume_meta_eval, run_meta_eval
 from healthbench.runner.progress import RichProgress
@@ -91,7 +94,9 @@ def meta_eval_command(
     judge_max_tokens: JudgeMaxTokens = None,
     judge_reasoning_effort: JudgeReasoning = None,
     judge_extra_body: JudgeExtraBody = None,
+    judge_system_message: JudgeSystemMessage = None,
     judge_json: JudgeJson = None,
+    profile: Profile = None,
     grader_template: GraderTemplate = None,
     dataset: Annotated[
         str | None,
@@ -190,13 +195,15 @@ def meta_eval_command(
                 judge_max_tokens,
                 judge_reasoning_effort,
                 judge_extra_body,
+                system=judge_system_message,
             ),
             "grader_template": str(grader_template) if grader_template else None,
             "judge_structured_output": judge_json,
+            "profile": profile,
             **how,
         }
         cfg = build_config(
-            {"judge": {"spec": OFFLINE_MODEL}}, load_config_file(config) if config else {}, flags
+            load_config_file(config) if config else {}, flags, defaults={"judge": {"spec": OFFLINE_MODEL}}
         )
         with RichProgress(console, label="rows (fixed answers)") as progress:
             outcome = run_meta_eval(cfg, store=s, name=name, progress=progress)
@@ -207,13 +214,16 @@ def meta_eval_command(
         f"{c.input_tokens + c.output_tokens:,} tokens · ${c.cost:.4f}"
     )
     judge_spec = outcome.run.config["run"]["judge"]["spec"]
-    _output(result, f"meta-eval run {outcome.run.name} · judge {judge_spec}", metrics_out)
+    title = f"meta-eval run {outcome.run.name} · judge {judge_spec} · {describe_provenance(outcome.run)}"
+    _output(result, title, metrics_out, provenance(outcome.run))
     if judge_spec.startswith("local/"):
         err_console.print("[yellow]note:[/] a 135M local judge is a smoke test of the pipeline, not a judge.")
 
 
-def _output(result: MetaEvalResult, title: str, metrics_out: Path | None) -> None:
+def _output(
+    result: MetaEvalResult, title: str, metrics_out: Path | None, about: dict[str, str | None] | None = None
+) -> None:
     render_meta(result, title=title)
     if metrics_out is not None:
-        write_metrics(metrics_out, result.metrics)
+        write_metrics(metrics_out, result.metrics, about)
         console.print(f"metrics written to {metrics_out}")

@@ -48,6 +48,22 @@ def graded_samples(store: Store, run: RunRecord) -> list[GradedSample]:
     return out
 
 
+def provenance(run: RunRecord) -> dict[str, str | None]:
+    """How the run's verdicts were asked for: its profile (None: our defaults) and the sha256 of its
+    grader prompt. Every export carries these (see docs/profiles.md)."""
+    return {
+        "profile": run.config["run"].get("profile"),
+        "grader_template_sha256": run.config.get("grader_template_sha256"),
+    }
+
+
+def describe_provenance(run: RunRecord) -> str:
+    """``profile simple-evals · grader prompt 2adffd51fd25`` for titles and summaries."""
+    about = provenance(run)
+    sha = about["grader_template_sha256"] or "unknown"
+    return f"profile {about['profile'] or 'none'} · grader prompt {sha[:12]}"
+
+
 def scoring_options(run: RunRecord) -> ScoringOptions:
     scoring = run.config["run"].get("scoring", {})
     return ScoringOptions(
