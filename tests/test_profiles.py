@@ -256,3 +256,29 @@ def test_profiles_set_the_official_template_and_reject_unknown_names() -> None:
 
     with pytest.raises(ConfigError, match="unknown profile 'nemo'"):
         build_config({"profile": "nemo"}, defaults=defaults)
+
+
+def test_python_config_gets_the_profile_under_explicit_settings() -> None:
+    from healthbench.runner.config import RunConfig
+
+    config = RunConfig.model_validate({"profile": "inspect", "judge": {"spec": "openai/gpt-4.1"}})
+    assert config.judge.spec == "openai/gpt-4.1"
+    assert (config.judge.settings.temperature, config.judge.settings.system_message) == (0.0, SYSTEM)
+    assert config.model is not None and config.model.settings.system_message is None
+    # a stored run (every key present, explicit None included) is never changed by its profile
+    stored = build_config(
+        {"profile": "simple-evals", "model": {"spec": "openai/o3"}}, defaults={"judge": {"spec": "j"}}
+    ).model_dump(mode="json")
+    assert stored["model"]["settings"]["temperature"] is None
+    assert RunConfig.model_validate(stored).model_dump(mode="json") == stored
+    assert RunConfig.model_validate({**stored, "model": None}).model is None  # meta-eval: no candidate
+
+
+def test_a_profile_run_resumes_with_its_stored_settings(server: str, files: dict[str, Path]) -> None:
+    args = ["--data", str(files["data"]), "--grader-template", str(files["template"]),
+            "--store", str(files["store"])]  # fmt: skip
+    run_cli("run", "--profile", "simple-evals", "--model", "m", "--base-url", server,
+            "--judge-base-url", server, "--name", "again", *args)  # fmt: skip
+    reset_stats(server)
+    run_cli("run", "--resume", "again", "--store", str(files["store"]))
+    assert fetch_requests(server) == []  # nothing left to do, and the settings still match
