@@ -37,9 +37,9 @@ from typer.testing import CliRunner
 
 import healthbench.cli  # noqa: F401  (registers the commands)
 from healthbench.cli.app import app
+from healthbench.config import build_config
 from healthbench.data.schema import Conversation, Message, RubricItem
 from healthbench.grading.template import GraderTemplate
-from healthbench.runner.config import build_config
 from healthbench.testing.fake_server import (
     FakeServerConfig,
     fake_answer,
@@ -259,7 +259,7 @@ def test_profiles_set_the_official_template_and_reject_unknown_names() -> None:
 
 
 def test_python_config_gets_the_profile_under_explicit_settings() -> None:
-    from healthbench.runner.config import RunConfig
+    from healthbench.config import RunConfig
 
     config = RunConfig.model_validate({"profile": "inspect", "judge": {"spec": "openai/gpt-4.1"}})
     assert config.judge.spec == "openai/gpt-4.1"
