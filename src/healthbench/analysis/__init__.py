@@ -1,0 +1,1 @@
+"""Many runs, many models: tables, paired comparisons and the HTML report."""

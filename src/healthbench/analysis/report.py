@@ -1,0 +1,131 @@
+"""The HTML report: one self-contained file (styles, script and data inline) that works offline.
+
+`build_report` scores the runs (`score_run`, the same numbers every other output shows) and
+`Report.write` lays them out with the jinja template in ``analysis/templates/``. The summary is
+embedded as JSON (``<`` escaped, so no text can close the script element) and also rendered as
+tables; the conversations are embedded once as gzip-compressed JSON in base64 (a 5,000-conversation
+run stays well under 25 MB) that the page decompresses in the browser and renders lazily: only the
+visible rows of the browser, and a conversation's details when it is opened.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import math
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from healthbench.analysis.report_data import (
+    ReportInput,
+    ScoredRun,
+    report_conversations,
+    report_summary,
+)
+from healthbench.results.metrics_out import json_safe, write_text_atomic
+from healthbench.scoring.run_score import ScoringOptions, score_run
+
+_TEMPLATES = "templates"
+DEFAULT_TITLE = "HealthBench report"
+
+
+def score_inputs(runs: Sequence[ReportInput], options: ScoringOptions | None = None) -> list[ScoredRun]:
+    """Each input with its `RunScore` (and its cost when the input carries one)."""
+    return [
+        ScoredRun(
+            model=run.model,
+            run_id=run.run_id,
+            samples=run.samples,
+            score=score_run(run.samples, options),
+            cost=getattr(run, "cost", None),
+        )
+        for run in runs
+    ]
+
+
+def json_for_script(data: Any) -> str:
+    """JSON safe inside ``<script type="application/json">``: ``<``, ``>`` and ``&`` escaped, so
+    user text such as ``</script>`` or ``<!--`` cannot end the element; NaN written as null."""
+    text = json.dumps(json_safe(data), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def encode_conversations(data: Mapping[str, Any]) -> str:
+    """The browser's data as base64 of gzip-compressed JSON (deterministic: no timestamp)."""
+    raw = json.dumps(json_safe(data), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return base64.b64encode(gzip.compress(raw.encode("utf-8"), compresslevel=6, mtime=0)).decode("ascii")
+
+
+@dataclass(frozen=True)
+class Report:
+    """Scored runs and the summary the report shows; render it as HTML or as static figures."""
+
+    runs: list[ScoredRun]
+    summary: dict[str, Any]
+
+    def html(self) -> str:
+        """The report's self-contained HTML text."""
+        return render_html(self.runs, self.summary)
+
+    def write(self, path: str | os.PathLike[str]) -> Path:
+        """Write the HTML report atomically; returns the path."""
+        return write_text_atomic(path, self.html())
+
+    def write_figures(self, out_dir: str | os.PathLike[str]) -> list[Path]:
+        """PNG and SVG charts for papers (needs matplotlib); returns the files written."""
+        from healthbench.analysis.figures import write_figures
+
+        return write_figures(self.summary, out_dir)
+
+
+def build_report(
+    runs: Sequence[ReportInput],
+    *,
+    options: ScoringOptions | None = None,
+    title: str = DEFAULT_TITLE,
+    comparison: Mapping[str, Any] | None = None,
+) -> Report:
+    """Score ``runs`` (in the order given: the first is the baseline of the charts) for a report."""
+    if not runs:
+        raise ValueError("a report needs at least one run")
+    scored = score_inputs(runs, options)
+    return Report(scored, report_summary(scored, title=title, comparison=comparison))
+
+
+def render_html(runs: Sequence[ScoredRun], summary: Mapping[str, Any]) -> str:
+    """Lay out ``summary`` (from `report_summary`) and the runs' conversations with the template."""
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.FunctionLoader(_template_source),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["num"] = _num
+    env.filters["count"] = _count
+    return env.get_template("report.html.j2").render(
+        summary=summary,
+        summary_json=json_for_script(summary),
+        conversations_b64=encode_conversations(report_conversations(runs)),
+        style=_template_source("report.css"),
+        script=_template_source("report.js"),
+    )
+
+
+def _template_source(name: str) -> str:
+    return (resources.files("healthbench.analysis") / _TEMPLATES / name).read_text(encoding="utf-8")
+
+
+def _num(value: float | None, digits: int = 3) -> str:
+    return "–" if value is None or not math.isfinite(value) else f"{value:.{digits}f}"
+
+
+def _count(value: int | None) -> str:
+    return "–" if value is None else f"{value:,}"

@@ -1,0 +1,100 @@
+"""The HTML report's data and file: numbers equal `score_run`'s, text is escaped, nothing external."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import re
+from pathlib import Path
+
+import pytest
+from report_fixtures import HOSTILE, two_runs
+
+from healthbench.analysis.report import build_report, encode_conversations, json_for_script
+from healthbench.analysis.report_data import SCORE_BIN_LABELS, score_histogram
+from healthbench.scoring.rubric import OVERALL
+from healthbench.scoring.run_score import ScoringOptions, score_run
+
+OPTIONS = ScoringOptions(n_resamples=200, seed=3)
+
+
+def _embedded(html: str, element_id: str) -> str:
+    match = re.search(rf'<script[^>]*id="{element_id}"[^>]*>(.*?)</script>', html, re.S)
+    assert match, element_id
+    return match.group(1)
+
+
+def test_summary_numbers_are_score_runs() -> None:
+    runs = two_runs()
+    report = build_report(runs, options=OPTIONS)
+    for run, summary in zip(runs, report.summary["runs"], strict=True):
+        expected = score_run(run.samples, OPTIONS)
+        overall = expected.stats[OVERALL]
+        assert summary["overall"] == {
+            "mean": overall.mean,
+            "lo": overall.ci_lower,
+            "hi": overall.ci_upper,
+            "n": overall.n_samples,
+        }
+        for key, stats in expected.stats.items():
+            if key.startswith("theme:"):
+                assert summary["themes"][key.removeprefix("theme:")]["mean"] == stats.mean
+            if key.startswith("axis:"):
+                assert summary["axes"][key.removeprefix("axis:")]["hi"] == stats.ci_upper
+        assert summary["ungraded_criteria"] == expected.ungraded_criteria
+        assert summary["tokens"] == {"input": sum(100 + i for i in range(30)), "output": 50 * 30}
+        assert summary["cost"] == 1.25
+    assert report.summary["runs"][0]["ungraded_samples"] == 1
+    assert report.summary["themes"] == ["emergency_referrals", "global_health", "hedging"]
+
+
+def test_histogram_bins_scores_below_zero_and_one_inclusive() -> None:
+    metrics = [{OVERALL: v} for v in (-0.2, 0.0, 0.05, 0.1, 0.95, 1.0)] + [None]
+    counts = score_histogram(metrics)
+    assert len(counts) == len(SCORE_BIN_LABELS) == 11
+    assert counts == [1, 2, 1, 0, 0, 0, 0, 0, 0, 0, 2]
+
+
+def test_user_text_cannot_close_the_script_elements() -> None:
+    text = json_for_script({"label": "</script><script>alert(1)</script>", "x": float("nan")})
+    assert "<" not in text and ">" not in text
+    assert json.loads(text) == {"label": "</script><script>alert(1)</script>", "x": None}
+
+
+def test_report_file_embeds_everything_and_escapes_answers(tmp_path: Path) -> None:
+    runs = two_runs()
+    runs[0] = type(runs[0])("model <b>a</b>", runs[0].run_id, runs[0].samples)
+    path = build_report(runs, options=OPTIONS, title="T <i>x</i>").write(tmp_path / "r.html")
+    html = path.read_text(encoding="utf-8")
+    assert HOSTILE not in html and "<b>a</b>" not in html and "<i>x</i>" not in html
+    assert "model &lt;b&gt;a&lt;/b&gt;" in html
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", html)  # nothing fetched from elsewhere
+    summary = json.loads(_embedded(html, "report-summary"))
+    assert summary["runs"][0]["label"].startswith("model <b>a</b>")
+    payload = json.loads(gzip.decompress(base64.b64decode(_embedded(html, "report-conversations"))))
+    assert len(payload["conversations"]) == 30  # each conversation once, for both runs
+    assert [len(a) for a in payload["answers"]] == [30, 30]
+    answer = payload["answers"][0][1]
+    assert HOSTILE in answer["text"] and answer["e"][0] == "Judge: model-a on criterion 0 of conv-001."
+    assert payload["answers"][0][2]["score"] is None and "u" in payload["answers"][0][2]["v"]
+
+
+def test_conversation_encoding_is_deterministic() -> None:
+    data = {"conversations": [{"id": "a"}], "answers": []}
+    assert encode_conversations(data) == encode_conversations(data)
+
+
+def test_a_report_needs_a_run() -> None:
+    with pytest.raises(ValueError, match="at least one run"):
+        build_report([])
+
+
+def test_figures_are_written_as_png_and_svg(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    written = build_report(two_runs(), options=OPTIONS).write_figures(tmp_path / "fig")
+    names = sorted(p.name for p in written)
+    assert names == sorted(f"{n}.{e}" for n in ("themes", "axes", "scores") for e in ("png", "svg"))
+    assert (tmp_path / "fig" / "themes.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    svg = (tmp_path / "fig" / "axes.svg").read_text()
+    assert "<svg" in svg and "completeness" in svg
