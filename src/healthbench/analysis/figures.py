@@ -81,8 +81,7 @@ def _bars(
     ax.set_title(title, loc="left")
     ax.grid(axis="x", alpha=0.3)
     ax.spines[["top", "right"]].set_visible(False)
-    if len(runs) > 1:
-        ax.legend(frameon=False, fontsize="small", loc="lower right")
+    _legend(fig, runs)
     return fig
 
 
@@ -102,6 +101,11 @@ def _histogram(figure_cls: Any, runs: Sequence[Mapping[str, Any]], bins: Sequenc
     ax.set_title("Distribution of conversation scores", loc="left")
     ax.grid(axis="y", alpha=0.3)
     ax.spines[["top", "right"]].set_visible(False)
-    if len(runs) > 1:
-        ax.legend(frameon=False, fontsize="small")
+    _legend(fig, runs)
     return fig
+
+
+def _legend(fig: Any, runs: Sequence[Mapping[str, Any]]) -> None:
+    """Below the axes, so that it never hides a bar."""
+    if len(runs) > 1:
+        fig.legend(loc="outside lower center", ncols=min(2, len(runs)), frameon=False, fontsize="small")

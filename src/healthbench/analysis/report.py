@@ -110,6 +110,7 @@ def render_html(runs: Sequence[ScoredRun], summary: Mapping[str, Any]) -> str:
     )
     env.filters["num"] = _num
     env.filters["count"] = _count
+    env.filters["plural"] = _plural
     return env.get_template("report.html.j2").render(
         summary=summary,
         summary_json=json_for_script(summary),
@@ -129,3 +130,7 @@ def _num(value: float | None, digits: int = 3) -> str:
 
 def _count(value: int | None) -> str:
     return "–" if value is None else f"{value:,}"
+
+
+def _plural(value: int, one: str, many: str | None = None) -> str:
+    return f"{value:,} {one if value == 1 else many or one + 's'}"

@@ -4,6 +4,7 @@ from healthbench.cli import data_cmd as data_cmd
 from healthbench.cli import fake_server_cmd as fake_server_cmd
 from healthbench.cli import interop_cmd as interop_cmd
 from healthbench.cli import meta_eval_cmd as meta_eval_cmd
+from healthbench.cli import report_cmd as report_cmd
 from healthbench.cli import run_cmd as run_cmd
 from healthbench.cli.app import app as app
 from healthbench.cli.app import main as main

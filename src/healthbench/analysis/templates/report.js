@@ -282,7 +282,9 @@
       const [cls, text] = VERDICTS[a.v[i]] || VERDICTS.u;
       const tr = el("tr", { class: "criterion", "data-verdict": cls });
       tr.appendChild(el("td", { class: points < 0 ? "points neg" : "points" }, String(points)));
-      tr.appendChild(el("td", { class: `verdict ${cls}` }, text));
+      const penalty = points < 0 && cls === "met";
+      tr.appendChild(el("td", { class: `verdict ${cls}${penalty ? " penalty" : ""}`,
+        title: penalty ? "a negative criterion was met: it lowers the score" : "" }, text));
       const crit = el("td", {}, criterion);
       if (axis) crit.appendChild(el("div", { class: "meta" }, `axis: ${axis}`));
       tr.appendChild(crit);
