@@ -82,7 +82,7 @@ def page(browser: Any, report_file: Path) -> Iterator[Any]:
     page.route("**/*", route)
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     page.goto(report_file.as_uri())
-    page.wait_for_function("document.body.dataset.ready", timeout=30_000)
+    page.wait_for_selector("body[data-ready]", state="attached", timeout=30_000)
     yield page
     assert page.evaluate("document.body.dataset.ready") == "true"
     assert outside == [], f"the report fetched {outside}"
