@@ -43,6 +43,7 @@ _EXPORTS = {
     "score_stored_run": "healthbench.results.run_results",
     "read_allresults": "healthbench.results.simple_evals",
     "write_allresults": "healthbench.results.simple_evals",
+    "build_report": "healthbench.analysis.report",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -264,6 +264,7 @@
     const start = runIndex === undefined ? 0 : Math.max(0, answered.findIndex(([ri]) => ri === runIndex));
     show(start);
     detail.scrollTop = 0;
+    detail.focus({ preventScroll: true });
   }
 
   function renderAnswer(panel, conv, ri, a) {
