@@ -98,3 +98,35 @@ def test_figures_are_written_as_png_and_svg(tmp_path: Path) -> None:
     assert (tmp_path / "fig" / "themes.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     svg = (tmp_path / "fig" / "axes.svg").read_text()
     assert "<svg" in svg and "completeness" in svg
+
+
+def test_degenerate_runs_render(tmp_path: Path) -> None:
+    """A run with every conversation ungraded and a run of one conversation (no CI) still render."""
+    from report_fixtures import Run, conversations, run
+
+    convs = conversations(3)
+    all_ungraded = Run(
+        "ungraded", "r", [run("x", convs, p_met=0.5, seed=1, ungraded=i).samples[i] for i in range(3)]
+    )
+    single = Run("single", "r", run("y", convs[:1], p_met=0.5, seed=2).samples)
+    report = build_report([all_ungraded, single], options=OPTIONS)
+    first, second = report.summary["runs"]
+    assert first["overall"] is None and first["histogram"] == [0] * 11 and first["ungraded_samples"] == 3
+    assert second["overall"]["n"] == 1
+    html = report.html()
+    summary = json.loads(_embedded(html, "report-summary"))
+    assert summary["runs"][0]["overall"] is None
+    assert "no graded conversation" in html
+
+
+def test_the_cli_loads_no_report_dependency_until_asked() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, healthbench.cli; "
+        "heavy = ('jinja2', 'matplotlib', 'healthbench.analysis.report'); "
+        "print(sorted(m for m in heavy if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
