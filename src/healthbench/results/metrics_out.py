@@ -30,18 +30,14 @@ def write_json_atomic(
     path: str | os.PathLike[str], payload: Any, *, indent: int | None = 2, ensure_ascii: bool = True
 ) -> Path:
     """Write ``payload`` as JSON through a temporary file in the same directory, then rename it."""
-    text = json.dumps(json_safe(payload), indent=indent, ensure_ascii=ensure_ascii, allow_nan=False)
-    return write_text_atomic(path, text + "\n")
-
-
-def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
-    """Write ``text`` (UTF-8) through a temporary file in the same directory, then rename it."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(json_safe(payload), indent=indent, ensure_ascii=ensure_ascii, allow_nan=False)
     handle, temp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as out:
             out.write(text)
+            out.write("\n")
         os.replace(temp_name, target)
     except BaseException:
         Path(temp_name).unlink(missing_ok=True)
