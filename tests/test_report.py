@@ -130,3 +130,15 @@ def test_the_cli_loads_no_report_dependency_until_asked() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_the_report_file_gets_the_users_usual_permissions(tmp_path: Path) -> None:
+    import os
+
+    umask = os.umask(0o022)
+    try:
+        path = build_report(two_runs(3), options=OPTIONS).write(tmp_path / "r.html")
+    finally:
+        os.umask(umask)
+    assert path.stat().st_mode & 0o777 == 0o644
+    assert [p.name for p in tmp_path.iterdir()] == ["r.html"]  # no temporary file left
