@@ -175,3 +175,20 @@ def test_opening_a_conversation_shows_criteria_and_keeps_text_as_text(
     page.screenshot(path=str(shot), full_page=True)
     assert shot.stat().st_size > 10_000
     shutil.copyfile(shot, SCREENSHOT_COPY)
+
+
+def test_sorting_by_change_and_linking_a_conversation(page: Any, runs: list[Any], report_file: Path) -> None:
+    a, b = (score_run(r.samples, OPTIONS).per_sample for r in runs)
+    gains = sorted(
+        (-(mb[OVERALL] - ma[OVERALL]), s.conversation.prompt_id)
+        for s, ma, mb in zip(runs[0].samples, a, b, strict=True)
+        if ma is not None and mb is not None
+    )
+    page.select_option("#f-run", "1")
+    page.select_option("#f-sort", "gain")
+    assert _row_ids(page)[:3] == [pid for _, pid in gains[:3]]
+
+    page.goto(report_file.as_uri() + "#conversation=conv-007")
+    page.reload()
+    page.wait_for_selector("body[data-ready]", state="attached")
+    assert page.locator("#conv-detail h3").text_content() == "Conversation conv-007"

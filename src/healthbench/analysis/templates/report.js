@@ -158,6 +158,13 @@
     }
   }
 
+  // The chosen run's score minus the baseline's (the first run, or the second when the first is
+  // chosen), per conversation; null unless both graded it.
+  function change(ri) {
+    const base = meanScore[ri === 0 ? 1 : 0] || [];
+    return meanScore[ri].map((s, ci) => (s === null || base[ci] == null ? null : s - base[ci]));
+  }
+
   function number(input) {
     const v = parseFloat(input.value);
     return Number.isFinite(v) ? v : null;
@@ -182,9 +189,10 @@
     });
     const order = controls.sort.value;
     if (order !== "file") {
-      const sign = order === "asc" ? 1 : -1;
+      const sign = order === "asc" || order === "loss" ? 1 : -1;
+      const key = order === "gain" || order === "loss" ? change(ri) : scores;
       visible.sort((a, b) => {
-        const sa = scores[a], sb = scores[b];
+        const sa = key[a], sb = key[b];
         if (sa === null) return sb === null ? a - b : 1;
         if (sb === null) return -1;
         return sign * (sa - sb) || a - b;
@@ -227,6 +235,7 @@
 
   function open(ci, runIndex) {
     current = ci;
+    history.replaceState(null, "", `#conversation=${encodeURIComponent(data.conversations[ci].id)}`);
     draw();
     const conv = data.conversations[ci];
     const answered = runs.map((_, ri) => byRun[ri][ci]).flatMap((list, ri) => list.map((a) => [ri, a]));
@@ -234,6 +243,7 @@
     const close = el("button", { type: "button", class: "close", "aria-label": "Close the conversation" }, "Close");
     close.addEventListener("click", () => {
       current = null;
+      history.replaceState(null, "", location.pathname + location.search);
       draw();
       detail.replaceChildren(el("p", { class: "hint" }, "Open a conversation to see it here."));
     });
@@ -308,6 +318,9 @@
     data = decoded;
     index();
     applyFilters();
+    const linked = decodeURIComponent((location.hash.match(/^#conversation=(.+)$/) || [])[1] || "");
+    const target = data.conversations.findIndex((c) => c.id === linked);
+    if (target >= 0) open(target);
     document.body.dataset.ready = "true";
   }).catch((err) => {
     status.textContent = `The conversations could not be loaded in this browser (${err.message}); the scores above are complete.`;
