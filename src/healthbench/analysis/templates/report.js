@@ -227,13 +227,13 @@
       chips.appendChild(chip);
     });
     button.appendChild(chips);
-    button.addEventListener("click", () => open(ci));
+    button.addEventListener("click", () => openConversation(ci));
     return button;
   }
 
   const VERDICTS = { m: ["met", "✓ met"], n: ["not_met", "✗ not met"], u: ["ungraded", "? ungraded"] };
 
-  function open(ci, runIndex) {
+  function openConversation(ci, runIndex) {
     current = ci;
     history.replaceState(null, "", `#conversation=${encodeURIComponent(data.conversations[ci].id)}`);
     draw();
@@ -320,7 +320,7 @@
     applyFilters();
     const linked = decodeURIComponent((location.hash.match(/^#conversation=(.+)$/) || [])[1] || "");
     const target = data.conversations.findIndex((c) => c.id === linked);
-    if (target >= 0) open(target);
+    if (target >= 0) openConversation(target);
     document.body.dataset.ready = "true";
   }).catch((err) => {
     status.textContent = `The conversations could not be loaded in this browser (${err.message}); the scores above are complete.`;
