@@ -114,6 +114,7 @@ def render_html(runs: Sequence[ScoredRun], summary: Mapping[str, Any]) -> str:
     env.filters["num"] = _num
     env.filters["count"] = _count
     env.filters["plural"] = _plural
+    env.filters["signed"] = _signed
     return env.get_template("report.html.j2").render(
         summary=summary,
         summary_json=json_for_script(summary),
@@ -133,6 +134,10 @@ def _num(value: float | None, digits: int = 3) -> str:
 
 def _count(value: int | None) -> str:
     return "–" if value is None else f"{value:,}"
+
+
+def _signed(value: float | None, digits: int = 3) -> str:
+    return "–" if value is None or not math.isfinite(value) else f"{value:+.{digits}f}"
 
 
 def _plural(value: int, one: str, many: str | None = None) -> str:

@@ -171,3 +171,42 @@ def _conversation_entry(sample: GradedSample) -> dict[str, Any]:
 
 def _axis(tags: Sequence[str]) -> str | None:
     return next((t.removeprefix("axis:") for t in tags if t.startswith("axis:")), None)
+
+
+MAX_FLIPS_SHOWN = 50
+
+
+def comparison_summary(comparison: Any) -> dict[str, Any]:
+    """A `healthbench.analysis.compare.Comparison` as the report embeds it: one row per group
+    (overall, then themes, then axes) and the flipped conversations, largest change first."""
+    rows = [
+        {
+            "kind": row.kind,
+            "key": "overall" if row.kind == "all" else f"{row.kind}: {row.name}",
+            "mean_a": row.result.mean_a,
+            "mean_b": row.result.mean_b,
+            "diff": row.result.difference,
+            "lo": row.result.ci_lower,
+            "hi": row.result.ci_upper,
+            "p": row.result.p_value,
+            "n": row.result.n,
+            "verdict": row.verdict,
+        }
+        for row in comparison.rows
+    ]
+    flips = [
+        {"id": f.prompt_id, "a": f.score_a, "b": f.score_b, "improved": f.improved}
+        for f in comparison.flips[:MAX_FLIPS_SHOWN]
+    ]
+    return {
+        "a": comparison.a,
+        "b": comparison.b,
+        "n_pairs": comparison.n_common,
+        "margin": comparison.margin,
+        "verdict": comparison.verdict,
+        "warnings": list(comparison.warnings),
+        "rows": rows,
+        "flips": flips,
+        "n_flips": len(comparison.flips),
+        "n_improved": sum(1 for f in comparison.flips if f.improved),
+    }

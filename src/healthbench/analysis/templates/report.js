@@ -306,6 +306,15 @@
     panel.appendChild(table);
   }
 
+  // report.html#conversation=ID opens that conversation (the flipped list links this way).
+  function openLinked() {
+    const linked = decodeURIComponent((location.hash.match(/^#conversation=(.+)$/) || [])[1] || "");
+    const target = data.conversations.findIndex((c) => c.id === linked);
+    if (target < 0) return;
+    openConversation(target);
+    document.getElementById("browser").scrollIntoView();
+  }
+
   let pending = false;
   list.addEventListener("scroll", () => {
     if (pending) return;
@@ -318,9 +327,8 @@
     data = decoded;
     index();
     applyFilters();
-    const linked = decodeURIComponent((location.hash.match(/^#conversation=(.+)$/) || [])[1] || "");
-    const target = data.conversations.findIndex((c) => c.id === linked);
-    if (target >= 0) openConversation(target);
+    openLinked();
+    window.addEventListener("hashchange", openLinked);
     document.body.dataset.ready = "true";
   }).catch((err) => {
     status.textContent = `The conversations could not be loaded in this browser (${err.message}); the scores above are complete.`;
