@@ -1,1 +1,1 @@
-"""Many runs, many models: tables, paired comparisons and the HTML report."""
+"""Many runs, many models: multi-run tables, paired comparisons (the report builds on these)."""

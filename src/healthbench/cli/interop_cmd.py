@@ -10,9 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from healthbench.cli.app import app, console, handles_errors
-from healthbench.data.schema import Conversation
-from healthbench.data.sources import load_conversations
-from healthbench.errors import DataError
+from healthbench.data.sources import join_datasets
 from healthbench.results.metrics_out import write_metrics
 from healthbench.results.simple_evals import load_allresults, write_allresults
 from healthbench.results.summary import render_summary
@@ -61,7 +59,7 @@ def import_allresults(
     The file stores no example tags: theme: and physician_agreed_category: metrics need the dataset,
     given by --data and/or --dataset and joined on prompt_id (rubrics must match).
     """
-    conversations = _dataset(data or [], dataset, cache)
+    conversations = join_datasets(data or [], dataset, cache=cache)
     stored = load_allresults(file, conversations, allow_missing=allow_untagged)
     run_score = score_run(stored.samples, ScoringOptions(n_resamples=n_resamples, seed=seed))
     render_summary(run_score, title=f"{file.name} (re-scored)", console=console)
@@ -85,33 +83,6 @@ def import_allresults(
 def _say(text: str, style: str | None = None) -> None:
     """One plain line: no markup, no highlighting, never wrapped (paths stay copyable)."""
     console.print(text, style=style, highlight=False, markup=False, soft_wrap=True)
-
-
-def _dataset(files: list[Path], variant: str | None, cache: Path | None) -> dict[str, Conversation] | None:
-    """The conversations of every given dataset by prompt_id; a prompt_id given twice must agree."""
-    if not files and variant is None:
-        return None
-    loaded: list[tuple[str, list[Conversation]]] = []
-    for path in files:
-        source, records = load_conversations(data=path)
-        loaded.append((str(source.path), records))
-    if variant is not None:
-        source, records = load_conversations(variant, cache=cache)
-        loaded.append((str(source.path), records))
-    joined: dict[str, Conversation] = {}
-    origin: dict[str, str] = {}
-    for name, records in loaded:
-        for record in records:
-            known = joined.get(record.prompt_id)
-            if known is not None and known.rubrics != record.rubrics:
-                raise DataError(
-                    f"prompt_id {record.prompt_id} has a different rubric in {origin[record.prompt_id]}"
-                    "; give only the dataset the run used",
-                    path=name,
-                )
-            joined.setdefault(record.prompt_id, record)
-            origin.setdefault(record.prompt_id, name)
-    return joined
 
 
 def _agreement(score: float | None, stored: Mapping[str, Any], ours: Mapping[str, Any]) -> str:
