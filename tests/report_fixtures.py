@@ -6,6 +6,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
+from healthbench.analysis.compare import Comparison, compare_runs
+from healthbench.analysis.inputs import LoadedRun
 from healthbench.data.schema import Conversation, Message, RubricItem
 from healthbench.scoring.rubric import Verdict
 from healthbench.scoring.run_score import GradedSample
@@ -72,3 +74,14 @@ def run(model: str, convs: list[Conversation], *, p_met: float, seed: int, ungra
 def two_runs(n: int = 30) -> list[Run]:
     convs = conversations(n)
     return [run("model-a", convs, p_met=0.5, seed=1, ungraded=2), run("model-b", convs, p_met=0.7, seed=2)]
+
+
+def loaded(run: Run) -> LoadedRun:
+    """The run as `load_inputs` would give it (what `compare_runs` takes)."""
+    return LoadedRun(
+        model=run.model, run_id=run.run_id, samples=tuple(run.samples), source=f"fixture:{run.model}"
+    )
+
+
+def comparison_of(runs: list[Run], seed: int = 5) -> Comparison:
+    return compare_runs(loaded(runs[0]), loaded(runs[1]), seed=seed, n_resamples=200)

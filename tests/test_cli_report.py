@@ -83,3 +83,20 @@ def test_bad_input_is_one_line(fixtures_dir: Path, tmp_path: Path, name: str, fr
     assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in stderr
     assert fragment in lines[0]
     assert not out.exists()
+
+
+def test_two_runs_get_a_paired_comparison(fixtures_dir: Path, tmp_path: Path) -> None:
+    source = (fixtures_dir / "small_allresults.json").read_bytes()
+    files = [tmp_path / f"healthbench_{m}_20260101_000000_allresults.json" for m in ("m1", "m2")]
+    for file in files:
+        file.write_bytes(source)
+    out = tmp_path / "r.html"
+    code, stdout, stderr = invoke(
+        "report", *files, "--data", fixtures_dir / "small_dataset.jsonl", "-o", out, "--n-resamples", "50"
+    )
+    assert code == 0, stderr
+    assert "warning: only 2 paired conversations: the CIs are rough" in stdout
+    summary, _ = embedded(out.read_text(encoding="utf-8"))
+    comparison = summary["comparison"]
+    assert (comparison["a"], comparison["b"]) == ("m1/20260101_000000", "m2/20260101_000000")
+    assert comparison["rows"][0]["diff"] == 0.0 and comparison["n_pairs"] == 2

@@ -142,3 +142,27 @@ def test_the_report_file_gets_the_users_usual_permissions(tmp_path: Path) -> Non
         os.umask(umask)
     assert path.stat().st_mode & 0o777 == 0o644
     assert [p.name for p in tmp_path.iterdir()] == ["r.html"]  # no temporary file left
+
+
+def test_the_comparison_section_shows_compare_runs_numbers() -> None:
+    from report_fixtures import comparison_of
+
+    runs = two_runs()
+    comparison = comparison_of(runs)
+    report = build_report(runs, options=OPTIONS, comparison=comparison)
+    shown = report.summary["comparison"]
+    assert shown["a"] == "model-a/20260101_000000" == report.summary["runs"][0]["label"]
+    assert shown["n_pairs"] == comparison.n_common == 29  # conv-002 is ungraded in A
+    assert [r["key"] for r in shown["rows"]][:2] == ["overall", "theme: emergency_referrals"]
+    overall = shown["rows"][0]
+    assert (overall["diff"], overall["lo"], overall["hi"], overall["p"]) == (
+        comparison.overall.result.difference,
+        comparison.overall.result.ci_lower,
+        comparison.overall.result.ci_upper,
+        comparison.overall.result.p_value,
+    )
+    assert shown["verdict"] == comparison.verdict
+    assert [f["id"] for f in shown["flips"]] == [f.prompt_id for f in comparison.flips]
+    html = report.html()
+    assert 'id="table-comparison"' in html
+    assert html.count('<a href="#conversation=') == len(comparison.flips)

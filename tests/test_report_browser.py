@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from report_fixtures import AXES, THEMES, two_runs
+from report_fixtures import AXES, THEMES, comparison_of, two_runs
 
 from healthbench.analysis.report import build_report
 from healthbench.scoring.rubric import OVERALL
@@ -46,9 +46,9 @@ def runs() -> list[Any]:
 
 @pytest.fixture(scope="module")
 def report_file(runs: list[Any], tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_report(runs, options=OPTIONS, title="Report under test").write(
-        tmp_path_factory.mktemp("report") / "report.html"
-    )
+    return build_report(
+        runs, options=OPTIONS, title="Report under test", comparison=comparison_of(runs)
+    ).write(tmp_path_factory.mktemp("report") / "report.html")
 
 
 @pytest.fixture(scope="module")
@@ -192,3 +192,16 @@ def test_sorting_by_change_and_linking_a_conversation(page: Any, runs: list[Any]
     page.reload()
     page.wait_for_selector("body[data-ready]", state="attached")
     assert page.locator("#conv-detail h3").text_content() == "Conversation conv-007"
+
+
+def test_a_flipped_conversation_link_opens_it(page: Any, runs: list[Any]) -> None:
+    comparison = comparison_of(runs)
+    rows = page.locator("#table-comparison tbody tr")
+    assert rows.count() == len(comparison.rows)
+    assert float(rows.first.locator("[data-value]").get_attribute("data-value")) == (
+        comparison.overall.result.difference
+    )
+    assert page.locator("#comparison-verdict").text_content() == comparison.verdict
+    flip = comparison.flips[0]
+    page.locator(f'#flips a[href="#conversation={flip.prompt_id}"]').click()
+    assert page.locator("#conv-detail h3").text_content() == f"Conversation {flip.prompt_id}"

@@ -19,16 +19,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from healthbench.analysis.report_data import (
     ReportInput,
     ScoredRun,
+    comparison_summary,
     report_conversations,
     report_summary,
 )
 from healthbench.results.metrics_out import json_safe
 from healthbench.scoring.run_score import ScoringOptions, score_run
+
+if TYPE_CHECKING:
+    from healthbench.analysis.compare import Comparison
 
 _TEMPLATES = "templates"
 DEFAULT_TITLE = "HealthBench report"
@@ -91,13 +95,15 @@ def build_report(
     *,
     options: ScoringOptions | None = None,
     title: str = DEFAULT_TITLE,
-    comparison: Mapping[str, Any] | None = None,
+    comparison: Comparison | None = None,
 ) -> Report:
-    """Score ``runs`` (in the order given: the first is the baseline of the charts) for a report."""
+    """Score ``runs`` (in the order given: the first is the baseline of the charts) for a report;
+    ``comparison`` (`healthbench.analysis.compare.compare_runs` of two of them) adds its section."""
     if not runs:
         raise ValueError("a report needs at least one run")
     scored = score_inputs(runs, options)
-    return Report(scored, report_summary(scored, title=title, comparison=comparison))
+    shown = comparison_summary(comparison) if comparison is not None else None
+    return Report(scored, report_summary(scored, title=title, comparison=shown))
 
 
 def render_html(runs: Sequence[ScoredRun], summary: Mapping[str, Any]) -> str:

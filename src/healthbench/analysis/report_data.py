@@ -11,13 +11,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from healthbench.scoring.rubric import OVERALL, Verdict
 from healthbench.scoring.run_score import GradedSample, RunScore
 from healthbench.scoring.stats import KeyStats
+
+if TYPE_CHECKING:
+    from healthbench.analysis.compare import Comparison
 
 # Conversation-score bins of the distribution chart: below 0, then ten bins of 0.1 up to 1 inclusive.
 SCORE_BIN_EDGES = tuple(round(0.1 * i, 1) for i in range(11))
@@ -50,7 +53,7 @@ class ScoredRun:
 
     @property
     def label(self) -> str:
-        return f"{self.model} · {self.run_id}" if self.run_id else self.model
+        return f"{self.model}/{self.run_id}" if self.run_id else self.model  # as `LoadedRun.label`
 
 
 def stat_entry(stats: KeyStats | None) -> dict[str, float | int] | None:
@@ -176,7 +179,7 @@ def _axis(tags: Sequence[str]) -> str | None:
 MAX_FLIPS_SHOWN = 50
 
 
-def comparison_summary(comparison: Any) -> dict[str, Any]:
+def comparison_summary(comparison: Comparison) -> dict[str, Any]:
     """A `healthbench.analysis.compare.Comparison` as the report embeds it: one row per group
     (overall, then themes, then axes) and the flipped conversations, largest change first."""
     rows = [

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from healthbench.cli.app import app, console, handles_errors
-from healthbench.cli.options import ResamplesOpt, SeedOpt, StoreOpt
+from healthbench.cli.options import CacheDir, ResamplesOpt, SeedOpt, StoreOpt
 
 
 @app.command("report")
@@ -33,72 +33,59 @@ def report_command(
             "--data", help="Dataset JSONL the runs used, for themes of _allresults.json files (repeatable)."
         ),
     ] = None,
+    dataset: Annotated[
+        str | None,
+        typer.Option(
+            "--dataset", help="Dataset variant the runs used (full, hard, consensus), for themes of files."
+        ),
+    ] = None,
+    allow_untagged: Annotated[
+        bool,
+        typer.Option(
+            "--allow-untagged", help="Keep file examples whose prompt_id is not in the dataset (no themes)."
+        ),
+    ] = False,
     title: Annotated[str, typer.Option("--title", help="Title of the report.")] = "HealthBench report",
     store: StoreOpt = None,
     seed: SeedOpt = None,
     n_resamples: ResamplesOpt = None,
+    cache: CacheDir = None,
 ) -> None:
     """Write one HTML file that works offline: scores with CIs, theme and axis charts, the score
-    distribution, coverage, tokens and cost, and a browser of every conversation with its grades."""
+    distribution, coverage, tokens and cost, a paired comparison when two runs are given, and a
+    browser of every conversation with its grades. See docs/report.md."""
+    from healthbench.analysis.compare import compare_runs
+    from healthbench.analysis.inputs import load_inputs
     from healthbench.analysis.report import build_report
+    from healthbench.data.sources import join_datasets
     from healthbench.scoring.run_score import ScoringOptions
+    from healthbench.store import Store
 
-    runs = _inputs(inputs, data or [], store)
     defaults = ScoringOptions()
     options = ScoringOptions(
         n_resamples=defaults.n_resamples if n_resamples is None else n_resamples,
         seed=defaults.seed if seed is None else seed,
     )
-    report = build_report(runs, options=options, title=title)
-    path = report.write(output)
-    conversations = sum(run.score.n_samples for run in report.runs)
-    _say(
-        f"report: {path} ({path.stat().st_size / 1e6:.1f} MB, {len(report.runs)} runs, {conversations} answers)"
+    needs_store = any(not Path(name).exists() for name in inputs)  # a run name, not a file
+    runs = load_inputs(
+        inputs,
+        store=Store(store) if needs_store else None,
+        data=join_datasets(data or [], dataset, cache=cache),
+        allow_untagged=allow_untagged,
     )
+    comparison = None
+    if len(runs) == 2:
+        comparison = compare_runs(runs[0], runs[1], seed=options.seed, n_resamples=options.n_resamples)
+        for warning in comparison.warnings:
+            _say(f"warning: {warning}", style="yellow")
+    report = build_report(runs, options=options, title=title, comparison=comparison)
+    path = report.write(output)
+    answers = sum(run.score.n_samples for run in report.runs)
+    _say(f"report: {path} ({path.stat().st_size / 1e6:.1f} MB, {len(report.runs)} runs, {answers} answers)")
     if figures is not None:
         for written in report.write_figures(figures):
             _say(f"figure: {written}")
 
 
-def _say(text: str) -> None:
-    console.print(text, highlight=False, markup=False, soft_wrap=True)
-
-
-def _inputs(names: list[str], data: list[Path], store: Path | None) -> list[Any]:
-    """Each input as (model, run_id, samples): a path is a simple-evals file (or a folder of them),
-    anything else a stored run's name."""
-    from dataclasses import dataclass
-
-    from healthbench.cli.interop_cmd import _dataset
-    from healthbench.errors import DataError
-    from healthbench.results.run_results import graded_samples
-    from healthbench.results.simple_evals import read_allresults
-    from healthbench.store import Store
-
-    @dataclass(frozen=True)
-    class Loaded:
-        model: str
-        run_id: str
-        samples: list[Any]
-
-    conversations = _dataset(data, None, None)
-    loaded: list[Any] = []
-    opened: Store | None = None
-    for name in names:
-        path = Path(name)
-        if path.exists():
-            files = sorted(path.glob("*_allresults.json")) if path.is_dir() else [path]
-            if not files:
-                raise DataError("no *_allresults.json file in this folder", path=name)
-            for file in files:
-                samples = read_allresults(file, conversations, allow_missing=True)
-                loaded.append(Loaded(file.name.removesuffix("_allresults.json"), "", samples))
-        else:
-            opened = opened or Store(store)
-            run = opened.require_run(name)
-            loaded.append(
-                Loaded(
-                    str(run.config.get("model", {}).get("spec", name)), run.name, graded_samples(opened, run)
-                )
-            )
-    return loaded
+def _say(text: str, style: str | None = None) -> None:
+    console.print(text, style=style, highlight=False, markup=False, soft_wrap=True)
