@@ -206,6 +206,7 @@ def comparison_summary(comparison: Comparison) -> dict[str, Any]:
         "b": comparison.b,
         "n_pairs": comparison.n_common,
         "margin": comparison.margin,
+        "n_resamples": comparison.n_resamples,
         "verdict": comparison.verdict,
         "warnings": list(comparison.warnings),
         "rows": rows,
