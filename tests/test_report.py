@@ -166,3 +166,10 @@ def test_the_comparison_section_shows_compare_runs_numbers() -> None:
     html = report.html()
     assert 'id="table-comparison"' in html
     assert html.count('<a href="#conversation=') == len(comparison.flips)
+
+
+def test_a_report_without_conversations_is_small() -> None:
+    runs = two_runs()
+    full, small = (build_report(runs, options=OPTIONS, conversations=c).html() for c in (True, False))
+    assert 'id="report-conversations"' in full and 'id="report-conversations"' not in small
+    assert HOSTILE not in small and len(small) < len(full)

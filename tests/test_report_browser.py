@@ -205,3 +205,21 @@ def test_a_flipped_conversation_link_opens_it(page: Any, runs: list[Any]) -> Non
     flip = comparison.flips[0]
     page.locator(f'#flips a[href="#conversation={flip.prompt_id}"]').click()
     assert page.locator("#conv-detail h3").text_content() == f"Conversation {flip.prompt_id}"
+
+
+def test_a_report_without_conversations_draws_its_charts(
+    browser: Any, runs: list[Any], tmp_path: Path
+) -> None:
+    path = build_report(runs, options=OPTIONS, comparison=comparison_of(runs), conversations=False).write(
+        tmp_path / "small.html"
+    )
+    page = browser.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto(path.as_uri())
+    page.wait_for_selector('body[data-ready="true"]', state="attached")
+    assert page.locator("#chart-axes rect.bar").count() == len(AXES) * 2
+    assert page.locator(".conv-row, #flips a").count() == 0
+    assert "--no-conversations" in page.locator("#browser").text_content()
+    assert errors == []
+    page.close()

@@ -74,10 +74,11 @@ class Report:
 
     runs: list[ScoredRun]
     summary: dict[str, Any]
+    conversations: bool = True  # embed the conversation browser's data
 
     def html(self) -> str:
         """The report's self-contained HTML text."""
-        return render_html(self.runs, self.summary)
+        return render_html(self.runs, self.summary, conversations=self.conversations)
 
     def write(self, path: str | os.PathLike[str]) -> Path:
         """Write the HTML report atomically; returns the path."""
@@ -96,17 +97,19 @@ def build_report(
     options: ScoringOptions | None = None,
     title: str = DEFAULT_TITLE,
     comparison: Comparison | None = None,
+    conversations: bool = True,
 ) -> Report:
     """Score ``runs`` (in the order given: the first is the baseline of the charts) for a report;
-    ``comparison`` (`healthbench.analysis.compare.compare_runs` of two of them) adds its section."""
+    ``comparison`` (`healthbench.analysis.compare.compare_runs` of two of them) adds its section.
+    Without ``conversations`` the page has no conversation browser (each full run adds ~11 MB)."""
     if not runs:
         raise ValueError("a report needs at least one run")
     scored = score_inputs(runs, options)
     shown = comparison_summary(comparison) if comparison is not None else None
-    return Report(scored, report_summary(scored, title=title, comparison=shown))
+    return Report(scored, report_summary(scored, title=title, comparison=shown), conversations)
 
 
-def render_html(runs: Sequence[ScoredRun], summary: Mapping[str, Any]) -> str:
+def render_html(runs: Sequence[ScoredRun], summary: Mapping[str, Any], *, conversations: bool = True) -> str:
     """Lay out ``summary`` (from `report_summary`) and the runs' conversations with the template."""
     import jinja2
 
@@ -124,7 +127,7 @@ def render_html(runs: Sequence[ScoredRun], summary: Mapping[str, Any]) -> str:
     return env.get_template("report.html.j2").render(
         summary=summary,
         summary_json=json_for_script(summary),
-        conversations_b64=encode_conversations(report_conversations(runs)),
+        conversations_b64=encode_conversations(report_conversations(runs)) if conversations else None,
         style=_template_source("report.css"),
         script=_template_source("report.js"),
     )

@@ -45,6 +45,13 @@ def report_command(
             "--allow-untagged", help="Keep file examples whose prompt_id is not in the dataset (no themes)."
         ),
     ] = False,
+    conversations: Annotated[
+        bool,
+        typer.Option(
+            "--conversations/--no-conversations",
+            help="Embed every conversation for the browser (each full run adds ~11 MB); --no-conversations keeps charts and tables only.",
+        ),
+    ] = True,
     title: Annotated[str, typer.Option("--title", help="Title of the report.")] = "HealthBench report",
     store: StoreOpt = None,
     seed: SeedOpt = None,
@@ -78,7 +85,9 @@ def report_command(
         comparison = compare_runs(runs[0], runs[1], seed=options.seed, n_resamples=options.n_resamples)
         for warning in comparison.warnings:
             _say(f"warning: {warning}", style="yellow")
-    report = build_report(runs, options=options, title=title, comparison=comparison)
+    report = build_report(
+        runs, options=options, title=title, comparison=comparison, conversations=conversations
+    )
     path = report.write(output)
     answers = sum(run.score.n_samples for run in report.runs)
     _say(f"report: {path} ({path.stat().st_size / 1e6:.1f} MB, {len(report.runs)} runs, {answers} answers)")

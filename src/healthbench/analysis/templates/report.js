@@ -115,6 +115,11 @@
   }
   histogram(document.getElementById("chart-distribution"));
 
+  if (!document.getElementById("report-conversations")) {
+    document.body.dataset.ready = "true"; // made without the conversations: charts and tables only
+    return;
+  }
+
   // ---- conversation browser ------------------------------------------------------------------------
   const ROW = 64;
   const status = document.getElementById("browser-status");
