@@ -210,3 +210,34 @@ def _check_unique(runs: Iterable[LoadedRun]) -> None:
                 "give each input once (or override the model / run id)"
             )
         seen[key] = run.source
+
+
+def merge_runs(runs: Sequence[LoadedRun]) -> LoadedRun:
+    """Several runs as one (their samples as repeats, numbered on from run to run), e.g. every run of a
+    model for a paired comparison of models. A grading field the runs disagree on becomes None."""
+    if not runs:
+        raise DataError("no runs to merge")
+    if len(runs) == 1:
+        return runs[0]
+    samples: list[GradedSample] = []
+    offset = 0
+    for run in runs:
+        samples.extend(replace(s, repeat=s.repeat + offset) for s in run.samples)
+        offset += 1 + max((s.repeat for s in run.samples), default=0)
+    models = list(dict.fromkeys(r.model for r in runs))
+
+    def common(name: str) -> Any:
+        values = {getattr(r, name) for r in runs}
+        return values.pop() if len(values) == 1 else None
+
+    return LoadedRun(
+        model="+".join(models),
+        run_id=f"{len(runs)} runs",
+        samples=tuple(samples),
+        source=", ".join(r.source for r in runs),
+        judge=common("judge"),
+        grader_template_sha256=common("grader_template_sha256"),
+        dataset_variant=common("dataset_variant"),
+        dataset_sha256=common("dataset_sha256"),
+        profile=common("profile"),
+    )

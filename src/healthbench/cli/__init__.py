@@ -1,5 +1,6 @@
 """Command line: each module registers its commands on `healthbench.cli.app.app`; no logic lives here."""
 
+from healthbench.cli import analysis_cmd as analysis_cmd
 from healthbench.cli import data_cmd as data_cmd
 from healthbench.cli import fake_server_cmd as fake_server_cmd
 from healthbench.cli import interop_cmd as interop_cmd
