@@ -173,3 +173,21 @@ def test_a_report_without_conversations_is_small() -> None:
     full, small = (build_report(runs, options=OPTIONS, conversations=c).html() for c in (True, False))
     assert 'id="report-conversations"' in full and 'id="report-conversations"' not in small
     assert HOSTILE not in small and len(small) < len(full)
+
+
+def test_two_models_are_compared_with_their_runs_pooled() -> None:
+    from dataclasses import replace
+
+    from report_fixtures import loaded
+
+    from healthbench.analysis.report import default_comparison
+
+    a, b = (loaded(r) for r in two_runs(12))
+    a2 = replace(a, run_id="second")
+    pooled = default_comparison([a, a2, b], n_resamples=50)
+    assert pooled is not None and (pooled.a, pooled.b) == ("model-a/2 runs", b.label)
+    assert pooled.n_common == 11  # conv-002 is ungraded in both of model-a's runs (the same samples)
+    runs = default_comparison([a, a2], n_resamples=50)
+    assert runs is not None and (runs.a, runs.b) == (a.label, a2.label)
+    assert default_comparison([a], n_resamples=50) is None
+    assert default_comparison([a, a2, replace(a, run_id="third")], n_resamples=50) is None

@@ -30,9 +30,11 @@ from healthbench.analysis.report_data import (
 )
 from healthbench.results.metrics_out import json_safe
 from healthbench.scoring.run_score import ScoringOptions, score_run
+from healthbench.scoring.stats import DEFAULT_RESAMPLES
 
 if TYPE_CHECKING:
     from healthbench.analysis.compare import Comparison
+    from healthbench.analysis.inputs import LoadedRun
 
 _TEMPLATES = "templates"
 DEFAULT_TITLE = "HealthBench report"
@@ -107,6 +109,25 @@ def build_report(
     scored = score_inputs(runs, options)
     shown = comparison_summary(comparison) if comparison is not None else None
     return Report(scored, report_summary(scored, title=title, comparison=shown), conversations)
+
+
+def default_comparison(
+    runs: Sequence[LoadedRun], *, seed: int = 0, n_resamples: int = DEFAULT_RESAMPLES
+) -> Comparison | None:
+    """The comparison a report of ``runs`` shows: the second model against the first when the runs
+    are of exactly two models (each model's runs pooled as repeats, as ``healthbench compare`` does),
+    else the second run against the first when there are exactly two runs, else none."""
+    from healthbench.analysis.compare import compare_runs
+    from healthbench.analysis.inputs import merge_runs
+
+    models = list(dict.fromkeys(run.model for run in runs))
+    if len(models) == 2:
+        sides = [merge_runs([run for run in runs if run.model == model]) for model in models]
+    elif len(runs) == 2:
+        sides = list(runs)
+    else:
+        return None
+    return compare_runs(sides[0], sides[1], seed=seed, n_resamples=n_resamples)
 
 
 def render_html(runs: Sequence[ScoredRun], summary: Mapping[str, Any], *, conversations: bool = True) -> str:

@@ -7,8 +7,9 @@ from typing import Annotated
 
 import typer
 
+from healthbench.cli.analysis_cmd import AllowUntaggedOpt, CacheOpt, DataOpt, DatasetOpt, _load
 from healthbench.cli.app import app, console, handles_errors
-from healthbench.cli.options import CacheDir, ResamplesOpt, SeedOpt, StoreOpt
+from healthbench.cli.options import ResamplesOpt, SeedOpt, StoreOpt
 
 
 @app.command("report")
@@ -27,24 +28,9 @@ def report_command(
         Path | None,
         typer.Option("--figures", help="Also write PNG and SVG charts for papers into this folder."),
     ] = None,
-    data: Annotated[
-        list[Path] | None,
-        typer.Option(
-            "--data", help="Dataset JSONL the runs used, for themes of _allresults.json files (repeatable)."
-        ),
-    ] = None,
-    dataset: Annotated[
-        str | None,
-        typer.Option(
-            "--dataset", help="Dataset variant the runs used (full, hard, consensus), for themes of files."
-        ),
-    ] = None,
-    allow_untagged: Annotated[
-        bool,
-        typer.Option(
-            "--allow-untagged", help="Keep file examples whose prompt_id is not in the dataset (no themes)."
-        ),
-    ] = False,
+    data: DataOpt = None,
+    dataset: DatasetOpt = None,
+    allow_untagged: AllowUntaggedOpt = False,
     conversations: Annotated[
         bool,
         typer.Option(
@@ -56,35 +42,24 @@ def report_command(
     store: StoreOpt = None,
     seed: SeedOpt = None,
     n_resamples: ResamplesOpt = None,
-    cache: CacheDir = None,
+    cache: CacheOpt = None,
 ) -> None:
     """Write one HTML file that works offline: scores with CIs, theme and axis charts, the score
-    distribution, coverage, tokens and cost, a paired comparison when two runs are given, and a
+    distribution, coverage, tokens and cost, a paired comparison when two models (or two runs) are
+    given, and a
     browser of every conversation with its grades. See docs/report.md."""
-    from healthbench.analysis.compare import compare_runs
-    from healthbench.analysis.inputs import load_inputs
-    from healthbench.analysis.report import build_report
-    from healthbench.data.sources import join_datasets
+    from healthbench.analysis.report import build_report, default_comparison
     from healthbench.scoring.run_score import ScoringOptions
-    from healthbench.store import Store
 
     defaults = ScoringOptions()
     options = ScoringOptions(
         n_resamples=defaults.n_resamples if n_resamples is None else n_resamples,
         seed=defaults.seed if seed is None else seed,
     )
-    needs_store = any(not Path(name).exists() for name in inputs)  # a run name, not a file
-    runs = load_inputs(
-        inputs,
-        store=Store(store) if needs_store else None,
-        data=join_datasets(data or [], dataset, cache=cache),
-        allow_untagged=allow_untagged,
-    )
-    comparison = None
-    if len(runs) == 2:
-        comparison = compare_runs(runs[0], runs[1], seed=options.seed, n_resamples=options.n_resamples)
-        for warning in comparison.warnings:
-            _say(f"warning: {warning}", style="yellow")
+    runs = _load(inputs, store=store, data=data, dataset=dataset, allow_untagged=allow_untagged, cache=cache)
+    comparison = default_comparison(runs, seed=options.seed, n_resamples=options.n_resamples)
+    for warning in comparison.warnings if comparison else ():
+        _say(f"warning: {warning}", style="yellow")
     report = build_report(
         runs, options=options, title=title, comparison=comparison, conversations=conversations
     )
