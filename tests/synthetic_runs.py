@@ -14,13 +14,13 @@ AXES = ("accuracy", "completeness", "communication_quality")
 
 
 def conversations(n: int, *, seed: int = 0) -> list[Conversation]:
-    """``n`` conversations, 2-6 criteria each (points -5..10, at least one positive), one theme."""
+    """``n`` conversations, 2-6 criteria each (points -5..10, the first two positive), one theme."""
     rng = random.Random(seed)
     out = []
     for index in range(n):
         items = []
         for number in range(rng.randint(2, 6)):
-            points = rng.choice([-5, -2, 1, 3, 5, 7, 10]) if number else rng.choice([1, 5, 10])
+            points = rng.choice([-5, -2, 3, 5, 7, 10]) if number > 1 else rng.choice([5, 7, 10])
             items.append(
                 RubricItem(
                     criterion=f"criterion {number}",

@@ -124,9 +124,21 @@ def _load_one(
         if not files:
             raise DataError(f"no *{ALLRESULTS_SUFFIX} file in this folder", path=spec)
         return [load_file(f, data, data_sha256=data_sha256, allow_untagged=allow_untagged) for f in files]
+    if looks_like_path(spec):
+        raise DataError("no such file or folder", path=spec)
     if store is None:
         raise DataError("no such file or folder (and no store to look up a run of that name)", path=spec)
     return [load_stored(store, run) for run in _stored_runs(store, spec)]
+
+
+def looks_like_path(spec: str) -> bool:
+    """A spec naming a file or folder (a ``.json`` name or a path separator), never a stored run."""
+    return spec.endswith(".json") or os.sep in spec or (os.altsep is not None and os.altsep in spec)
+
+
+def needs_store(specs: Iterable[str | os.PathLike[str]]) -> bool:
+    """Whether any spec can only be a stored run (so a store must be opened)."""
+    return any(not Path(s).exists() and not looks_like_path(str(s)) for s in specs)
 
 
 def load_file(

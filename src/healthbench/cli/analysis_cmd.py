@@ -56,16 +56,15 @@ def _load(
     run_id: str | None = None,
 ) -> list[LoadedRun]:
     """Load the inputs; the store is opened only when an input is not a file or folder."""
-    from healthbench.analysis.inputs import load_inputs
+    from healthbench.analysis.inputs import load_inputs, needs_store
     from healthbench.data.sources import join_datasets, sha256_of
     from healthbench.store import Store
 
     conversations = join_datasets(data or [], dataset, cache=cache)
     data_sha = sha256_of(data[0]) if data and len(data) == 1 and dataset is None else None
-    needs_store = any(not Path(spec).exists() for spec in specs)
     return load_inputs(
         specs,
-        store=Store(store) if needs_store else None,
+        store=Store(store) if needs_store(specs) else None,
         data=conversations,
         data_sha256=data_sha,
         allow_untagged=allow_untagged,
