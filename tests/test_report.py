@@ -191,3 +191,19 @@ def test_two_models_are_compared_with_their_runs_pooled() -> None:
     assert runs is not None and (runs.a, runs.b) == (a.label, a2.label)
     assert default_comparison([a], n_resamples=50) is None
     assert default_comparison([a, a2, replace(a, run_id="third")], n_resamples=50) is None
+
+
+def test_real_simple_evals_files_show_simple_evals_numbers(shared_data: Path) -> None:
+    """On the real gpt-4o-mini result files, the report's overall and axis means are the ones
+    simple-evals wrote into each file."""
+    from healthbench.analysis.inputs import load_inputs
+
+    files = sorted((shared_data / "results" / "simple-evals-gpt-4o-mini").glob("healthbench_gpt-4o-mini_*"))
+    runs = load_inputs(files)
+    report = build_report(runs, options=ScoringOptions(n_resamples=10))
+    assert len(report.summary["runs"]) == len(files) == 4
+    for run, shown in zip(runs, report.summary["runs"], strict=True):
+        assert shown["overall"]["mean"] == pytest.approx(run.reported["overall_score"], abs=1e-12)
+        for axis, stats in shown["axes"].items():
+            assert stats["mean"] == pytest.approx(run.reported[f"axis:{axis}"], abs=1e-12)
+            assert stats["n"] == run.reported[f"axis:{axis}:n_samples"]
