@@ -47,7 +47,7 @@ CacheOpt = Annotated[Path | None, typer.Option("--cache-dir", help="Download cac
 def _load(
     specs: list[str],
     *,
-    store: Path | None,
+    store: str | None,
     data: list[Path] | None,
     dataset: str | None,
     allow_untagged: bool,

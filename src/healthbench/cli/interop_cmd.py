@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from healthbench.cli.app import app, console, handles_errors
-from healthbench.data.sources import join_datasets
 from healthbench.results.metrics_out import write_metrics
-from healthbench.results.simple_evals import load_allresults, write_allresults
+from healthbench.results.rescore import rescore_allresults
+from healthbench.results.simple_evals import write_allresults
 from healthbench.results.summary import render_summary
-from healthbench.scoring.run_score import ScoringOptions, score_run
+from healthbench.scoring.run_score import ScoringOptions
 from healthbench.scoring.stats import DEFAULT_RESAMPLES
 
 
@@ -59,44 +57,33 @@ def import_allresults(
     The file stores no example tags: theme: and physician_agreed_category: metrics need the dataset,
     given by --data and/or --dataset and joined on prompt_id (rubrics must match).
     """
-    conversations = join_datasets(data or [], dataset, cache=cache)
-    stored = load_allresults(file, conversations, allow_missing=allow_untagged)
-    run_score = score_run(stored.samples, ScoringOptions(n_resamples=n_resamples, seed=seed))
-    render_summary(run_score, title=f"{file.name} (re-scored)", console=console)
-    _say(_agreement(stored.score, stored.metrics, run_score.metrics()))
-    untagged = sum(
-        1 for s in stored.samples if conversations is None or s.conversation.prompt_id not in conversations
+    rescored = rescore_allresults(
+        file,
+        data=data or [],
+        dataset=dataset,
+        cache=cache,
+        allow_untagged=allow_untagged,
+        options=ScoringOptions(n_resamples=n_resamples, seed=seed),
     )
-    if untagged:
-        effect = "are left out" if conversations is None else "cover only the joined examples"
+    run_score, a = rescored.run_score, rescored.agreement
+    render_summary(run_score, title=f"{file.name} (re-scored)", console=console)
+    _say(
+        f"agreement with the file: {a.equal}/{a.compared} means and n_samples equal, top-level score "
+        f"{'equal' if a.same_score else 'differs'} (bootstrap std not compared: it is random)"
+    )
+    if rescored.untagged:
+        effect = "cover only the joined examples" if rescored.joined else "are left out"
         _say(
-            f"{untagged} of {len(stored.samples)} examples have no dataset entry, so no example tags: "
-            f"their theme: and physician_agreed_category: metrics {effect} (see --data, --dataset)",
+            f"{rescored.untagged} of {len(rescored.stored.samples)} examples have no dataset entry, so no "
+            f"example tags: their theme: and physician_agreed_category: metrics {effect} (see --data, --dataset)",
             style="yellow",
         )
     if metrics_out is not None:
         _say(f"metrics: {write_metrics(metrics_out, run_score.metrics())}")
     if export is not None:
-        _say(f"export: {write_allresults(export, stored.samples, run_score, html=html)}")
+        _say(f"export: {write_allresults(export, rescored.stored.samples, run_score, html=html)}")
 
 
 def _say(text: str, style: str | None = None) -> None:
     """One plain line: no markup, no highlighting, never wrapped (paths stay copyable)."""
     console.print(text, style=style, highlight=False, markup=False, soft_wrap=True)
-
-
-def _agreement(score: float | None, stored: Mapping[str, Any], ours: Mapping[str, Any]) -> str:
-    """How many of the file's means and n_samples we reproduce (bootstrap stds are random)."""
-    keys = [k for k in stored if not k.endswith(":bootstrap_std")]
-    equal = sum(1 for k in keys if _same(stored[k], ours.get(k)))
-    same_score = "equal" if _same(score, ours.get("score")) else "differs"
-    return (
-        f"agreement with the file: {equal}/{len(keys)} means and n_samples equal, top-level score "
-        f"{same_score} (bootstrap std not compared: it is random)"
-    )
-
-
-def _same(a: Any, b: Any) -> bool:
-    if isinstance(a, int | float) and isinstance(b, int | float):
-        return math.isclose(a, b, rel_tol=0.0, abs_tol=1e-12)
-    return bool(a == b)
