@@ -164,7 +164,10 @@ def _applied(store: Store) -> list[str]:
 def test_migrations_from_empty(store_target: str) -> None:
     store = Store(store_target)
     assert _applied(store) == ALL_MIGRATIONS
-    assert _tables(store) == {"schema_migrations", "runs", "items", "samples", "grades", "call_cache"}
+    assert _tables(store) == {
+        "schema_migrations", "runs", "items", "samples", "grades", "call_cache",
+        "benchmark_jobs", "api_tokens", "job_uploads",  # the job service's tables
+    }  # fmt: skip
     assert migrate(store.engine, "x") == []  # idempotent: nothing left to apply
 
 
