@@ -95,8 +95,11 @@ def analyze(
     n_resamples: ResamplesOpt = None,
     cache: CacheOpt = None,
 ) -> None:
-    """Theme and axis scores with 95% CIs per run, run-to-run spread per model, worst-at-k per
-    conversation, and the granular criterion table, written to --out (see docs/analysis.md)."""
+    """Theme and axis tables with 95% CIs for many runs and models, written to --out.
+
+    Also the run-to-run spread per model, worst-at-k per conversation and the granular criterion
+    table (TSV / CSV, or Parquet). Definitions: docs/analysis.md.
+    """
     from healthbench.analysis.analyze import analyze as run_analysis
     from healthbench.analysis.analyze import write_analysis
     from healthbench.cli.analysis_view import render_analysis
@@ -142,9 +145,12 @@ def compare(
     n_resamples: ResamplesOpt = None,
     cache: CacheOpt = None,
 ) -> None:
-    """Paired comparison of B against A on the conversations both graded: difference of means with a
-    paired bootstrap 95% CI and p-value, overall, per theme and per axis; flipped conversations; a
-    verdict (better / worse / no difference). Several runs on one side are pooled as repeats."""
+    """Paired comparison of B against A, with an exit code a CI job can gate on.
+
+    On the conversations both graded: the difference of means with a paired bootstrap 95% CI and a
+    p-value, overall, per theme and per axis; flipped conversations; a verdict (better / worse / no
+    difference). Several runs on one side are pooled as repeats. See docs/analysis.md.
+    """
     from healthbench.analysis.analyze import setting_warnings
     from healthbench.analysis.compare import compare_runs
     from healthbench.analysis.inputs import merge_runs
