@@ -10,11 +10,11 @@ from typing import Annotated, Any
 import typer
 
 from healthbench.cli.app import app, console, handles_errors
-from healthbench.data.sources import join_datasets
 from healthbench.results.metrics_out import write_metrics
-from healthbench.results.simple_evals import load_allresults, write_allresults
+from healthbench.results.rescore import rescore_allresults
+from healthbench.results.simple_evals import write_allresults
 from healthbench.results.summary import render_summary
-from healthbench.scoring.run_score import ScoringOptions, score_run
+from healthbench.scoring.run_score import ScoringOptions
 from healthbench.scoring.stats import DEFAULT_RESAMPLES
 
 
@@ -59,25 +59,30 @@ def import_allresults(
     The file stores no example tags: theme: and physician_agreed_category: metrics need the dataset,
     given by --data and/or --dataset and joined on prompt_id (rubrics must match).
     """
-    conversations = join_datasets(data or [], dataset, cache=cache)
-    stored = load_allresults(file, conversations, allow_missing=allow_untagged)
-    run_score = score_run(stored.samples, ScoringOptions(n_resamples=n_resamples, seed=seed))
-    render_summary(run_score, title=f"{file.name} (re-scored)", console=console)
-    _say(_agreement(stored.score, stored.metrics, run_score.metrics()))
-    untagged = sum(
-        1 for s in stored.samples if conversations is None or s.conversation.prompt_id not in conversations
+    rescored = rescore_allresults(
+        file,
+        ScoringOptions(n_resamples=n_resamples, seed=seed),
+        data=data or [],
+        variant=dataset,
+        cache=cache,
+        allow_untagged=allow_untagged,
+        with_samples=export is not None,
     )
-    if untagged:
-        effect = "are left out" if conversations is None else "cover only the joined examples"
+    run_score = rescored.run_score
+    render_summary(run_score, title=f"{file.name} (re-scored)", console=console)
+    _say(_agreement(rescored.score, rescored.metrics, run_score.metrics()))
+    if rescored.untagged:
+        effect = "cover only the joined examples" if data or dataset else "are left out"
         _say(
-            f"{untagged} of {len(stored.samples)} examples have no dataset entry, so no example tags: "
-            f"their theme: and physician_agreed_category: metrics {effect} (see --data, --dataset)",
+            f"{rescored.untagged} of {rescored.n_samples} examples have no dataset entry, so no example "
+            f"tags: their theme: and physician_agreed_category: metrics {effect} (see --data, --dataset)",
             style="yellow",
         )
     if metrics_out is not None:
         _say(f"metrics: {write_metrics(metrics_out, run_score.metrics())}")
     if export is not None:
-        _say(f"export: {write_allresults(export, stored.samples, run_score, html=html)}")
+        assert rescored.samples is not None
+        _say(f"export: {write_allresults(export, rescored.samples, run_score, html=html)}")
 
 
 def _say(text: str, style: str | None = None) -> None:

@@ -143,6 +143,34 @@ def batch_metrics(
     return MetricTable(per_conversation, columns_of([m for m in per_conversation if m is not None]), ungraded)
 
 
+def columns_metrics(
+    n_items: Sequence[int],
+    points: Sequence[float],
+    verdicts: Sequence[Verdict],
+    criterion_tags: Sequence[Sequence[str]],
+    example_tags: Sequence[Sequence[str]],
+) -> MetricTable | None:
+    """`batch_metrics` of graded criteria given as flat columns (criteria in conversation order:
+    ``n_items[c]`` criteria for conversation ``c``), for readers that never build `Conversation`s.
+    None for the unusual batches `batch_metrics` scores one conversation at a time (see there)."""
+    names: defaultdict[str, int] = defaultdict(count().__next__)
+    tags = np.fromiter(map(names.__getitem__, chain.from_iterable(criterion_tags)), np.intp)
+    code = np.fromiter(map(id, verdicts), np.intp, len(verdicts))
+    if len(points) != len(verdicts) or sum(n_items) != len(points):
+        raise ValueError("the columns do not line up")
+    criteria = _Criteria(
+        np.asarray(n_items, dtype=np.intp),
+        np.asarray(points, dtype=np.float64),
+        code == id(Verdict.MET),
+        code == id(Verdict.UNGRADED),
+        np.fromiter(map(len, criterion_tags), np.intp, len(criterion_tags)),
+        tags,
+        list(names),
+        [list(t) for t in example_tags],
+    )
+    return criteria.table()
+
+
 _MAX_CELLS = 1 << 24  # conversations x distinct tags for the dense per-tag sums; beyond, one by one
 _POINTS, _TAGS = operator.attrgetter("points"), operator.attrgetter("tags")
 
