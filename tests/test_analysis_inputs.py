@@ -9,9 +9,9 @@ import pytest
 from synthetic_runs import conversations, graded
 
 from healthbench.analysis.inputs import FileName, load_inputs, parse_file_name
+from healthbench.config import build_config
 from healthbench.errors import DataError, RunError
 from healthbench.results.simple_evals import write_allresults
-from healthbench.runner.config import build_config
 from healthbench.runner.run import run_eval
 from healthbench.scoring.run_score import ScoringOptions, score_run
 from healthbench.store import Store

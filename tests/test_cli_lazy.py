@@ -35,7 +35,7 @@ def test_summaries_are_the_commands_own_first_paragraph() -> None:
     for name, spec in COMMANDS.items():
         command = group.commands[name]  # type: ignore[attr-defined]
         first = (command.help or inspect.getdoc(command.callback) or "").split("\n\n")[0]
-        assert spec.summary == " ".join(first.split()), name
+        assert spec.summary == " ".join(first.split()), f"update healthbench.cli.COMMANDS[{name!r}]"
     assert set(group.commands) == set(COMMANDS)  # type: ignore[attr-defined]
 
 

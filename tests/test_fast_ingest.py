@@ -31,19 +31,20 @@ def run_files(tmp_path: Path) -> tuple[Path, Path]:
 
 def test_both_readers_give_the_same_metrics(run_files: tuple[Path, Path]) -> None:
     file, dataset = run_files
-    fast = rescore_allresults(file, OPTIONS, data=[dataset])
-    slow = rescore_allresults(file, OPTIONS, data=[dataset], with_samples=True)
-    assert fast.samples is None and slow.samples is not None  # the two paths were taken
+    fast = rescore_allresults(file, options=OPTIONS, data=[dataset], with_samples=False)
+    slow = rescore_allresults(file, options=OPTIONS, data=[dataset])
+    assert not fast.stored.samples and slow.stored.samples  # the two paths were taken
     assert fast.run_score.metrics() == slow.run_score.metrics()
     assert fast.run_score.per_sample == slow.run_score.per_sample
-    assert (fast.score, fast.metrics, fast.untagged) == (slow.score, slow.metrics, slow.untagged)
+    assert (fast.stored.score, fast.stored.metrics) == (slow.stored.score, slow.stored.metrics)
+    assert (fast.untagged, fast.n_samples, fast.agreement) == (slow.untagged, slow.n_samples, slow.agreement)
     assert any(k.startswith("theme:") for k in fast.run_score.stats)
-    untagged = rescore_allresults(file, OPTIONS)
+    untagged = rescore_allresults(file, options=OPTIONS, with_samples=False)
     assert untagged.untagged == 40 and not any(k.startswith("theme:") for k in untagged.run_score.stats)
     length = ScoringOptions(n_resamples=10, length_penalty=0.1, length_center=20.0)
     assert (
-        rescore_allresults(file, length).run_score.metrics()
-        == rescore_allresults(file, length, with_samples=True).run_score.metrics()
+        rescore_allresults(file, options=length, with_samples=False).run_score.metrics()
+        == rescore_allresults(file, options=length).run_score.metrics()
     )
 
 
@@ -80,14 +81,14 @@ def test_bad_files_get_the_precise_error(run_files: tuple[Path, Path], change, m
     edit(file, change)
     assert read_columns(file) is None
     with pytest.raises(DataError, match=message.replace("[", r"\[").replace("]", r"\]")):
-        rescore_allresults(file, OPTIONS, data=[dataset])
+        rescore_allresults(file, options=OPTIONS, data=[dataset], with_samples=False)
 
 
 def test_a_rubric_that_differs_from_the_dataset_is_refused(run_files: tuple[Path, Path]) -> None:
     file, dataset = run_files
     edit(file, lambda d: d["metadata"]["example_level_metadata"][5]["rubric_items"][0].update(criterion="x"))
     with pytest.raises(DataError, match="differs from the dataset's"):
-        rescore_allresults(file, OPTIONS, data=[dataset])
+        rescore_allresults(file, options=OPTIONS, data=[dataset], with_samples=False)
 
 
 def test_bad_datasets_go_to_the_line_numbered_reader(run_files: tuple[Path, Path], tmp_path: Path) -> None:
@@ -100,9 +101,9 @@ def test_bad_datasets_go_to_the_line_numbered_reader(run_files: tuple[Path, Path
         broken.write_text("\n".join([lines[0], '{"prompt": []}', *lines[2:]]))
     assert read_rubric_index([broken]) is None
     with pytest.raises(DataError, match=r"broken.jsonl:2"):
-        rescore_allresults(file, OPTIONS, data=[broken])
+        rescore_allresults(file, options=OPTIONS, data=[broken], with_samples=False)
     duplicate = tmp_path / "duplicate.jsonl"
     duplicate.write_text("\n".join([*lines, lines[0]]) + "\n")
     assert read_rubric_index([duplicate]) is None
     with pytest.raises(DataError, match="duplicate"):
-        rescore_allresults(file, OPTIONS, data=[duplicate])
+        rescore_allresults(file, options=OPTIONS, data=[duplicate], with_samples=False)

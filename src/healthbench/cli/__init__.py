@@ -42,7 +42,18 @@ COMMANDS: dict[str, LazyCommand] = {
         "healthbench.cli.run_cmd",
         "Sample a model on HealthBench, grade every rubric criterion with a judge, and report the scores.",
     ),
-    "runs": LazyCommand("healthbench.cli.run_cmd", "List the runs in the store."),
+    "runs": LazyCommand(
+        "healthbench.cli.run_cmd",
+        "List the runs in the store (a store that does not exist yet lists nothing and is not created).",
+    ),
+    "serve": LazyCommand(
+        "healthbench.cli.serve_cmd",
+        "Run the job service: HealthBench jobs over HTTP (OpenAPI at /docs), workers in the background.",
+    ),
+    "new-token": LazyCommand(
+        "healthbench.cli.serve_cmd",
+        "Make an API token for the job service; it is printed once and only its hash is stored.",
+    ),
 }
 
 

@@ -47,7 +47,7 @@ CacheOpt = Annotated[Path | None, typer.Option("--cache-dir", help="Download cac
 def _load(
     specs: list[str],
     *,
-    store: Path | None,
+    store: str | None,
     data: list[Path] | None,
     dataset: str | None,
     allow_untagged: bool,
@@ -57,10 +57,11 @@ def _load(
 ) -> list[LoadedRun]:
     """Load the inputs; the store is opened only when an input is not a file or folder."""
     from healthbench.analysis.inputs import load_inputs, needs_store
-    from healthbench.data.sources import join_datasets, sha256_of
+    from healthbench.data.sources import sha256_of
+    from healthbench.results.rescore import join_datasets
     from healthbench.store import Store
 
-    conversations = join_datasets(data or [], dataset, cache=cache)
+    conversations = join_datasets(data or [], dataset, cache)
     data_sha = sha256_of(data[0]) if data and len(data) == 1 and dataset is None else None
     return load_inputs(
         specs,

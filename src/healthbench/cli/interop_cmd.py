@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -61,47 +59,32 @@ def import_allresults(
     """
     rescored = rescore_allresults(
         file,
-        ScoringOptions(n_resamples=n_resamples, seed=seed),
         data=data or [],
-        variant=dataset,
+        dataset=dataset,
         cache=cache,
         allow_untagged=allow_untagged,
+        options=ScoringOptions(n_resamples=n_resamples, seed=seed),
         with_samples=export is not None,
     )
-    run_score = rescored.run_score
+    run_score, a = rescored.run_score, rescored.agreement
     render_summary(run_score, title=f"{file.name} (re-scored)", console=console)
-    _say(_agreement(rescored.score, rescored.metrics, run_score.metrics()))
+    _say(
+        f"agreement with the file: {a.equal}/{a.compared} means and n_samples equal, top-level score "
+        f"{'equal' if a.same_score else 'differs'} (bootstrap std not compared: it is random)"
+    )
     if rescored.untagged:
-        effect = "cover only the joined examples" if data or dataset else "are left out"
+        effect = "cover only the joined examples" if rescored.joined else "are left out"
         _say(
-            f"{rescored.untagged} of {rescored.n_samples} examples have no dataset entry, so no example "
-            f"tags: their theme: and physician_agreed_category: metrics {effect} (see --data, --dataset)",
+            f"{rescored.untagged} of {rescored.n_samples} examples have no dataset entry, so no "
+            f"example tags: their theme: and physician_agreed_category: metrics {effect} (see --data, --dataset)",
             style="yellow",
         )
     if metrics_out is not None:
         _say(f"metrics: {write_metrics(metrics_out, run_score.metrics())}")
     if export is not None:
-        assert rescored.samples is not None
-        _say(f"export: {write_allresults(export, rescored.samples, run_score, html=html)}")
+        _say(f"export: {write_allresults(export, rescored.stored.samples, run_score, html=html)}")
 
 
 def _say(text: str, style: str | None = None) -> None:
     """One plain line: no markup, no highlighting, never wrapped (paths stay copyable)."""
     console.print(text, style=style, highlight=False, markup=False, soft_wrap=True)
-
-
-def _agreement(score: float | None, stored: Mapping[str, Any], ours: Mapping[str, Any]) -> str:
-    """How many of the file's means and n_samples we reproduce (bootstrap stds are random)."""
-    keys = [k for k in stored if not k.endswith(":bootstrap_std")]
-    equal = sum(1 for k in keys if _same(stored[k], ours.get(k)))
-    same_score = "equal" if _same(score, ours.get("score")) else "differs"
-    return (
-        f"agreement with the file: {equal}/{len(keys)} means and n_samples equal, top-level score "
-        f"{same_score} (bootstrap std not compared: it is random)"
-    )
-
-
-def _same(a: Any, b: Any) -> bool:
-    if isinstance(a, int | float) and isinstance(b, int | float):
-        return math.isclose(a, b, rel_tol=0.0, abs_tol=1e-12)
-    return bool(a == b)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from healthbench.cli.app import app, console, err_console, handles_errors
 from healthbench.cli.options import (
@@ -34,15 +34,17 @@ from healthbench.cli.options import (
     model_layer,
     split_list,
 )
-from healthbench.errors import RunError
-from healthbench.results import run_results
+from healthbench.config import OFFLINE_MODEL, ModelConfig, RunConfig, build_config, load_config_file
+from healthbench.errors import RunError, StoreMissingError
+from healthbench.results.aggregate import aggregate_document, write_aggregate_scores
 from healthbench.results.metrics_out import write_metrics
+from healthbench.results.rows import iter_row_scores, write_row_scores
 from healthbench.results.simple_evals import write_allresults
 from healthbench.results.summary import render_summary
+from healthbench.results.views import RunView
 from healthbench.runner import run as runner
-from healthbench.runner.config import OFFLINE_MODEL, ModelConfig, RunConfig, build_config, load_config_file
+from healthbench.runner.estimate import total_cost
 from healthbench.runner.progress import RichProgress
-from healthbench.scoring.run_score import score_run
 from healthbench.store import RunRecord, Store
 
 SMOKE_WARNING = (
@@ -62,17 +64,14 @@ def _report(
     n_resamples: int | None,
     strict: bool,
     counters_line: str | None = None,
+    aggregate_out: Path | None = None,
+    row_scores_out: Path | None = None,
 ) -> None:
-    options = run_results.scoring_options(run)
-    if seed is not None or n_resamples is not None:
-        options = dataclasses.replace(
-            options,
-            n_resamples=options.n_resamples if n_resamples is None else n_resamples,
-            seed=options.seed if seed is None else seed,
-        )
-    samples = run_results.graded_samples(store, run)
-    score = score_run(samples, options)
-    judge = run.config["run"]["judge"]["spec"]
+    view = RunView.of(store, run).require_kind("eval")
+    options = view.scoring_options(seed=seed, n_resamples=n_resamples)
+    samples = view.graded_samples()
+    score = view.score_samples(samples, options)
+    judge = view.judge_spec
     render_summary(score, title=f"run {run.name} · judge {judge}", console=console)
     if counters_line:
         console.print(counters_line)
@@ -80,10 +79,17 @@ def _report(
         err_console.print(f"[yellow]note:[/] {SMOKE_WARNING}")
     if metrics_out is not None:
         write_metrics(metrics_out, score.metrics())
-        console.print(f"metrics written to {metrics_out}")
+        _say(f"metrics written to {metrics_out}")
     if allresults_out is not None:
         write_allresults(allresults_out, samples, score)
-        console.print(f"simple-evals export written to {allresults_out}")
+        _say(f"simple-evals export written to {allresults_out}")
+    if aggregate_out is not None:
+        write_aggregate_scores(aggregate_out, aggregate_document(run.name, samples, score))
+        _say(f"aggregate scores written to {aggregate_out}")
+    if row_scores_out is not None:
+        del samples  # the rows stream from the store
+        _, count = write_row_scores(row_scores_out, iter_row_scores(store, run.name, options))
+        _say(f"{count} row scores written to {row_scores_out}")
     if score.ungraded_criteria:
         message = (
             f"{score.ungraded_criteria} criteria ungraded in {score.ungraded_samples} conversations "
@@ -101,7 +107,6 @@ def _dry_run(store: Store, config: RunConfig, name: str | None) -> None:
     )
     for column in ("role", "model", "calls", "input tokens", "output tokens", "est. cost (USD)"):
         table.add_column(column, justify="right" if column not in ("role", "model") else "left")
-    total: float | None = 0.0
     for r in rows:
         table.add_row(
             r.role,
@@ -111,8 +116,8 @@ def _dry_run(store: Store, config: RunConfig, name: str | None) -> None:
             f"{r.output_tokens:,}",
             "unknown price" if r.cost is None else f"{r.cost:,.2f}",
         )
-        total = None if total is None or r.cost is None else total + r.cost
     console.print(table)
+    total = total_cost(rows)
     console.print(
         f"estimated total: {'unknown (a model has no price; see --prices)' if total is None else f'${total:,.2f}'}"
         " — tokens estimated at 4 characters each; cached calls cost nothing"
@@ -268,7 +273,7 @@ def run_command(
     )
     if resume is not None:
         if dry_run:
-            _dry_run(s, runner.run_config_of(s.require_run(resume)), resume)
+            _dry_run(s, RunView.open(s, resume).config, resume)
             return
         with RichProgress(console) as progress:
             outcome = runner.resume_run(resume, store=s, overrides=how, progress=progress)
@@ -413,20 +418,24 @@ def regrade_command(
 @app.command("runs")
 @handles_errors
 def runs_command(store: StoreOpt = None) -> None:
-    """List the runs in the store."""
-    s = Store(store)
-    table = Table(title=f"runs in {s.url}")
+    """List the runs in the store (a store that does not exist yet lists nothing and is not created)."""
+    try:
+        s = Store(store, create=False)
+    except StoreMissingError as exc:
+        console.print(Text(f"no runs: {exc}"))
+        return
+    table = Table(title=Text(f"runs in {s.url}"))
     for column in ("name", "kind", "status", "model", "judge", "dataset", "created"):
         table.add_column(column)
     for run in s.list_runs():
-        cfg = run.config["run"]
+        view = RunView.of(s, run)
         table.add_row(
-            run.name,
+            Text(run.name),
             run.kind,
             run.status,
-            (cfg.get("model") or {}).get("spec", "-"),
-            cfg["judge"]["spec"],
-            str(cfg.get("dataset")),
+            Text(view.model_spec or "-"),
+            Text(view.judge_spec),
+            Text(view.config.dataset),
             run.created_at[:19],
         )
     console.print(table)
@@ -441,9 +450,23 @@ def results_command(
     n_resamples: ResamplesOpt = None,
     metrics_out: MetricsOutOpt = None,
     allresults_out: AllResultsOpt = None,
+    aggregate_out: Annotated[
+        Path | None,
+        typer.Option(
+            "--aggregate-out",
+            help="Write the aggregate-scores JSON (NeMo Evaluator shape, see docs/results.md).",
+        ),
+    ] = None,
+    row_scores_out: Annotated[
+        Path | None,
+        typer.Option(
+            "--row-scores-out",
+            help="Write the row-scores JSONL, one line per conversation and repeat (see docs/results.md).",
+        ),
+    ] = None,
 ) -> None:
     """Show a stored run's scores again and export them (no model call)."""
-    s = Store(store)
+    s = Store(store, create=False)
     run = s.require_run(name)
     if run.kind != "eval":
         raise RunError(f"run {name!r} is a {run.kind} run; use `healthbench meta-eval --resume {name}`")
@@ -455,4 +478,11 @@ def results_command(
         seed=seed,
         n_resamples=n_resamples,
         strict=False,
+        aggregate_out=aggregate_out,
+        row_scores_out=row_scores_out,
     )
+
+
+def _say(text: str) -> None:
+    """One plain line (paths printed literally, never as markup, never wrapped)."""
+    console.print(text, highlight=False, markup=False, soft_wrap=True)

@@ -11,7 +11,6 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -165,39 +164,6 @@ def load_conversations(
         raise DataError(f"{variant!r} is a meta-eval dataset; use `healthbench meta-eval`")
     source = resolve(variant, data=data, cache=cache, show_progress=show_progress)
     return source, read_records(source.path, Conversation)
-
-
-def join_datasets(
-    files: Sequence[str | os.PathLike[str]],
-    variant: str | None = None,
-    *,
-    cache: str | os.PathLike[str] | None = None,
-) -> dict[str, Conversation] | None:
-    """The conversations of every given dataset (local files, then a variant) by prompt_id, None when
-    none is given; a prompt_id given twice must have the same rubric in both."""
-    if not files and variant is None:
-        return None
-    loaded: list[tuple[str, list[Conversation]]] = []
-    for path in files:
-        source, records = load_conversations(data=path)
-        loaded.append((str(source.path), records))
-    if variant is not None:
-        source, records = load_conversations(variant, cache=cache)
-        loaded.append((str(source.path), records))
-    joined: dict[str, Conversation] = {}
-    origin: dict[str, str] = {}
-    for name, records in loaded:
-        for record in records:
-            known = joined.get(record.prompt_id)
-            if known is not None and known.rubrics != record.rubrics:
-                raise DataError(
-                    f"prompt_id {record.prompt_id} has a different rubric in {origin[record.prompt_id]}"
-                    "; give only the dataset the run used",
-                    path=name,
-                )
-            joined.setdefault(record.prompt_id, record)
-            origin.setdefault(record.prompt_id, name)
-    return joined
 
 
 def load_meta_eval(

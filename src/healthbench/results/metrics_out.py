@@ -10,9 +10,10 @@ import json
 import math
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 
 def json_safe(value: Any) -> Any:
@@ -26,23 +27,31 @@ def json_safe(value: Any) -> Any:
     return value
 
 
-def write_json_atomic(
-    path: str | os.PathLike[str], payload: Any, *, indent: int | None = 2, ensure_ascii: bool = True
-) -> Path:
-    """Write ``payload`` as JSON through a temporary file in the same directory, then rename it."""
+@contextmanager
+def atomic_text_file(path: str | os.PathLike[str]) -> Iterator[TextIO]:
+    """A text file written in the target's directory and renamed onto ``path`` only when the block
+    ends without an error (readers never see a half-written file; a failure leaves no file)."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(json_safe(payload), indent=indent, ensure_ascii=ensure_ascii, allow_nan=False)
     handle, temp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(text)
-            out.write("\n")
+            yield out
         os.replace(temp_name, target)
     except BaseException:
         Path(temp_name).unlink(missing_ok=True)
         raise
-    return target
+
+
+def write_json_atomic(
+    path: str | os.PathLike[str], payload: Any, *, indent: int | None = 2, ensure_ascii: bool = True
+) -> Path:
+    """Write ``payload`` as JSON through a temporary file in the same directory, then rename it."""
+    text = json.dumps(json_safe(payload), indent=indent, ensure_ascii=ensure_ascii, allow_nan=False)
+    with atomic_text_file(path) as out:
+        out.write(text)
+        out.write("\n")
+    return Path(path)
 
 
 def write_metrics(path: str | os.PathLike[str], metrics: Mapping[str, Any]) -> Path:

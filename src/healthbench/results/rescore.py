@@ -1,70 +1,155 @@
-"""Re-score a simple-evals ``_allresults.json`` (what `healthbench import` does), by the fastest
-reader that can: the columnar one (`healthbench.results.allresults_columns`) when the graded samples
-themselves are not needed and the inputs are valid, else `load_allresults`. Same numbers either way.
+"""Re-scoring a simple-evals ``_allresults.json`` (``healthbench import``): the file joined with the
+dataset the run used (for example tags), scored by our core, and compared with the file's numbers.
+
+Without ``with_samples`` the file and the datasets are read columnar when they are valid
+(`healthbench.results.allresults_columns`, `healthbench.data.rubric_index`: one msgspec schema per
+file, no object per answer), else by `load_allresults`, whose errors name the file, the example and
+the field. Same numbers either way (tests/test_fast_ingest.py).
 """
 
 from __future__ import annotations
 
+import math
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from healthbench.data.rubric_index import read_rubric_index
-from healthbench.data.sources import join_datasets, resolve
+from healthbench.data.schema import Conversation
+from healthbench.data.sources import load_conversations, resolve
+from healthbench.errors import DataError
 from healthbench.results.allresults_columns import read_columns
-from healthbench.results.simple_evals import load_allresults
-from healthbench.scoring.run_score import GradedSample, RunScore, ScoringOptions, score_run, score_table
+from healthbench.results.simple_evals import AllResults, load_allresults
+from healthbench.scoring.run_score import RunScore, ScoringOptions, score_run, score_table
+
+PathLike = str | os.PathLike[str]
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """How many of the file's means and n_samples we reproduce (bootstrap stds are random, so they
+    are not compared), and whether the top-level ``score`` is equal."""
+
+    equal: int
+    compared: int
+    same_score: bool
 
 
 @dataclass(frozen=True)
 class Rescored:
+    """An imported file re-scored: its samples and numbers, ours, and how far they agree."""
+
+    stored: AllResults  # its ``samples`` are empty unless asked for (``with_samples``)
     run_score: RunScore
-    score: float | None  # the numbers the file reports
-    metrics: dict[str, Any]
-    n_samples: int
-    untagged: int  # answers whose prompt_id is not in the dataset (or every answer without one)
-    samples: list[GradedSample] | None  # only when asked for
+    agreement: Agreement
+    untagged: int  # examples without a dataset entry, so without example tags
+    joined: bool  # whether a dataset was given at all
+    n_samples: int  # examples in the file
 
 
 def rescore_allresults(
-    path: str | os.PathLike[str],
-    options: ScoringOptions,
+    path: PathLike,
     *,
-    data: Sequence[str | os.PathLike[str]] = (),
-    variant: str | None = None,
-    cache: str | os.PathLike[str] | None = None,
+    data: Sequence[PathLike] = (),
+    dataset: str | None = None,
+    cache: PathLike | None = None,
     allow_untagged: bool = False,
-    with_samples: bool = False,
+    options: ScoringOptions | None = None,
+    with_samples: bool = True,
 ) -> Rescored:
-    """Score the file with example tags from the datasets given (files and/or a variant)."""
-    has_dataset = bool(data) or variant is not None
+    """Parse ``path``, join it on prompt_id with the datasets given (`join_datasets`), and score it
+    (module doc for ``with_samples``)."""
+    options = options or ScoringOptions()
     if not with_samples:
-        paths = [*data, *([resolve(variant, cache=cache).path] if variant is not None else [])]
-        index = read_rubric_index(paths) if has_dataset else None
-        if index is not None or not has_dataset:
-            fast = read_columns(path, index, allow_missing=allow_untagged)
-            if fast is not None:
-                untagged = sum(1 for p in fast.prompt_ids if index is None or p not in index)
-                lengths = fast.completion_lengths() if options.length_penalty is not None else None
-                return Rescored(
-                    score_table(fast.table, options, lengths),
-                    fast.score,
-                    fast.metrics,
-                    len(fast.prompt_ids),
-                    untagged,
-                    None,
-                )
-    conversations = join_datasets(data, variant, cache=cache)
+        fast = _rescore_columns(path, data, dataset, cache, allow_untagged, options)
+        if fast is not None:
+            return fast
+    conversations = join_datasets(data, dataset, cache)
     stored = load_allresults(path, conversations, allow_missing=allow_untagged)
+    run_score = score_run(stored.samples, options)
     untagged = sum(
         1 for s in stored.samples if conversations is None or s.conversation.prompt_id not in conversations
     )
     return Rescored(
-        score_run(stored.samples, options),
-        stored.score,
-        stored.metrics,
-        len(stored.samples),
-        untagged,
-        stored.samples,
+        stored=stored,
+        run_score=run_score,
+        agreement=agreement(stored.score, stored.metrics, run_score.metrics()),
+        untagged=untagged,
+        joined=conversations is not None,
+        n_samples=len(stored.samples),
     )
+
+
+def _rescore_columns(
+    path: PathLike,
+    data: Sequence[PathLike],
+    dataset: str | None,
+    cache: PathLike | None,
+    allow_untagged: bool,
+    options: ScoringOptions,
+) -> Rescored | None:
+    """The columnar path, or None when the ordinary readers must decide."""
+    joined = bool(data) or dataset is not None
+    index = None
+    if joined:
+        paths = [*data, *([resolve(dataset, cache=cache).path] if dataset is not None else [])]
+        index = read_rubric_index(paths)
+        if index is None:
+            return None
+    fast = read_columns(path, index, allow_missing=allow_untagged)
+    if fast is None:
+        return None
+    lengths = fast.completion_lengths() if options.length_penalty is not None else None
+    run_score = score_table(fast.table, options, lengths)
+    return Rescored(
+        stored=AllResults([], fast.score, fast.metrics),
+        run_score=run_score,
+        agreement=agreement(fast.score, fast.metrics, run_score.metrics()),
+        untagged=sum(1 for p in fast.prompt_ids if index is None or p not in index),
+        joined=joined,
+        n_samples=len(fast.prompt_ids),
+    )
+
+
+def join_datasets(
+    files: Sequence[PathLike], variant: str | None, cache: PathLike | None = None
+) -> dict[str, Conversation] | None:
+    """The conversations of every given dataset by prompt_id (None when none is given); a prompt_id
+    given twice must have the same rubric, or it is a `DataError` naming the file."""
+    if not files and variant is None:
+        return None
+    loaded: list[tuple[str, list[Conversation]]] = []
+    for path in files:
+        source, records = load_conversations(data=path)
+        loaded.append((str(source.path), records))
+    if variant is not None:
+        source, records = load_conversations(variant, cache=cache)
+        loaded.append((str(source.path), records))
+    joined: dict[str, Conversation] = {}
+    origin: dict[str, str] = {}
+    for name, records in loaded:
+        for record in records:
+            known = joined.get(record.prompt_id)
+            if known is not None and known.rubrics != record.rubrics:
+                raise DataError(
+                    f"prompt_id {record.prompt_id} has a different rubric in {origin[record.prompt_id]}"
+                    "; give only the dataset the run used",
+                    path=name,
+                )
+            joined.setdefault(record.prompt_id, record)
+            origin.setdefault(record.prompt_id, name)
+    return joined
+
+
+def agreement(score: float | None, stored: Mapping[str, Any], ours: Mapping[str, Any]) -> Agreement:
+    """Compare a file's ``score`` and ``metrics`` with ours (every key but ``:bootstrap_std``)."""
+    keys = [k for k in stored if not k.endswith(":bootstrap_std")]
+    equal = sum(1 for k in keys if _same(stored[k], ours.get(k)))
+    return Agreement(equal=equal, compared=len(keys), same_score=_same(score, ours.get("score")))
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return math.isclose(a, b, rel_tol=0.0, abs_tol=1e-12)
+    return bool(a == b)
