@@ -16,6 +16,7 @@ from typing import Any, ParamSpec, TypeVar
 
 import typer
 from rich.console import Console
+from rich.text import Text
 from typer import _click as click  # typer's own click (typer >= 0.24 vendors it)
 from typer.core import TyperCommand, TyperGroup
 
@@ -108,8 +109,8 @@ R = TypeVar("R")
 
 
 def fail(message: str, code: int = 1) -> typer.Exit:
-    """Print one line on stderr and return the Exit to raise."""
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    """Print one line on stderr (the message literally, never as markup) and return the Exit to raise."""
+    err_console.print(Text.assemble(("error:", "bold red"), " ", message), highlight=False, soft_wrap=True)
     return typer.Exit(code)
 
 
