@@ -217,3 +217,19 @@ def test_axis_numbers_match_simple_evals_files(shared_data: Path) -> None:
         reported_axes = {k for k in run.reported if k.startswith("axis:") and k.count(":") == 1}
         assert reported_axes == {f"axis:{a}" for a in rows["axis"].to_list() if a != "all"}
     assert checked >= 60
+
+
+def test_runs_on_different_datasets_are_flagged() -> None:
+    first, other = conversations(20, seed=0), conversations(20, seed=1)  # same prompt_ids, other rubrics
+    runs = [
+        loaded(graded(first), "m", "a", dataset_variant="full", judge="j1"),
+        loaded(graded(other), "m", "b", dataset_variant="hard", judge="j2"),
+    ]
+    warnings = analyze(runs, n_resamples=0).warnings
+    assert (
+        "the runs use different dataset variants: full (1 runs), hard (1 runs); compare like with like"
+        in (warnings)
+    )
+    assert any(w.startswith("the runs use different judges") for w in warnings)
+    differing = sum(f.rubrics != o.rubrics for f, o in zip(first, other, strict=True))
+    assert f"{differing} conversation(s) have different rubrics in different runs" in " ".join(warnings)

@@ -118,3 +118,8 @@ def test_files_alone_never_open_a_store(files: dict[str, Path], tmp_path: Path) 
     )
     assert code == 0, stderr
     assert not store.exists()
+
+
+def test_error_text_is_printed_literally(tmp_path: Path) -> None:
+    code, _, stderr = invoke("analyze", tmp_path / "[bold]x[/bold].json", "--out", tmp_path / "o")
+    assert code == 1 and "[bold]x[/bold].json: no such file or folder" in stderr

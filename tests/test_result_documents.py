@@ -351,7 +351,6 @@ def test_cli_results_writes_both_documents(store: Store, tmp_path: Path) -> None
 
 def test_cli_results_on_an_unknown_run_is_one_line_and_writes_nothing(store: Store, tmp_path: Path) -> None:
     out = tmp_path / "agg.json"
-    Store(tmp_path / "x.db").close()  # a store that exists but has no run named 'nope'
     result = CliRunner().invoke(
         app, ["results", "nope", "--store", str(tmp_path / "runs.db"), "--aggregate-out", str(out)]
     )

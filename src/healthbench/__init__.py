@@ -19,6 +19,10 @@ from typing import Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
+    "load_inputs": "healthbench.analysis.inputs",
+    "analyze": "healthbench.analysis.analyze",
+    "write_analysis": "healthbench.analysis.analyze",
+    "compare_runs": "healthbench.analysis.compare",
     "Conversation": "healthbench.data.schema",
     "MetaEvalRecord": "healthbench.data.schema",
     "RubricItem": "healthbench.data.schema",

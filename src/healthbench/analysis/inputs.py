@@ -20,8 +20,8 @@ from typing import Any
 
 from healthbench.data.schema import Conversation
 from healthbench.errors import DataError, RunError
-from healthbench.results.run_results import graded_samples
 from healthbench.results.simple_evals import load_allresults
+from healthbench.results.views import RunView
 from healthbench.scoring.run_score import GradedSample
 from healthbench.store.runs import RunRecord, Store
 
@@ -92,7 +92,7 @@ def load_inputs(
     existing folder gives its ``*_allresults.json`` files (sorted), anything else is a stored run name
     or a glob pattern over the store's eval runs.
 
-    ``data`` (the dataset by prompt_id, see `healthbench.data.sources.join_datasets`) gives files
+    ``data`` (the dataset by prompt_id, see `healthbench.results.rescore.join_datasets`) gives files
     their example tags, as ``healthbench import`` does; ``data_sha256`` is recorded as their dataset
     version. ``model`` overrides every run's model; ``run_id`` the run id of the single run loaded.
     Two runs with the same model and run id are an error (they would be merged in every table).
@@ -163,20 +163,20 @@ def load_file(
 
 
 def load_stored(store: Store, run: RunRecord) -> LoadedRun:
-    """One stored eval run; missing grades are ungraded criteria."""
-    config = run.config
-    settings = config.get("run", {})
-    dataset = config.get("dataset", {})
+    """One stored eval run, read through `healthbench.results.views.RunView`; missing grades are
+    ungraded criteria."""
+    view = RunView.of(store, run).require_kind("eval")
+    dataset = view.dataset
     return LoadedRun(
-        model=_spec(settings.get("model")) or run.name,
+        model=view.model_spec or run.name,
         run_id=run.name,
-        samples=tuple(graded_samples(store, run)),
+        samples=tuple(view.graded_samples()),
         source=f"store:{run.name}",
-        judge=_spec(settings.get("judge")),
-        grader_template_sha256=config.get("grader_template_sha256"),
+        judge=view.judge_spec,
+        grader_template_sha256=view.grader_template_sha256,
         dataset_variant=dataset.get("variant"),
         dataset_sha256=dataset.get("sha256"),
-        profile=_profile(config),
+        profile=_profile(run.config),
     )
 
 
@@ -187,13 +187,6 @@ def _stored_runs(store: Store, spec: str) -> list[RunRecord]:
     if not matched:
         raise RunError(f"no eval run in {store.url} matches {spec!r}; `healthbench runs` lists them")
     return matched
-
-
-def _spec(model: Any) -> str | None:
-    if isinstance(model, Mapping):
-        spec = model.get("spec")
-        return str(spec) if spec is not None else None
-    return None
 
 
 def _profile(config: Mapping[str, Any]) -> str | None:

@@ -26,7 +26,7 @@ import polars as pl
 
 from healthbench.analysis.inputs import LoadedRun
 from healthbench.analysis.scores import AXIS_PREFIX, THEME_PREFIX
-from healthbench.scoring.rubric import OVERALL, MetricTable, Verdict, batch_metrics
+from healthbench.scoring.rubric import OVERALL, MetricTable, RubricLayout, Verdict, batch_metrics
 from healthbench.scoring.stats import DEFAULT_RESAMPLES, Column, KeyStats, aggregate_columns
 
 ALL = "all"
@@ -60,7 +60,19 @@ class RunMetrics:
 
 
 def run_metrics(runs: Sequence[LoadedRun]) -> list[RunMetrics]:
-    return [RunMetrics.of(run) for run in runs]
+    """Every run's metrics; runs of the same conversations (the same objects, as loaded from one
+    dataset) read their rubrics once (`healthbench.scoring.rubric.RubricLayout`)."""
+    layouts: dict[tuple[int, ...], RubricLayout | None] = {}
+    out = []
+    for run in runs:
+        conversations = [s.conversation for s in run.samples]
+        key = tuple(map(id, conversations))
+        if key not in layouts:
+            layouts[key] = RubricLayout.of(conversations) if conversations else None
+        layout = layouts[key]
+        table = layout.metrics([s.verdicts for s in run.samples], dicts=False) if layout else None
+        out.append(RunMetrics(run, table) if table is not None else RunMetrics.of(run))
+    return out
 
 
 # --- the granular table ---------------------------------------------------------------------------
@@ -226,9 +238,18 @@ def sample_scores_frame(runs: Sequence[RunMetrics]) -> pl.DataFrame:
 
 def _graded_samples(metrics: RunMetrics) -> Iterator[tuple[str, str, str, int, float]]:
     run = metrics.run
-    for sample, values in zip(run.samples, metrics.table.per_conversation, strict=True):
-        if values is not None:
-            yield run.model, run.run_id, sample.conversation.prompt_id, sample.repeat, values[OVERALL]
+    graded = [s for s, ok in zip(run.samples, graded_mask(metrics.table), strict=True) if ok]
+    overall = metrics.table.columns[OVERALL].values.tolist() if graded else []
+    for sample, score in zip(graded, overall, strict=True):
+        yield run.model, run.run_id, sample.conversation.prompt_id, sample.repeat, score
+
+
+def graded_mask(table: MetricTable) -> list[bool]:
+    """Per sample: whether it is graded (has no ungraded criterion)."""
+    if table.graded is not None:
+        mask: list[bool] = table.graded.tolist()
+        return mask
+    return [m is not None for m in table.per_conversation]
 
 
 def conversation_repeats_frame(samples: pl.DataFrame) -> pl.DataFrame:
@@ -263,7 +284,7 @@ def ungraded_counts(runs: Sequence[RunMetrics]) -> list[tuple[str, int, int]]:
     """(run label, ungraded criteria, samples left out) for every run with ungraded criteria."""
     out = []
     for metrics in runs:
-        left_out = sum(1 for m in metrics.table.per_conversation if m is None)
+        left_out = graded_mask(metrics.table).count(False)
         if metrics.table.ungraded_criteria or left_out:
             out.append((metrics.run.label, metrics.table.ungraded_criteria, left_out))
     return out

@@ -57,10 +57,11 @@ def _load(
 ) -> list[LoadedRun]:
     """Load the inputs; the store is opened only when an input is not a file or folder."""
     from healthbench.analysis.inputs import load_inputs, needs_store
-    from healthbench.data.sources import join_datasets, sha256_of
+    from healthbench.data.sources import sha256_of
+    from healthbench.results.rescore import join_datasets
     from healthbench.store import Store
 
-    conversations = join_datasets(data or [], dataset, cache=cache)
+    conversations = join_datasets(data or [], dataset, cache)
     data_sha = sha256_of(data[0]) if data and len(data) == 1 and dataset is None else None
     return load_inputs(
         specs,
@@ -95,8 +96,11 @@ def analyze(
     n_resamples: ResamplesOpt = None,
     cache: CacheOpt = None,
 ) -> None:
-    """Theme and axis scores with 95% CIs per run, run-to-run spread per model, worst-at-k per
-    conversation, and the granular criterion table, written to --out (see docs/analysis.md)."""
+    """Theme and axis tables with 95% CIs for many runs and models, written to --out.
+
+    Also the run-to-run spread per model, worst-at-k per conversation and the granular criterion
+    table (TSV / CSV, or Parquet). Definitions: docs/analysis.md.
+    """
     from healthbench.analysis.analyze import analyze as run_analysis
     from healthbench.analysis.analyze import write_analysis
     from healthbench.cli.analysis_view import render_analysis
@@ -142,9 +146,12 @@ def compare(
     n_resamples: ResamplesOpt = None,
     cache: CacheOpt = None,
 ) -> None:
-    """Paired comparison of B against A on the conversations both graded: difference of means with a
-    paired bootstrap 95% CI and p-value, overall, per theme and per axis; flipped conversations; a
-    verdict (better / worse / no difference). Several runs on one side are pooled as repeats."""
+    """Paired comparison of B against A, with an exit code a CI job can gate on.
+
+    On the conversations both graded: the difference of means with a paired bootstrap 95% CI and a
+    p-value, overall, per theme and per axis; flipped conversations; a verdict (better / worse / no
+    difference). Several runs on one side are pooled as repeats. See docs/analysis.md.
+    """
     from healthbench.analysis.analyze import setting_warnings
     from healthbench.analysis.compare import compare_runs
     from healthbench.analysis.inputs import merge_runs

@@ -44,10 +44,12 @@ def report_command(
     n_resamples: ResamplesOpt = None,
     cache: CacheOpt = None,
 ) -> None:
-    """Write one HTML file that works offline: scores with CIs, theme and axis charts, the score
-    distribution, coverage, tokens and cost, a paired comparison when two models (or two runs) are
-    given, and a
-    browser of every conversation with its grades. See docs/report.md."""
+    """Write one self-contained HTML report (scores, charts, conversation browser) that works offline.
+
+    Scores with CIs, theme and axis charts, the score distribution, coverage, tokens and cost, a
+    paired comparison when two models (or two runs) are given, and a browser of every conversation
+    with its grades. See docs/report.md.
+    """
     from healthbench.analysis.report import build_report, default_comparison
     from healthbench.scoring.run_score import ScoringOptions
 

@@ -11,18 +11,18 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import httpx
 import platformdirs
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
 from healthbench.data.schema import Conversation, MetaEvalRecord, Record, decode_lines, parse_lines
 from healthbench.errors import DataError, DownloadError
+
+if TYPE_CHECKING:
+    import httpx  # imported by `download` only: loading it costs more than reading a dataset
 
 Variant = Literal["full", "hard", "consensus", "meta_eval", "demo", "demo_meta_eval"]
 EVAL_VARIANTS: tuple[str, ...] = ("full", "hard", "consensus", "demo")
@@ -104,6 +104,9 @@ def download(
     url: str, target: Path, *, show_progress: bool = True, transport: httpx.BaseTransport | None = None
 ) -> str:
     """GET ``url`` into ``target`` atomically (temp file + rename); returns and records its sha256."""
+    import httpx
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+
     target.parent.mkdir(parents=True, exist_ok=True)
     digest = hashlib.sha256()
     handle, temp_name = tempfile.mkstemp(dir=target.parent, prefix=target.name, suffix=".part")
@@ -165,39 +168,6 @@ def load_conversations(
         raise DataError(f"{variant!r} is a meta-eval dataset; use `healthbench meta-eval`")
     source = resolve(variant, data=data, cache=cache, show_progress=show_progress)
     return source, read_records(source.path, Conversation)
-
-
-def join_datasets(
-    files: Sequence[str | os.PathLike[str]],
-    variant: str | None = None,
-    *,
-    cache: str | os.PathLike[str] | None = None,
-) -> dict[str, Conversation] | None:
-    """The conversations of every given dataset (local files, then a variant) by prompt_id, None when
-    none is given; a prompt_id given twice must have the same rubric in both."""
-    if not files and variant is None:
-        return None
-    loaded: list[tuple[str, list[Conversation]]] = []
-    for path in files:
-        source, records = load_conversations(data=path)
-        loaded.append((str(source.path), records))
-    if variant is not None:
-        source, records = load_conversations(variant, cache=cache)
-        loaded.append((str(source.path), records))
-    joined: dict[str, Conversation] = {}
-    origin: dict[str, str] = {}
-    for name, records in loaded:
-        for record in records:
-            known = joined.get(record.prompt_id)
-            if known is not None and known.rubrics != record.rubrics:
-                raise DataError(
-                    f"prompt_id {record.prompt_id} has a different rubric in {origin[record.prompt_id]}"
-                    "; give only the dataset the run used",
-                    path=name,
-                )
-            joined.setdefault(record.prompt_id, record)
-            origin.setdefault(record.prompt_id, name)
-    return joined
 
 
 def load_meta_eval(
