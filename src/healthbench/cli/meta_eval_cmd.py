@@ -20,11 +20,13 @@ from healthbench.cli.options import (
     JudgeMaxTokens,
     JudgeReasoning,
     JudgeRetries,
+    JudgeSystemMessage,
     JudgeTemperature,
     MaxConnections,
     MaxRetries,
     MetricsOutOpt,
     Prices,
+    Profile,
     StoreOpt,
     how_layer,
     model_layer,
@@ -90,7 +92,9 @@ def meta_eval_command(
     judge_max_tokens: JudgeMaxTokens = None,
     judge_reasoning_effort: JudgeReasoning = None,
     judge_extra_body: JudgeExtraBody = None,
+    judge_system_message: JudgeSystemMessage = None,
     judge_json: JudgeJson = None,
+    profile: Profile = None,
     grader_template: GraderTemplate = None,
     dataset: Annotated[
         str | None,
@@ -193,13 +197,15 @@ def meta_eval_command(
                 judge_max_tokens,
                 judge_reasoning_effort,
                 judge_extra_body,
+                system=judge_system_message,
             ),
             "grader_template": str(grader_template) if grader_template else None,
             "judge_structured_output": judge_json,
+            "profile": profile,
             **how,
         }
         cfg = build_config(
-            {"judge": {"spec": OFFLINE_MODEL}}, load_config_file(config) if config else {}, flags
+            load_config_file(config) if config else {}, flags, defaults={"judge": {"spec": OFFLINE_MODEL}}
         )
         with RichProgress(console, label="rows (fixed answers)") as progress:
             outcome = run_meta_eval(cfg, store=s, name=name, progress=progress)
@@ -209,14 +215,18 @@ def meta_eval_command(
         f"{c.calls} judge calls ({c.cache_hits} from cache) in {c.elapsed:.1f}s · "
         f"{c.input_tokens + c.output_tokens:,} tokens · ${c.cost:.4f}"
     )
-    judge_spec = RunView.of(s, outcome.run).judge_spec
-    _output(result, f"meta-eval run {outcome.run.name} · judge {judge_spec}", metrics_out)
+    view = RunView.of(s, outcome.run)
+    judge_spec = view.judge_spec
+    title = f"meta-eval run {outcome.run.name} · judge {judge_spec} · {view.describe_provenance()}"
+    _output(result, title, metrics_out, view.provenance())
     if judge_spec.startswith("local/"):
         err_console.print("[yellow]note:[/] a 135M local judge is a smoke test of the pipeline, not a judge.")
 
 
-def _output(result: MetaEvalResult, title: str, metrics_out: Path | None) -> None:
+def _output(
+    result: MetaEvalResult, title: str, metrics_out: Path | None, about: dict[str, str | None] | None = None
+) -> None:
     render_meta(result, title=title)
     if metrics_out is not None:
-        write_metrics(metrics_out, result.metrics)
+        write_metrics(metrics_out, result.metrics, about)
         console.print(f"metrics written to {metrics_out}")

@@ -22,11 +22,13 @@ from healthbench.cli.options import (
     JudgeMaxTokens,
     JudgeReasoning,
     JudgeRetries,
+    JudgeSystemMessage,
     JudgeTemperature,
     MaxConnections,
     MaxRetries,
     MetricsOutOpt,
     Prices,
+    Profile,
     ResamplesOpt,
     SeedOpt,
     StoreOpt,
@@ -34,7 +36,7 @@ from healthbench.cli.options import (
     model_layer,
     split_list,
 )
-from healthbench.config import OFFLINE_MODEL, ModelConfig, RunConfig, build_config, load_config_file
+from healthbench.config import OFFLINE_MODEL, RunConfig, build_config, load_config_file
 from healthbench.errors import RunError, StoreMissingError
 from healthbench.results.aggregate import aggregate_document, write_aggregate_scores
 from healthbench.results.metrics_out import write_metrics
@@ -72,16 +74,18 @@ def _report(
     samples = view.graded_samples()
     score = view.score_samples(samples, options)
     judge = view.judge_spec
-    render_summary(score, title=f"run {run.name} · judge {judge}", console=console)
+    render_summary(
+        score, title=f"run {run.name} · judge {judge} · {view.describe_provenance()}", console=console
+    )
     if counters_line:
         console.print(counters_line)
     if judge.startswith("local/"):
         err_console.print(f"[yellow]note:[/] {SMOKE_WARNING}")
     if metrics_out is not None:
-        write_metrics(metrics_out, score.metrics())
+        write_metrics(metrics_out, score.metrics(), view.provenance())
         _say(f"metrics written to {metrics_out}")
     if allresults_out is not None:
-        write_allresults(allresults_out, samples, score)
+        write_allresults(allresults_out, samples, score, provenance=view.provenance())
         _say(f"simple-evals export written to {allresults_out}")
     if aggregate_out is not None:
         write_aggregate_scores(aggregate_out, aggregate_document(run.name, samples, score))
@@ -180,7 +184,9 @@ def run_command(
     judge_max_tokens: JudgeMaxTokens = None,
     judge_reasoning_effort: JudgeReasoning = None,
     judge_extra_body: JudgeExtraBody = None,
+    judge_system_message: JudgeSystemMessage = None,
     judge_json: JudgeJson = None,
+    profile: Profile = None,
     timeout: Annotated[
         float | None,
         typer.Option(
@@ -307,9 +313,11 @@ def run_command(
             judge_reasoning_effort,
             judge_extra_body,
             timeout,
+            judge_system_message,
         ),
         "grader_template": str(grader_template) if grader_template else None,
         "judge_structured_output": judge_json,
+        "profile": profile,
         "scoring": {
             "seed": seed,
             "n_resamples": n_resamples,
@@ -319,7 +327,7 @@ def run_command(
         **how,
     }
     defaults: dict[str, Any] = {"model": {"spec": OFFLINE_MODEL}, "judge": {"spec": OFFLINE_MODEL}}
-    cfg = build_config(defaults, load_config_file(config) if config else {}, flags)
+    cfg = build_config(load_config_file(config) if config else {}, flags, defaults=defaults)
     if dry_run:
         _dry_run(s, cfg, name)
         return
@@ -362,13 +370,20 @@ def _finish(
 @handles_errors
 def regrade_command(
     source: Annotated[str, typer.Argument(help="The run whose samples are graded again.")],
-    judge: Annotated[str, typer.Option("--judge", "-j", help="Judge model spec.")],
+    judge: Annotated[
+        str | None,
+        typer.Option(
+            "--judge", "-j", show_default=False, help="Judge model spec (required without --profile)."
+        ),
+    ] = None,
     judge_base_url: JudgeBaseUrl = None,
     judge_api_key_env: JudgeKeyEnv = None,
     judge_temperature: JudgeTemperature = None,
     judge_max_tokens: JudgeMaxTokens = None,
     judge_reasoning_effort: JudgeReasoning = None,
     judge_extra_body: JudgeExtraBody = None,
+    judge_system_message: JudgeSystemMessage = None,
+    profile: Profile = None,
     grader_template: GraderTemplate = None,
     name: Annotated[
         str | None,
@@ -397,16 +412,19 @@ def regrade_command(
         judge_max_tokens,
         judge_reasoning_effort,
         judge_extra_body,
+        system=judge_system_message,
     )
     overrides = how_layer(
         max_connections=max_connections, max_retries=max_retries, judge_retries=judge_retries, prices=prices
     )
     if grader_template is not None:
         overrides["grader_template"] = str(grader_template)
+    if profile is not None:
+        overrides["profile"] = profile
     with RichProgress(console, label="answers reused") as progress:
         outcome = runner.regrade(
             source,
-            ModelConfig.model_validate(layer),
+            layer or None,
             store=s,
             name=name,
             overrides=overrides,

@@ -44,7 +44,7 @@ def prepare_meta_eval(store: Store, config: RunConfig, name: str, *, show_progre
         "sha256": source.sha256,
         "rows": len(chosen),
     }
-    template = load_template(config.grader_template)
+    template = load_template(config.grader_template, config.cache_dir)
     record = stored_record(config, kind="meta_eval", dataset=dataset, template_sha=template.sha256)
     return store.create_run(
         name, "meta_eval", record, [(row_id(r), r.model_dump(mode="json")) for r in chosen]
