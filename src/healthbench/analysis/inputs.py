@@ -176,7 +176,7 @@ def load_stored(store: Store, run: RunRecord) -> LoadedRun:
         grader_template_sha256=view.grader_template_sha256,
         dataset_variant=dataset.get("variant"),
         dataset_sha256=dataset.get("sha256"),
-        profile=_profile(run.config),
+        profile=view.config.profile,
     )
 
 
@@ -187,16 +187,6 @@ def _stored_runs(store: Store, spec: str) -> list[RunRecord]:
     if not matched:
         raise RunError(f"no eval run in {store.url} matches {spec!r}; `healthbench runs` lists them")
     return matched
-
-
-def _profile(config: Mapping[str, Any]) -> str | None:
-    for holder in (config, config.get("run", {})):
-        value = holder.get("profile") if isinstance(holder, Mapping) else None
-        if isinstance(value, str):
-            return value
-        if isinstance(value, Mapping) and isinstance(value.get("name"), str):
-            return str(value["name"])
-    return None
 
 
 def _renamed(run: LoadedRun, model: str | None, run_id: str | None) -> LoadedRun:
