@@ -14,15 +14,16 @@ import tempfile
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import httpx
 import platformdirs
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
 from healthbench.data.professional import read_conversations
 from healthbench.data.schema import Conversation, MetaEvalRecord, Record, decode_lines, parse_lines
 from healthbench.errors import DataError, DownloadError
+
+if TYPE_CHECKING:
+    import httpx  # imported by `download` only: loading it costs more than reading a dataset
 
 Variant = Literal["full", "hard", "consensus", "meta_eval", "demo", "demo_meta_eval"]
 EVAL_VARIANTS: tuple[str, ...] = ("full", "hard", "consensus", "demo")
@@ -104,6 +105,9 @@ def download(
     url: str, target: Path, *, show_progress: bool = True, transport: httpx.BaseTransport | None = None
 ) -> str:
     """GET ``url`` into ``target`` atomically (temp file + rename); returns and records its sha256."""
+    import httpx
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+
     target.parent.mkdir(parents=True, exist_ok=True)
     digest = hashlib.sha256()
     handle, temp_name = tempfile.mkstemp(dir=target.parent, prefix=target.name, suffix=".part")
