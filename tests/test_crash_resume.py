@@ -93,7 +93,7 @@ def test_kill_9_five_times_then_resume(tmp_path: Path) -> None:
             }
         )
         reset_stats(url)
-        clean = run_eval(cfg, store=clean_store, name="crash", show_progress=False)
+        clean = run_eval(cfg, store=clean_store, name="crash")
         clean_calls = fetch_stats(url)["requests"]
         assert clean_calls == 60 + 600
 

@@ -53,7 +53,7 @@ def test_pipeline_matches_core_on_fixture(server: str, tmp_path: Path) -> None:
         }
     )
     reset_stats(server)
-    outcome = run_meta_eval(cfg, store=store, name="meta", show_progress=False)
+    outcome = run_meta_eval(cfg, store=store, name="meta")
     records = read_records(FIXTURE, MetaEvalRecord)
     assert fetch_stats(server)["judge"] == 2 * len(records)  # repeats are independent judgements
     _, labels = stored_labels(store, outcome.run)
@@ -63,7 +63,7 @@ def test_pipeline_matches_core_on_fixture(server: str, tmp_path: Path) -> None:
     assert outcome.run.kind == "meta_eval" and outcome.run.status == "finished"
     # re-running the finished run makes no call
     reset_stats(server)
-    run_meta_eval(cfg, store=store, name="meta", show_progress=False)
+    run_meta_eval(cfg, store=store, name="meta")
     assert fetch_stats(server)["requests"] == 0
 
 

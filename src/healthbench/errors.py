@@ -42,3 +42,7 @@ class RunError(HealthBenchError):
 
 class FatalModelError(ModelError):
     """A model call that no retry can fix (wrong key, unknown model, bad request): the run stops."""
+
+
+class OutageError(FatalModelError):
+    """An endpoint that answered earlier has failed every call for longer than the allowed outage."""

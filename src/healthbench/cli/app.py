@@ -9,7 +9,9 @@ from typing import ParamSpec, TypeVar
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
+from healthbench import __version__
 from healthbench.errors import HealthBenchError
 
 app = typer.Typer(
@@ -18,6 +20,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 
 console = Console()
@@ -27,10 +30,30 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
+def say(text: str, *, style: str | None = None, stderr: bool = False) -> None:
+    """Print user-provided text literally (never read as rich markup), unwrapped so it stays copyable."""
+    (err_console if stderr else console).print(Text(text, style=style or ""), soft_wrap=True)
+
+
 def fail(message: str, code: int = 1) -> typer.Exit:
-    """Print one line on stderr and return the Exit to raise."""
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    """Print one line on stderr and return the Exit to raise (the message is printed literally)."""
+    err_console.print(Text.assemble(("error:", "bold red"), " ", message), soft_wrap=True)
     return typer.Exit(code)
+
+
+def _version(value: bool) -> None:
+    if value:
+        console.print(Text(f"healthbench {__version__}"))
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    """Run, grade and analyse HealthBench on any chat model."""
 
 
 def handles_errors(func: Callable[P, R]) -> Callable[P, R]:

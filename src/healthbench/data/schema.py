@@ -7,7 +7,7 @@ meta-eval file. Parsing is pure: it takes lines of text and a source name for er
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Annotated, Any, TypeVar
 
 from pydantic import (
@@ -191,8 +191,3 @@ def decode_lines(data: bytes, *, source: str) -> list[str]:
         except UnicodeDecodeError as exc:
             raise DataError(f"not valid UTF-8 (byte {exc.start + 1})", path=source, line=number) from None
     return out
-
-
-def dump_records(records: Sequence[BaseModel]) -> str:
-    """Serialize records back to JSONL (used by tests and fixtures)."""
-    return "".join(json.dumps(r.model_dump(mode="json"), ensure_ascii=False) + "\n" for r in records)

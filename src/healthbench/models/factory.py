@@ -39,6 +39,15 @@ def _require(packages: tuple[str, ...], spec: ModelSpec, hint: str) -> None:
             raise ConfigError(f"{spec.name} needs the Python package {package}: {hint}")
 
 
+def check_model(spec: ModelSpec, environ: Mapping[str, str] | None = None) -> None:
+    """Raise the ConfigError `create_model` would (missing extra, missing key) without creating it,
+    so that a run is not stored before its models are known to be usable."""
+    _, _, packages, hint = _ADAPTERS[spec.provider]
+    _require(packages, spec, hint)
+    if spec.provider != "local":
+        resolve_api_key(spec, environ)
+
+
 def create_provider(
     spec: ModelSpec,
     settings: ModelSettings,

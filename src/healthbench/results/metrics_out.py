@@ -9,10 +9,11 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from healthbench.atomic import atomic_writer
 
 
 def json_safe(value: Any) -> Any:
@@ -29,19 +30,11 @@ def json_safe(value: Any) -> Any:
 def write_json_atomic(
     path: str | os.PathLike[str], payload: Any, *, indent: int | None = 2, ensure_ascii: bool = True
 ) -> Path:
-    """Write ``payload`` as JSON through a temporary file in the same directory, then rename it."""
+    """Write ``payload`` as JSON atomically (see `healthbench.atomic`), with the usual permissions."""
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(json_safe(payload), indent=indent, ensure_ascii=ensure_ascii, allow_nan=False)
-    handle, temp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(text)
-            out.write("\n")
-        os.replace(temp_name, target)
-    except BaseException:
-        Path(temp_name).unlink(missing_ok=True)
-        raise
+    with atomic_writer(target) as out:
+        out.write(text.encode("utf-8") + b"\n")
     return target
 
 

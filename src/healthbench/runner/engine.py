@@ -11,6 +11,7 @@ when it can, and otherwise calls the models with bounded concurrency. Every fini
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +20,7 @@ from healthbench.errors import FatalModelError, HealthBenchError, ModelError, Ru
 from healthbench.grading.template import JUDGE_SCHEMA, GraderTemplate
 from healthbench.grading.verdict import VerdictParseError, parse_verdict
 from healthbench.models.base import ChatModel, Completion, Usage, request_key
+from healthbench.models.limits import ConnectionPool
 from healthbench.models.pricing import PriceTable
 from healthbench.runner.progress import NoProgress, ProgressSink, RunCounters
 from healthbench.store.db import now
@@ -106,8 +108,10 @@ class Engine:
         options: EngineOptions | None = None,
         prices: PriceTable | None = None,
         progress: ProgressSink | None = None,
+        pool: ConnectionPool | None = None,
     ) -> None:
         self.store = store
+        self.pool = pool  # read for the progress display's outage line
         self.run_id = run_id
         self.candidate = candidate
         self.judge = judge
@@ -129,6 +133,7 @@ class Engine:
         c = self.counters
         c.samples_total, c.samples_done = plan.samples_total, plan.samples_done
         c.criteria_total, c.criteria_done = plan.criteria_total, plan.criteria_done
+        c.criteria_at_start = plan.criteria_done
         self._cache_keys = self.store.cache_keys()
         todo = plan.todo
         self.progress.update(c)
@@ -151,6 +156,8 @@ class Engine:
     async def _tick(self) -> None:
         while True:
             await asyncio.sleep(self.options.progress_every)
+            if self.pool is not None:
+                self.counters.retrying = self.pool.outage_note(time.monotonic())
             self.progress.update(self.counters)
 
     # -- one work item -------------------------------------------------------------------------

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from healthbench.data.schema import MetaEvalRecord
-from healthbench.data.sources import load_meta_eval
+from healthbench.data.sources import DownloadProgress, load_meta_eval
 from healthbench.data.subset import select
 from healthbench.errors import RunError
 from healthbench.grading.template import load_template
@@ -17,6 +17,7 @@ from healthbench.runner.engine import WorkItem
 from healthbench.runner.progress import ProgressSink
 from healthbench.runner.run import (
     RunOutcome,
+    check_models,
     check_same_settings,
     new_run_name,
     resumed,
@@ -31,15 +32,18 @@ def row_id(record: MetaEvalRecord) -> str:
     return f"{record.completion_id}/{hashlib.sha256(record.rubric.encode()).hexdigest()[:16]}"
 
 
-def prepare_meta_eval(store: Store, config: RunConfig, name: str, *, show_progress: bool = True) -> RunRecord:
+def prepare_meta_eval(
+    store: Store, config: RunConfig, name: str, *, download_progress: DownloadProgress | None = None
+) -> RunRecord:
     existing = store.get_run(name)
     if existing is not None:
         if existing.kind != "meta_eval":
             raise RunError(f"run {name!r} is a {existing.kind} run, not a meta-eval run")
         check_same_settings(existing, config)
         return existing
+    check_models(config, with_candidate=False)
     source, records = load_meta_eval(
-        config.dataset, data=config.data, cache=config.cache_dir, show_progress=show_progress
+        config.dataset, data=config.data, cache=config.cache_dir, progress=download_progress
     )
     chosen = select(records, limit=config.limit, ids=config.ids, categories=config.categories)
     dataset = {
@@ -81,14 +85,14 @@ def run_meta_eval(
     name: str | None = None,
     progress: ProgressSink | None = None,
     environ: Mapping[str, str] | None = None,
-    show_progress: bool = True,
+    download_progress: DownloadProgress | None = None,
 ) -> RunOutcome:
     """Start or continue the meta-eval run ``name`` (same settings) and grade every row."""
     run = prepare_meta_eval(
         store,
         config.model_copy(update={"model": None}),
         name or new_run_name("meta"),
-        show_progress=show_progress,
+        download_progress=download_progress,
     )
     return _finish(store, run, config, progress=progress, environ=environ)
 

@@ -11,11 +11,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from healthbench.data.schema import Conversation
-from healthbench.data.sources import load_conversations
+from healthbench.data.sources import DownloadProgress, load_conversations
 from healthbench.data.subset import select
 from healthbench.errors import RunError
 from healthbench.grading.template import load_template
-from healthbench.models.factory import create_model
+from healthbench.models.factory import check_model, create_model
 from healthbench.models.limits import ConnectionLimits, ConnectionPool
 from healthbench.models.pricing import PriceTable
 from healthbench.runner.config import HOW_FIELDS, ModelConfig, RunConfig
@@ -74,8 +74,25 @@ def check_same_settings(run: RunRecord, config: RunConfig) -> None:
         )
 
 
+def check_models(
+    config: RunConfig, *, with_candidate: bool = True, environ: Mapping[str, str] | None = None
+) -> None:
+    """Fail (ConfigError) before anything is stored when a model cannot be created: a missing API
+    key or optional extra leaves no run behind."""
+    check_model(config.judge.parsed(), environ)
+    if with_candidate and config.model is not None:
+        check_model(config.model.parsed(), environ)
+
+
 # -- eval runs -------------------------------------------------------------------------------------
-def prepare_eval(store: Store, config: RunConfig, name: str, *, show_progress: bool = True) -> RunRecord:
+def prepare_eval(
+    store: Store,
+    config: RunConfig,
+    name: str,
+    *,
+    download_progress: DownloadProgress | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> RunRecord:
     """The run called ``name``: created with its conversations, or the existing one if compatible."""
     existing = store.get_run(name)
     template = load_template(config.grader_template)
@@ -84,8 +101,9 @@ def prepare_eval(store: Store, config: RunConfig, name: str, *, show_progress: b
         return existing
     if config.model is None:
         raise RunError("an eval run needs a candidate model (--model)")
+    check_models(config, environ=environ)
     source, conversations = load_conversations(
-        config.dataset, data=config.data, cache=config.cache_dir, show_progress=show_progress
+        config.dataset, data=config.data, cache=config.cache_dir, progress=download_progress
     )
     chosen = select(conversations, limit=config.limit, ids=config.ids, themes=config.themes)
     dataset = {
@@ -166,6 +184,7 @@ async def execute(
         ),
         prices=PriceTable.load(config.prices),
         progress=progress or NoProgress(),
+        pool=pool,
     )
     store.set_status(run.id, "running")
     status = "failed"
@@ -190,10 +209,12 @@ def run_eval(
     name: str | None = None,
     progress: ProgressSink | None = None,
     environ: Mapping[str, str] | None = None,
-    show_progress: bool = True,
+    download_progress: DownloadProgress | None = None,
 ) -> RunOutcome:
     """Start (or continue, with the same settings) the eval run ``name`` and run it to the end."""
-    run = prepare_eval(store, config, name or new_run_name(), show_progress=show_progress)
+    run = prepare_eval(
+        store, config, name or new_run_name(), download_progress=download_progress, environ=environ
+    )
     return _finish_eval(store, run, config, progress=progress, environ=environ)
 
 
@@ -258,6 +279,17 @@ def _finish_eval(
     )
 
 
+def check_answers(store: Store, parent: RunRecord, n_repeats: int) -> None:
+    """A regrade grades answers, it never samples: every conversation of ``parent`` needs one."""
+    expected = len(store.load_items(parent.id)) * n_repeats
+    missing = expected - len(store.sample_progress(parent.id))
+    if missing:
+        raise RunError(
+            f"run {parent.name!r} has no answer for {missing} of {expected} conversations; finish it "
+            f"first (`healthbench run --resume {parent.name}`), then regrade it"
+        )
+
+
 def regrade(
     source: str,
     judge: ModelConfig,
@@ -279,6 +311,8 @@ def regrade(
     name = name or new_run_name("regrade")
     existing = store.get_run(name)
     if existing is None:
+        check_models(config, with_candidate=False, environ=environ)
+        check_answers(store, parent, config.n_repeats)
         template = load_template(config.grader_template)
         record = stored_record(
             config, kind="eval", dataset=parent.config["dataset"], template_sha=template.sha256
