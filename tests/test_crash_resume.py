@@ -56,8 +56,6 @@ def command(url: str, data: Path, store: Path) -> list[str]:
         "-m",
         "healthbench",
         "run",
-        "--dataset",
-        "full",
         "--data",
         str(data),
         "--model",

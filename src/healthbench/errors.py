@@ -46,3 +46,9 @@ class FatalModelError(ModelError):
 
 class OutageError(FatalModelError):
     """An endpoint that answered earlier has failed every call for longer than the allowed outage."""
+
+
+class Terminated(KeyboardInterrupt):
+    """The process got SIGTERM: handled like Ctrl-C (the run is marked interrupted, work is kept)."""
+
+    exit_code = 143

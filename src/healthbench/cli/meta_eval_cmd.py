@@ -7,8 +7,10 @@ from typing import Annotated
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
-from healthbench.cli.app import app, console, err_console, handles_errors
+from healthbench.cli.app import app, console, err_console, handles_errors, say
+from healthbench.cli.continuable import continuable, refuse_with_resume, resume_command
 from healthbench.cli.options import (
     CacheDir,
     ConfigFile,
@@ -22,21 +24,28 @@ from healthbench.cli.options import (
     JudgeRetries,
     JudgeTemperature,
     MaxConnections,
+    MaxOutage,
     MaxRetries,
     MetricsOutOpt,
     Prices,
+    Rpm,
     StoreOpt,
+    Strict,
+    Timeout,
+    Tpm,
     how_layer,
     model_layer,
     split_list,
 )
+from healthbench.cli.progress import DownloadBar, run_progress
 from healthbench.data.sources import load_meta_eval
 from healthbench.data.subset import select
+from healthbench.errors import ConfigError, RunError
 from healthbench.results.meta_results import read_labels, score_meta_run
 from healthbench.results.metrics_out import write_metrics
 from healthbench.runner.config import OFFLINE_MODEL, build_config, load_config_file
 from healthbench.runner.meta_eval import resume_meta_eval, run_meta_eval
-from healthbench.runner.progress import RichProgress
+from healthbench.runner.run import new_run_name
 from healthbench.scoring.meta import DEFAULT_MIN_PHYSICIAN_RATINGS, GroupSummary, MetaEvalResult, meta_metrics
 from healthbench.store import Store
 
@@ -45,8 +54,8 @@ def _fmt(value: float | None, digits: int = 3) -> str:
     return "—" if value is None else f"{value:.{digits}f}"
 
 
-def render_meta(result: MetaEvalResult, *, title: str) -> None:
-    table = Table(title=title)
+def render_meta(result: MetaEvalResult, *, title: str, min_physician_ratings: int) -> None:
+    table = Table(title=Text(title))
     for column in (
         "scope",
         "judge F1 balanced",
@@ -56,11 +65,12 @@ def render_meta(result: MetaEvalResult, *, title: str) -> None:
         "n pairs",
         "rows",
     ):
-        table.add_column(column, justify="left" if column == "scope" else "right")
+        # long category names wrap at 80 columns instead of being cut
+        table.add_column(column, justify="left" if column == "scope" else "right", overflow="fold")
 
     def add(row: GroupSummary) -> None:
         table.add_row(
-            row.name,
+            Text(row.name),
             _fmt(row.judge_f1_balanced),
             _fmt(row.physician_f1_balanced_mean),
             _fmt(row.percentile, 1),
@@ -73,9 +83,18 @@ def render_meta(result: MetaEvalResult, *, title: str) -> None:
     for row in result.categories:
         add(row)
     console.print(table)
+    if any(row.physician_f1_balanced_mean is None for row in [result.overall, *result.categories]):
+        say(
+            f"— in physician mean: no physician in that scope has more than {min_physician_ratings} "
+            "rating pairs to compare (see --min-physician-ratings), so there is no baseline"
+        )
     ungraded = result.metrics.get("ungraded_rows") or 0
     if ungraded:
-        err_console.print(f"[yellow]warning:[/] {ungraded} rows ungraded (left out of the judge's numbers)")
+        say(
+            f"warning: {ungraded} rows ungraded (left out of the judge's numbers)",
+            style="yellow",
+            stderr=True,
+        )
 
 
 @app.command("meta-eval")
@@ -148,21 +167,47 @@ def meta_eval_command(
     config: ConfigFile = None,
     store: StoreOpt = None,
     max_connections: MaxConnections = None,
+    rpm: Rpm = None,
+    tpm: Tpm = None,
+    timeout: Timeout = None,
     max_retries: MaxRetries = None,
+    max_outage: MaxOutage = None,
     judge_retries: JudgeRetries = None,
     prices: Prices = None,
     cache_dir: CacheDir = None,
+    strict: Strict = False,
     metrics_out: MetricsOutOpt = None,
 ) -> None:
     """Grade the meta-eval rows with a judge and measure its agreement with physicians."""
+    if min_physician_ratings < 0:
+        raise ConfigError(f"--min-physician-ratings must be 0 or more, not {min_physician_ratings}")
+    if dataset is not None and data is not None:
+        raise ConfigError("--dataset and --data both name the data; give one")
+    judge_flags = {
+        "--judge": judge,
+        "--judge-base-url": judge_base_url,
+        "--judge-api-key-env": judge_api_key_env,
+        "--judge-temperature": judge_temperature,
+        "--judge-max-tokens": judge_max_tokens,
+        "--judge-reasoning-effort": judge_reasoning_effort,
+        "--judge-extra-body": judge_extra_body,
+        "--judge-json": judge_json,
+        "--timeout": timeout,
+        "--grader-template": grader_template,
+    }
     variant = dataset or "demo_meta_eval"
     if labels is not None:
+        given = [flag for flag, value in judge_flags.items() if value is not None]
+        if given or resume is not None:
+            raise ConfigError(
+                f"--labels scores labels made elsewhere, no judge is called; drop {', '.join(given or ['--resume'])}"
+            )
         _, records = load_meta_eval(variant, data=data, cache=cache_dir)
         chosen = select(records, limit=limit, categories=split_list(category))
         result = meta_metrics(
             chosen, read_labels(labels, chosen), min_physician_ratings=min_physician_ratings
         )
-        _output(result, f"meta-eval of labels in {labels.name}", metrics_out)
+        _output(result, f"meta-eval of labels in {labels.name}", metrics_out, min_physician_ratings)
         return
     s = Store(store)
     how = how_layer(
@@ -171,9 +216,27 @@ def meta_eval_command(
         judge_retries=judge_retries,
         prices=prices,
         cache_dir=cache_dir,
+        rpm=rpm,
+        tpm=tpm,
+        max_outage=max_outage,
     )
     if resume is not None:
-        with RichProgress(console, label="rows (fixed answers)") as progress:
+        refuse_with_resume(
+            {
+                **judge_flags,
+                "--dataset": dataset,
+                "--data": data,
+                "--limit": limit,
+                "--category": category,
+                "--n-repeats": n_repeats,
+                "--name": name,
+                "--config": config,
+            }
+        )
+        with (
+            continuable(s, resume, kind="meta_eval", store_flag=store),
+            run_progress(console, label="rows (fixed answers)") as progress,
+        ):
             outcome = resume_meta_eval(resume, store=s, overrides=how, progress=progress)
     else:
         flags = {
@@ -190,6 +253,7 @@ def meta_eval_command(
                 judge_max_tokens,
                 judge_reasoning_effort,
                 judge_extra_body,
+                timeout,
             ),
             "grader_template": str(grader_template) if grader_template else None,
             "judge_structured_output": judge_json,
@@ -198,22 +262,43 @@ def meta_eval_command(
         cfg = build_config(
             {"judge": {"spec": OFFLINE_MODEL}}, load_config_file(config) if config else {}, flags
         )
-        with RichProgress(console, label="rows (fixed answers)") as progress:
-            outcome = run_meta_eval(cfg, store=s, name=name, progress=progress)
+        name = name or new_run_name("meta")
+        with (
+            continuable(s, name, kind="meta_eval", store_flag=store),
+            run_progress(console, label="rows (fixed answers)") as progress,
+        ):
+            outcome = run_meta_eval(
+                cfg, store=s, name=name, progress=progress, download_progress=DownloadBar(err_console)
+            )
     result = score_meta_run(s, outcome.run, min_physician_ratings=min_physician_ratings)
     c = outcome.counters
-    console.print(
+    say(
         f"{c.calls} judge calls ({c.cache_hits} from cache) in {c.elapsed:.1f}s · "
         f"{c.input_tokens + c.output_tokens:,} tokens · ${c.cost:.4f}"
     )
     judge_spec = outcome.run.config["run"]["judge"]["spec"]
-    _output(result, f"meta-eval run {outcome.run.name} · judge {judge_spec}", metrics_out)
+    _output(
+        result,
+        f"meta-eval run {outcome.run.name} · judge {judge_spec}",
+        metrics_out,
+        min_physician_ratings,
+    )
     if judge_spec.startswith("local/"):
-        err_console.print("[yellow]note:[/] a 135M local judge is a smoke test of the pipeline, not a judge.")
+        say(
+            "note: a 135M local judge is a smoke test of the pipeline, not a judge.",
+            style="yellow",
+            stderr=True,
+        )
+    ungraded = result.metrics.get("ungraded_rows") or 0
+    if strict and ungraded:
+        raise RunError(
+            f"--strict: {ungraded} rows ungraded; continue with: "
+            f"{resume_command(outcome.run.name, kind='meta_eval', store=store)}"
+        )
 
 
-def _output(result: MetaEvalResult, title: str, metrics_out: Path | None) -> None:
-    render_meta(result, title=title)
+def _output(result: MetaEvalResult, title: str, metrics_out: Path | None, min_physician_ratings: int) -> None:
+    render_meta(result, title=title, min_physician_ratings=min_physician_ratings)
     if metrics_out is not None:
         write_metrics(metrics_out, result.metrics)
-        console.print(f"metrics written to {metrics_out}")
+        say(f"metrics written to {metrics_out}")

@@ -9,6 +9,10 @@ from typing import Annotated, Any
 import typer
 
 from healthbench.errors import ConfigError
+from healthbench.grading.verdict import DEFAULT_JUDGE_RETRIES
+from healthbench.models.base import DEFAULT_MAX_CONNECTIONS, DEFAULT_TIMEOUT
+from healthbench.models.limits import DEFAULT_MAX_OUTAGE, DEFAULT_MAX_RETRIES
+from healthbench.scoring.stats import DEFAULT_RESAMPLES
 
 StoreOpt = Annotated[
     Path | None,
@@ -33,7 +37,10 @@ SeedOpt = Annotated[
     int | None, typer.Option("--seed", help="Bootstrap seed (default 0).", show_default=False)
 ]
 ResamplesOpt = Annotated[
-    int | None, typer.Option("--n-resamples", help="Bootstrap resamples (default 1000).", show_default=False)
+    int | None,
+    typer.Option(
+        "--n-resamples", help=f"Bootstrap resamples (default {DEFAULT_RESAMPLES}).", show_default=False
+    ),
 ]
 
 
@@ -83,14 +90,39 @@ MaxConnections = _opt(
     int,
     "--max-connections",
     show_default=False,
-    help="Concurrent model calls, candidate and judge together (default 64).",
+    help=f"Concurrent model calls, candidate and judge together (default {DEFAULT_MAX_CONNECTIONS}).",
 )
 MaxRetries = _opt(
-    int, "--max-retries", show_default=False, help="Retries of a failed call (429, 5xx, timeouts; default 8)."
+    int,
+    "--max-retries",
+    show_default=False,
+    help=f"Retries of a failed call (429, 5xx, timeouts; default {DEFAULT_MAX_RETRIES}).",
+)
+MaxOutage = _opt(
+    float,
+    "--max-outage",
+    show_default=False,
+    help="Stop the run (resumable) when an endpoint that answered before has failed every call for "
+    f"this many seconds (default {DEFAULT_MAX_OUTAGE:g}).",
 )
 JudgeRetries = _opt(
-    int, "--judge-retries", show_default=False, help="Re-asks when a judge answer does not parse (default 3)."
+    int,
+    "--judge-retries",
+    show_default=False,
+    help=f"Re-asks when a judge answer does not parse (default {DEFAULT_JUDGE_RETRIES}).",
 )
+Timeout = _opt(
+    float,
+    "--timeout",
+    show_default=False,
+    help=f"Per-request timeout in seconds for every model (default {DEFAULT_TIMEOUT:g}).",
+)
+Rpm = _opt(float, "--rpm", help="Requests per minute per endpoint.")
+Tpm = _opt(float, "--tpm", help="Tokens per minute per endpoint.")
+DryRun = Annotated[
+    bool, typer.Option("--dry-run", help="Print calls, tokens and estimated cost; call nothing.")
+]
+Strict = Annotated[bool, typer.Option("--strict", help="Fail (exit 1) if any criterion is left ungraded.")]
 Prices = _opt(Path, "--prices", help="JSON/TOML price overrides (USD per million tokens).")
 CacheDir = _opt(
     Path, "--cache-dir", help="Dataset download cache (default $HEALTHBENCH_CACHE_DIR or the user cache dir)."
@@ -137,13 +169,17 @@ def how_layer(
     cache_dir: Path | None = None,
     rpm: float | None = None,
     tpm: float | None = None,
+    max_outage: float | None = None,
 ) -> dict[str, Any]:
     """The settings a run may change between sessions (see `RunConfig`), from their flags."""
     how: dict[str, Any] = {
         "max_connections": max_connections,
         "requests_per_minute": rpm,
         "tokens_per_minute": tpm,
-        "retry": {"max_retries": max_retries} if max_retries is not None else None,
+        "retry": {
+            k: v for k, v in {"max_retries": max_retries, "max_outage": max_outage}.items() if v is not None
+        }
+        or None,
         "judge_retries": judge_retries,
         "prices": str(prices) if prices else None,
         "cache_dir": str(cache_dir) if cache_dir else None,

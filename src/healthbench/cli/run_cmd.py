@@ -8,12 +8,15 @@ from typing import Annotated, Any
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
-from healthbench.cli.app import app, console, err_console, handles_errors
+from healthbench.cli.app import app, console, err_console, handles_errors, say
+from healthbench.cli.continuable import continuable, refuse_with_resume, resume_command
 from healthbench.cli.options import (
     AllResultsOpt,
     CacheDir,
     ConfigFile,
+    DryRun,
     GraderTemplate,
     JudgeBaseUrl,
     JudgeExtraBody,
@@ -24,24 +27,29 @@ from healthbench.cli.options import (
     JudgeRetries,
     JudgeTemperature,
     MaxConnections,
+    MaxOutage,
     MaxRetries,
     MetricsOutOpt,
     Prices,
     ResamplesOpt,
+    Rpm,
     SeedOpt,
     StoreOpt,
+    Strict,
+    Timeout,
+    Tpm,
     how_layer,
     model_layer,
     split_list,
 )
-from healthbench.errors import RunError
+from healthbench.cli.progress import DownloadBar, run_progress
+from healthbench.errors import ConfigError, RunError
 from healthbench.results import run_results
 from healthbench.results.metrics_out import write_metrics
 from healthbench.results.simple_evals import write_allresults
 from healthbench.results.summary import render_summary
 from healthbench.runner import run as runner
 from healthbench.runner.config import OFFLINE_MODEL, ModelConfig, RunConfig, build_config, load_config_file
-from healthbench.runner.progress import RichProgress
 from healthbench.scoring.run_score import score_run
 from healthbench.store import RunRecord, Store
 
@@ -73,17 +81,21 @@ def _report(
     samples = run_results.graded_samples(store, run)
     score = score_run(samples, options)
     judge = run.config["run"]["judge"]["spec"]
-    render_summary(score, title=f"run {run.name} · judge {judge}", console=console)
+    missing, expected = runner.unanswered(store, run)
+    title = f"run {run.name} · judge {judge}"
+    if missing:  # never shown as if it were the run's score
+        title = f"PARTIAL: {expected - missing} of {expected} conversations answered, not the run's score · {title}"
+    render_summary(score, title=title, console=console)
     if counters_line:
-        console.print(counters_line)
+        say(counters_line)
     if judge.startswith("local/"):
-        err_console.print(f"[yellow]note:[/] {SMOKE_WARNING}")
+        say(f"note: {SMOKE_WARNING}", style="yellow", stderr=True)
     if metrics_out is not None:
         write_metrics(metrics_out, score.metrics())
-        console.print(f"metrics written to {metrics_out}")
+        say(f"metrics written to {metrics_out}")
     if allresults_out is not None:
         write_allresults(allresults_out, samples, score)
-        console.print(f"simple-evals export written to {allresults_out}")
+        say(f"simple-evals export written to {allresults_out}")
     if score.ungraded_criteria:
         message = (
             f"{score.ungraded_criteria} criteria ungraded in {score.ungraded_samples} conversations "
@@ -91,7 +103,7 @@ def _report(
         )
         if strict:
             raise RunError(f"--strict: {message}")
-        err_console.print(f"[yellow]warning:[/] {message}")
+        say(f"warning: {message}", style="yellow", stderr=True)
 
 
 def _dry_run(store: Store, config: RunConfig, name: str | None) -> None:
@@ -176,14 +188,7 @@ def run_command(
     judge_reasoning_effort: JudgeReasoning = None,
     judge_extra_body: JudgeExtraBody = None,
     judge_json: JudgeJson = None,
-    timeout: Annotated[
-        float | None,
-        typer.Option(
-            "--timeout",
-            show_default=False,
-            help="Per-request timeout in seconds for both models (default 120).",
-        ),
-    ] = None,
+    timeout: Timeout = None,
     grader_template: GraderTemplate = None,
     dataset: Annotated[
         str | None,
@@ -231,9 +236,10 @@ def run_command(
     config: ConfigFile = None,
     store: StoreOpt = None,
     max_connections: MaxConnections = None,
-    rpm: Annotated[float | None, typer.Option("--rpm", help="Requests per minute per endpoint.")] = None,
-    tpm: Annotated[float | None, typer.Option("--tpm", help="Tokens per minute per endpoint.")] = None,
+    rpm: Rpm = None,
+    tpm: Tpm = None,
     max_retries: MaxRetries = None,
+    max_outage: MaxOutage = None,
     judge_retries: JudgeRetries = None,
     prices: Prices = None,
     cache_dir: CacheDir = None,
@@ -246,16 +252,14 @@ def run_command(
     ] = None,
     seed: SeedOpt = None,
     n_resamples: ResamplesOpt = None,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Print calls, tokens and estimated cost; call nothing.")
-    ] = False,
-    strict: Annotated[
-        bool, typer.Option("--strict", help="Fail (exit 1) if any criterion is left ungraded.")
-    ] = False,
+    dry_run: DryRun = False,
+    strict: Strict = False,
     metrics_out: MetricsOutOpt = None,
     allresults_out: AllResultsOpt = None,
 ) -> None:
     """Sample a model on HealthBench, grade every rubric criterion with a judge, and report the scores."""
+    if dataset is not None and data is not None:
+        raise ConfigError("--dataset and --data both name the data; give one")
     s = Store(store)
     how = how_layer(
         max_connections=max_connections,
@@ -265,14 +269,47 @@ def run_command(
         cache_dir=cache_dir,
         rpm=rpm,
         tpm=tpm,
+        max_outage=max_outage,
     )
     if resume is not None:
+        refuse_with_resume(
+            {
+                "--model": model,
+                "--base-url": base_url,
+                "--api-key-env": api_key_env,
+                "--temperature": temperature,
+                "--max-tokens": max_tokens,
+                "--system-message": system_message,
+                "--reasoning-effort": reasoning_effort,
+                "--extra-body": extra_body,
+                "--judge": judge,
+                "--judge-base-url": judge_base_url,
+                "--judge-api-key-env": judge_api_key_env,
+                "--judge-temperature": judge_temperature,
+                "--judge-max-tokens": judge_max_tokens,
+                "--judge-reasoning-effort": judge_reasoning_effort,
+                "--judge-extra-body": judge_extra_body,
+                "--judge-json": judge_json,
+                "--timeout": timeout,
+                "--grader-template": grader_template,
+                "--dataset": dataset,
+                "--data": data,
+                "--limit": limit,
+                "--ids": ids,
+                "--theme": theme,
+                "--n-repeats": n_repeats,
+                "--name": name,
+                "--config": config,
+                "--length-penalty": length_penalty,
+                "--length-center": length_center,
+            }
+        )
         if dry_run:
             _dry_run(s, runner.run_config_of(s.require_run(resume)), resume)
             return
-        with RichProgress(console) as progress:
+        with continuable(s, resume, kind="eval", store_flag=store), run_progress(console) as progress:
             outcome = runner.resume_run(resume, store=s, overrides=how, progress=progress)
-        _finish(s, outcome, metrics_out, allresults_out, seed, n_resamples, strict)
+        _finish(s, outcome, metrics_out, allresults_out, seed, n_resamples, strict, store_flag=store)
         return
     flags: dict[str, Any] = {
         "dataset": dataset,
@@ -318,9 +355,12 @@ def run_command(
     if dry_run:
         _dry_run(s, cfg, name)
         return
-    with RichProgress(console) as progress:
-        outcome = runner.run_eval(cfg, store=s, name=name, progress=progress)
-    _finish(s, outcome, metrics_out, allresults_out, None, None, strict)
+    name = name or runner.new_run_name()
+    with continuable(s, name, kind="eval", store_flag=store), run_progress(console) as progress:
+        outcome = runner.run_eval(
+            cfg, store=s, name=name, progress=progress, download_progress=DownloadBar(err_console)
+        )
+    _finish(s, outcome, metrics_out, allresults_out, None, None, strict, store_flag=store)
 
 
 def _finish(
@@ -331,6 +371,8 @@ def _finish(
     seed: int | None,
     n_resamples: int | None,
     strict: bool,
+    *,
+    store_flag: Path | None = None,
 ) -> None:
     c = outcome.counters
     line = (
@@ -340,7 +382,7 @@ def _finish(
     if c.unpriced_calls:
         line += f" + unknown cost of {c.unpriced_calls} calls to unpriced models (see --prices)"
     if c.samples_failed:
-        line += f" · [red]{c.samples_failed} conversations could not be sampled[/]"
+        line += f" · {c.samples_failed} conversations could not be sampled"
     _report(
         s,
         outcome.run,
@@ -351,6 +393,12 @@ def _finish(
         strict=strict,
         counters_line=line,
     )
+    missing, expected = runner.unanswered(s, outcome.run)
+    if missing:  # an incomplete run never exits 0
+        raise RunError(
+            f"run {outcome.run.name!r} is incomplete: {missing} of {expected} conversations have no "
+            f"answer; continue with: {resume_command(outcome.run.name, store=store_flag)}"
+        )
 
 
 @app.command("regrade")
@@ -364,6 +412,8 @@ def regrade_command(
     judge_max_tokens: JudgeMaxTokens = None,
     judge_reasoning_effort: JudgeReasoning = None,
     judge_extra_body: JudgeExtraBody = None,
+    judge_json: JudgeJson = None,
+    timeout: Timeout = None,
     grader_template: GraderTemplate = None,
     name: Annotated[
         str | None,
@@ -373,12 +423,13 @@ def regrade_command(
     ] = None,
     store: StoreOpt = None,
     max_connections: MaxConnections = None,
+    rpm: Rpm = None,
+    tpm: Tpm = None,
     max_retries: MaxRetries = None,
+    max_outage: MaxOutage = None,
     judge_retries: JudgeRetries = None,
     prices: Prices = None,
-    strict: Annotated[
-        bool, typer.Option("--strict", help="Fail (exit 1) if any criterion is left ungraded.")
-    ] = False,
+    strict: Strict = False,
     metrics_out: MetricsOutOpt = None,
     allresults_out: AllResultsOpt = None,
 ) -> None:
@@ -392,13 +443,26 @@ def regrade_command(
         judge_max_tokens,
         judge_reasoning_effort,
         judge_extra_body,
+        timeout,
     )
     overrides = how_layer(
-        max_connections=max_connections, max_retries=max_retries, judge_retries=judge_retries, prices=prices
+        max_connections=max_connections,
+        max_retries=max_retries,
+        judge_retries=judge_retries,
+        prices=prices,
+        rpm=rpm,
+        tpm=tpm,
+        max_outage=max_outage,
     )
     if grader_template is not None:
         overrides["grader_template"] = str(grader_template)
-    with RichProgress(console, label="answers reused") as progress:
+    if judge_json is not None:
+        overrides["judge_structured_output"] = judge_json
+    name = name or runner.new_run_name("regrade")
+    with (
+        continuable(s, name, kind="eval", store_flag=store),
+        run_progress(console, label="answers reused") as progress,
+    ):
         outcome = runner.regrade(
             source,
             ModelConfig.model_validate(layer),
@@ -407,7 +471,14 @@ def regrade_command(
             overrides=overrides,
             progress=progress,
         )
-    _finish(s, outcome, metrics_out, allresults_out, None, None, strict)
+    _finish(s, outcome, metrics_out, allresults_out, None, None, strict, store_flag=store)
+
+
+def dataset_label(dataset: dict[str, Any]) -> str:
+    """What `runs` shows of a run's data: the variant, or a local file's name and sha256."""
+    if dataset.get("source") == "local":
+        return f"{Path(str(dataset.get('path', '?'))).name} sha256:{dataset.get('sha256', '?')}"
+    return str(dataset.get("variant", "?"))
 
 
 @app.command("runs")
@@ -415,20 +486,21 @@ def regrade_command(
 def runs_command(store: StoreOpt = None) -> None:
     """List the runs in the store."""
     s = Store(store)
-    table = Table(title=f"runs in {s.url}")
+    table = Table(title=Text(f"runs in {s.url}"))
     for column in ("name", "kind", "status", "model", "judge", "dataset", "created"):
-        table.add_column(column)
+        table.add_column(column, overflow="fold")
     for run in s.list_runs():
         cfg = run.config["run"]
-        table.add_row(
+        cells = (
             run.name,
             run.kind,
             run.status,
             (cfg.get("model") or {}).get("spec", "-"),
             cfg["judge"]["spec"],
-            str(cfg.get("dataset")),
+            dataset_label(run.config.get("dataset") or {}),
             run.created_at[:19],
         )
+        table.add_row(*(Text(cell) for cell in cells))  # user text is shown literally
     console.print(table)
 
 

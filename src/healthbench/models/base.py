@@ -20,6 +20,9 @@ from healthbench.errors import ConfigError
 Provider = Literal["openai", "anthropic", "local"]
 PROVIDERS: tuple[str, ...] = ("openai", "anthropic", "local")
 
+DEFAULT_TIMEOUT = 120.0  # seconds per request
+DEFAULT_MAX_CONNECTIONS = 64  # concurrent calls per endpoint (candidate and judge together)
+
 DEFAULT_URLS: dict[str, str] = {
     "openai": "https://api.openai.com/v1",
     "anthropic": "https://api.anthropic.com",
@@ -94,7 +97,7 @@ class ModelSettings(BaseModel):
     system_message: str | None = None
     reasoning_effort: str | None = None
     extra_body: dict[str, Any] = Field(default_factory=dict)
-    timeout: float = Field(default=120.0, gt=0)
+    timeout: float = Field(default=DEFAULT_TIMEOUT, gt=0)
 
 
 class ModelSpec(BaseModel):

@@ -13,7 +13,13 @@ import random
 from collections.abc import Mapping
 
 from healthbench.errors import ConfigError
-from healthbench.models.base import ModelSettings, ModelSpec, ProviderModel, resolve_api_key
+from healthbench.models.base import (
+    DEFAULT_MAX_CONNECTIONS,
+    ModelSettings,
+    ModelSpec,
+    ProviderModel,
+    resolve_api_key,
+)
 from healthbench.models.limits import ConnectionPool, ManagedModel, RetryPolicy, Sleep
 
 # provider -> (module, class, optional packages it needs, install hint)
@@ -52,7 +58,7 @@ def create_provider(
     spec: ModelSpec,
     settings: ModelSettings,
     *,
-    max_connections: int = 32,
+    max_connections: int = DEFAULT_MAX_CONNECTIONS,
     environ: Mapping[str, str] | None = None,
 ) -> ProviderModel:
     """The bare provider adapter for `spec` (no retries, no limits): mostly for tests and tools."""

@@ -17,7 +17,15 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from healthbench.errors import FatalModelError, ModelError, OutageError
-from healthbench.models.base import Completion, Messages, ModelSettings, ModelSpec, ProviderModel, Usage
+from healthbench.models.base import (
+    DEFAULT_MAX_CONNECTIONS,
+    Completion,
+    Messages,
+    ModelSettings,
+    ModelSpec,
+    ProviderModel,
+    Usage,
+)
 from healthbench.models.errors import CallFailure, FailureKind, ProviderError
 
 Sleep = Callable[[float], Awaitable[None]]
@@ -58,7 +66,7 @@ class ConnectionLimits(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    max_connections: int = Field(default=32, gt=0)
+    max_connections: int = Field(default=DEFAULT_MAX_CONNECTIONS, gt=0)
     requests_per_minute: float | None = Field(default=None, gt=0)
     tokens_per_minute: float | None = Field(default=None, gt=0)
 

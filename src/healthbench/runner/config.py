@@ -10,8 +10,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from healthbench.errors import ConfigError
-from healthbench.models.base import ModelSettings, ModelSpec, parse_model_spec
+from healthbench.grading.verdict import DEFAULT_JUDGE_RETRIES
+from healthbench.models.base import DEFAULT_MAX_CONNECTIONS, ModelSettings, ModelSpec, parse_model_spec
 from healthbench.models.limits import RetryPolicy
+from healthbench.scoring.stats import DEFAULT_RESAMPLES
 
 OFFLINE_MODEL = "local/smollm2"
 
@@ -40,7 +42,7 @@ class ModelConfig(BaseModel):
 
 class ScoringConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-    n_resamples: int = Field(default=1000, ge=0)
+    n_resamples: int = Field(default=DEFAULT_RESAMPLES, ge=0)
     seed: int = 0
     length_penalty: float | None = None
     length_center: float | None = None
@@ -65,11 +67,11 @@ class RunConfig(BaseModel):
     grader_template: str | None = None
     judge_structured_output: bool | None = None  # None: on for local models, off otherwise
     # how: may differ between sessions of the same run
-    max_connections: int = Field(default=64, gt=0)
+    max_connections: int = Field(default=DEFAULT_MAX_CONNECTIONS, gt=0)
     requests_per_minute: float | None = Field(default=None, gt=0)
     tokens_per_minute: float | None = Field(default=None, gt=0)
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
-    judge_retries: int = Field(default=3, ge=0)
+    judge_retries: int = Field(default=DEFAULT_JUDGE_RETRIES, ge=0)
     prices: str | None = None
     cache_dir: str | None = None
     scoring: ScoringConfig = Field(default_factory=ScoringConfig)

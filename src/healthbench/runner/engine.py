@@ -18,8 +18,8 @@ from typing import Any
 
 from healthbench.errors import FatalModelError, HealthBenchError, ModelError, RunError
 from healthbench.grading.template import JUDGE_SCHEMA, GraderTemplate
-from healthbench.grading.verdict import VerdictParseError, parse_verdict
-from healthbench.models.base import ChatModel, Completion, Usage, request_key
+from healthbench.grading.verdict import DEFAULT_JUDGE_RETRIES, VerdictParseError, parse_verdict
+from healthbench.models.base import DEFAULT_MAX_CONNECTIONS, ChatModel, Completion, Usage, request_key
 from healthbench.models.limits import ConnectionPool
 from healthbench.models.pricing import PriceTable
 from healthbench.runner.progress import NoProgress, ProgressSink, RunCounters
@@ -43,8 +43,8 @@ class WorkItem:
 
 @dataclass(frozen=True)
 class EngineOptions:
-    max_connections: int = 64
-    judge_retries: int = 3  # re-asks when the judge's answer has no usable verdict
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
+    judge_retries: int = DEFAULT_JUDGE_RETRIES  # re-asks when the judge's answer has no usable verdict
     structured_judge: bool = False  # ask the judge for schema-constrained JSON
     progress_every: float = 0.2  # seconds between progress refreshes
 

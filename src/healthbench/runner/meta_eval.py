@@ -41,7 +41,6 @@ def prepare_meta_eval(
             raise RunError(f"run {name!r} is a {existing.kind} run, not a meta-eval run")
         check_same_settings(existing, config)
         return existing
-    check_models(config, with_candidate=False)
     source, records = load_meta_eval(
         config.dataset, data=config.data, cache=config.cache_dir, progress=download_progress
     )
@@ -55,6 +54,7 @@ def prepare_meta_eval(
     }
     template = load_template(config.grader_template)
     record = stored_record(config, kind="meta_eval", dataset=dataset, template_sha=template.sha256)
+    check_models(config, with_candidate=False)
     return store.create_run(
         name, "meta_eval", record, [(row_id(r), r.model_dump(mode="json")) for r in chosen]
     )

@@ -79,9 +79,10 @@ def check_models(
 ) -> None:
     """Fail (ConfigError) before anything is stored when a model cannot be created: a missing API
     key or optional extra leaves no run behind."""
-    check_model(config.judge.parsed(), environ)
-    if with_candidate and config.model is not None:
-        check_model(config.model.parsed(), environ)
+    roles = [config.model] if with_candidate and config.model is not None else []
+    specs = [role.parsed() for role in [*roles, config.judge]]  # every spec parses before any check
+    for spec in specs:
+        check_model(spec, environ)
 
 
 # -- eval runs -------------------------------------------------------------------------------------
@@ -101,7 +102,6 @@ def prepare_eval(
         return existing
     if config.model is None:
         raise RunError("an eval run needs a candidate model (--model)")
-    check_models(config, environ=environ)
     source, conversations = load_conversations(
         config.dataset, data=config.data, cache=config.cache_dir, progress=download_progress
     )
@@ -114,6 +114,7 @@ def prepare_eval(
         "conversations": len(chosen),
     }
     record = stored_record(config, kind="eval", dataset=dataset, template_sha=template.sha256)
+    check_models(config, environ=environ)
     return store.create_run(name, "eval", record, [(c.prompt_id, c.model_dump(mode="json")) for c in chosen])
 
 
@@ -279,10 +280,15 @@ def _finish_eval(
     )
 
 
-def check_answers(store: Store, parent: RunRecord, n_repeats: int) -> None:
+def unanswered(store: Store, run: RunRecord) -> tuple[int, int]:
+    """(conversations × repeats without an answer, conversations × repeats) of an eval run."""
+    expected = len(store.load_items(run.id)) * int(run.config["run"].get("n_repeats", 1))
+    return expected - len(store.sample_progress(run.id)), expected
+
+
+def check_answers(store: Store, parent: RunRecord) -> None:
     """A regrade grades answers, it never samples: every conversation of ``parent`` needs one."""
-    expected = len(store.load_items(parent.id)) * n_repeats
-    missing = expected - len(store.sample_progress(parent.id))
+    missing, expected = unanswered(store, parent)
     if missing:
         raise RunError(
             f"run {parent.name!r} has no answer for {missing} of {expected} conversations; finish it "
@@ -312,7 +318,7 @@ def regrade(
     existing = store.get_run(name)
     if existing is None:
         check_models(config, with_candidate=False, environ=environ)
-        check_answers(store, parent, config.n_repeats)
+        check_answers(store, parent)
         template = load_template(config.grader_template)
         record = stored_record(
             config, kind="eval", dataset=parent.config["dataset"], template_sha=template.sha256
