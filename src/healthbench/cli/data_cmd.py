@@ -20,9 +20,9 @@ from healthbench.data.sources import (
     DatasetFile,
     cache_dir,
     read_records,
+    require_file,
     resolve,
 )
-from healthbench.errors import DataError
 
 data_app = typer.Typer(
     help="Download, describe and validate HealthBench dataset files.",
@@ -115,8 +115,7 @@ def validate(
     ] = False,
 ) -> None:
     """Parse every line of FILE; print 'ok: N records' or the first problem (file, line, field)."""
-    if not file.is_file():
-        raise DataError("file not found", path=str(file))
+    require_file(file)
     count = _count(DatasetFile("local", file, "local", ""), meta=meta_eval)
     _say(f"ok: {count} records")
 

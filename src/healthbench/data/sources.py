@@ -64,6 +64,14 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
+def require_file(path: Path) -> None:
+    """A DataError naming why ``path`` cannot be read as a dataset file."""
+    if path.is_dir():
+        raise DataError("is a directory, not a JSONL file", path=str(path))
+    if not path.is_file():
+        raise DataError("file not found", path=str(path))
+
+
 def _demo_path(variant: str) -> Path:
     resource = resources.files("healthbench.data") / "demo" / DEMO_FILES[variant]
     return Path(str(resource))
@@ -80,8 +88,7 @@ def resolve(
     """Find (or download once) the file for ``variant``; ``data`` overrides with a local file."""
     if data is not None:
         path = Path(data)
-        if not path.is_file():
-            raise DataError("file not found", path=str(path))
+        require_file(path)
         return DatasetFile(variant, path, "local", sha256_of(path))
     if variant in DEMO_FILES:
         path = _demo_path(variant)
