@@ -33,6 +33,7 @@ from healthbench.cli.options import (
     Strict,
     Timeout,
     Tpm,
+    base_urls,
     how_layer,
     model_layer,
     split_list,
@@ -247,7 +248,7 @@ def meta_eval_command(
             "n_repeats": n_repeats,
             "judge": model_layer(
                 judge,
-                judge_base_url,
+                base_urls(None, None, judge, judge_base_url)[1],
                 judge_api_key_env,
                 judge_temperature,
                 judge_max_tokens,

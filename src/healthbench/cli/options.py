@@ -10,7 +10,12 @@ import typer
 
 from healthbench.errors import ConfigError
 from healthbench.grading.verdict import DEFAULT_JUDGE_RETRIES
-from healthbench.models.base import DEFAULT_MAX_CONNECTIONS, DEFAULT_TIMEOUT
+from healthbench.models.base import (
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_TIMEOUT,
+    env_base_url,
+    provider_prefix,
+)
 from healthbench.models.limits import DEFAULT_MAX_OUTAGE, DEFAULT_MAX_RETRIES
 from healthbench.scoring.stats import DEFAULT_RESAMPLES
 
@@ -127,6 +132,22 @@ Prices = _opt(Path, "--prices", help="JSON/TOML price overrides (USD per million
 CacheDir = _opt(
     Path, "--cache-dir", help="Dataset download cache (default $HEALTHBENCH_CACHE_DIR or the user cache dir)."
 )
+
+
+def base_urls(
+    model: str | None, base_url: str | None, judge: str | None, judge_base_url: str | None
+) -> tuple[str | None, str | None]:
+    """The candidate's and the judge's endpoints as the SDKs would pick them: a flag wins, then
+    $OPENAI_BASE_URL / $ANTHROPIC_BASE_URL; a judge given as a bare model name with no
+    --judge-base-url asks the candidate's --base-url (one local server serving both)."""
+    model_url = base_url or (env_base_url(model) if model else None)
+    judge_url = judge_base_url
+    if judge_url is None and judge is not None:
+        if provider_prefix(judge) is None and base_url is not None:
+            judge_url = base_url
+        else:
+            judge_url = env_base_url(judge)
+    return model_url, judge_url
 
 
 def model_layer(

@@ -38,6 +38,7 @@ from healthbench.cli.options import (
     Strict,
     Timeout,
     Tpm,
+    base_urls,
     how_layer,
     model_layer,
     split_list,
@@ -311,6 +312,7 @@ def run_command(
             outcome = runner.resume_run(resume, store=s, overrides=how, progress=progress)
         _finish(s, outcome, metrics_out, allresults_out, seed, n_resamples, strict, store_flag=store)
         return
+    base_url, judge_base_url = base_urls(model, base_url, judge, judge_base_url)
     flags: dict[str, Any] = {
         "dataset": dataset,
         "data": str(data) if data else None,
@@ -437,7 +439,7 @@ def regrade_command(
     s = Store(store)
     layer = model_layer(
         judge,
-        judge_base_url,
+        base_urls(None, None, judge, judge_base_url)[1],
         judge_api_key_env,
         judge_temperature,
         judge_max_tokens,

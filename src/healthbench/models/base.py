@@ -170,6 +170,25 @@ def parse_model_spec(text: str, base_url: str | None = None, api_key_env: str | 
     return ModelSpec(provider=provider, model=model, base_url=url, api_key_env=api_key_env or None)
 
 
+# the variables the OpenAI and Anthropic SDKs read their endpoint from (a --base-url flag wins)
+BASE_URL_ENVS: dict[str, str] = {"openai": "OPENAI_BASE_URL", "anthropic": "ANTHROPIC_BASE_URL"}
+
+
+def provider_prefix(text: str) -> str | None:
+    """The provider a spec names (``openai/gpt-4.1`` → openai), or None for a bare model name."""
+    prefix, sep, _ = text.strip().partition("/")
+    return prefix if sep and prefix in PROVIDERS else None
+
+
+def env_base_url(text: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """The endpoint the SDKs' environment variable gives a spec (a bare name is OpenAI-compatible)."""
+    env = os.environ if environ is None else environ
+    variable = BASE_URL_ENVS.get(provider_prefix(text) or "openai")
+    if variable is None:  # local models run in-process
+        return None
+    return env.get(variable, "").strip() or None
+
+
 def resolve_api_key(spec: ModelSpec, environ: Mapping[str, str] | None = None) -> str | None:
     """The API key for `spec` from the environment; ConfigError when a required one is missing."""
     env = os.environ if environ is None else environ
