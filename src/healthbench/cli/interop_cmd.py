@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from healthbench.cli.app import app, console, handles_errors
+from healthbench.cli.app import app, console, handles_errors, say
 from healthbench.data.schema import Conversation
 from healthbench.data.sources import load_conversations
 from healthbench.errors import DataError
@@ -65,26 +65,21 @@ def import_allresults(
     stored = load_allresults(file, conversations, allow_missing=allow_untagged)
     run_score = score_run(stored.samples, ScoringOptions(n_resamples=n_resamples, seed=seed))
     render_summary(run_score, title=f"{file.name} (re-scored)", console=console)
-    _say(_agreement(stored.score, stored.metrics, run_score.metrics()))
+    say(_agreement(stored.score, stored.metrics, run_score.metrics()))
     untagged = sum(
         1 for s in stored.samples if conversations is None or s.conversation.prompt_id not in conversations
     )
     if untagged:
         effect = "are left out" if conversations is None else "cover only the joined examples"
-        _say(
+        say(
             f"{untagged} of {len(stored.samples)} examples have no dataset entry, so no example tags: "
             f"their theme: and physician_agreed_category: metrics {effect} (see --data, --dataset)",
             style="yellow",
         )
     if metrics_out is not None:
-        _say(f"metrics: {write_metrics(metrics_out, run_score.metrics())}")
+        say(f"metrics: {write_metrics(metrics_out, run_score.metrics())}")
     if export is not None:
-        _say(f"export: {write_allresults(export, stored.samples, run_score, html=html)}")
-
-
-def _say(text: str, style: str | None = None) -> None:
-    """One plain line: no markup, no highlighting, never wrapped (paths stay copyable)."""
-    console.print(text, style=style, highlight=False, markup=False, soft_wrap=True)
+        say(f"export: {write_allresults(export, stored.samples, run_score, html=html)}")
 
 
 def _dataset(files: list[Path], variant: str | None, cache: Path | None) -> dict[str, Conversation] | None:

@@ -172,7 +172,11 @@ class Engine:
             completion = await self._sample(w)
             if completion is None:
                 return
-        await asyncio.gather(*(self._grade(w, completion, i, first) for i, first in missing))
+        # a task group, not gather: when one grade stops the run, its siblings are cancelled instead
+        # of running on (and reopening the model's HTTP session) after the models are closed
+        async with asyncio.TaskGroup() as group:
+            for i, first in missing:
+                group.create_task(self._grade(w, completion, i, first))
 
     def _sent_messages(self, w: WorkItem) -> Messages:
         assert self.candidate is not None
