@@ -11,13 +11,16 @@ import typer
 
 from healthbench.cli.app import app, console, handles_errors, say
 from healthbench.data.schema import Conversation
-from healthbench.data.sources import load_conversations
-from healthbench.errors import DataError
+from healthbench.data.sources import load_conversations, sha256_of
+from healthbench.errors import ConfigError, DataError
 from healthbench.results.metrics_out import write_metrics
 from healthbench.results.simple_evals import load_allresults, write_allresults
 from healthbench.results.summary import render_summary
+from healthbench.runner.imported import store_imported
+from healthbench.runner.run import new_run_name
 from healthbench.scoring.run_score import ScoringOptions, score_run
 from healthbench.scoring.stats import DEFAULT_RESAMPLES
+from healthbench.store import Store
 
 
 @app.command("import")
@@ -55,6 +58,16 @@ def import_allresults(
         int, typer.Option("--n-resamples", min=0, help="Bootstrap resamples (0 = no std / CI).")
     ] = DEFAULT_RESAMPLES,
     cache: Annotated[Path | None, typer.Option("--cache-dir", help="Download cache for --dataset.")] = None,
+    store: Annotated[
+        Path | None,
+        typer.Option(
+            "--store",
+            help="Also keep the imported run in this run store (then regrade, analyse or serve it like any run).",
+        ),
+    ] = None,
+    name: Annotated[
+        str | None, typer.Option("--name", help="Name of the stored run with --store (default generated).")
+    ] = None,
 ) -> None:
     """Re-score FILE (simple-evals' rules, our bootstrap), print the summary, write the outputs.
 
@@ -80,6 +93,12 @@ def import_allresults(
         say(f"metrics: {write_metrics(metrics_out, run_score.metrics())}")
     if export is not None:
         say(f"export: {write_allresults(export, stored.samples, run_score, html=html)}")
+    if store is not None:
+        source = {"source": "local", "path": str(file), "sha256": sha256_of(file)}
+        run = store_imported(Store(store), name or new_run_name("import"), stored.samples, source=source)
+        say(f"stored as run {run.name} in {store}")
+    elif name is not None:
+        raise ConfigError("--name names the run kept with --store; give --store too")
 
 
 def _dataset(files: list[Path], variant: str | None, cache: Path | None) -> dict[str, Conversation] | None:
