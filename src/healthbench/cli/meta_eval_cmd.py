@@ -66,8 +66,11 @@ def render_meta(result: MetaEvalResult, *, title: str, min_physician_ratings: in
         "n pairs",
         "rows",
     ):
-        # long category names wrap at 80 columns instead of being cut
-        table.add_column(column, justify="left" if column == "scope" else "right", overflow="fold")
+        # numbers keep their width; long category names fold at 80 columns instead of being cut
+        if column == "scope":
+            table.add_column(column, overflow="fold", ratio=1)
+        else:
+            table.add_column(column.replace(" ", "\n"), justify="right", no_wrap=True)
 
     def add(row: GroupSummary) -> None:
         table.add_row(
@@ -85,9 +88,11 @@ def render_meta(result: MetaEvalResult, *, title: str, min_physician_ratings: in
         add(row)
     console.print(table)
     if any(row.physician_f1_balanced_mean is None for row in [result.overall, *result.categories]):
-        say(
-            f"— in physician mean: no physician in that scope has more than {min_physician_ratings} "
-            "rating pairs to compare (see --min-physician-ratings), so there is no baseline"
+        console.print(  # prose: wrapped at the terminal's width
+            Text(
+                f"— in physician mean: no physician in that scope has more than {min_physician_ratings} "
+                "rating pairs to compare (see --min-physician-ratings), so there is no baseline"
+            )
         )
     ungraded = result.metrics.get("ungraded_rows") or 0
     if ungraded:
