@@ -19,7 +19,7 @@ from healthbench.results.summary import render_summary
 from healthbench.runner.imported import store_imported
 from healthbench.runner.run import new_run_name
 from healthbench.scoring.run_score import ScoringOptions, score_run
-from healthbench.scoring.stats import DEFAULT_RESAMPLES
+from healthbench.scoring.stats import DEFAULT_RESAMPLES, DEFAULT_SEED
 from healthbench.store import Store
 
 
@@ -53,7 +53,7 @@ def import_allresults(
         Path | None, typer.Option("--export", help="Write the re-scored _allresults.json here.")
     ] = None,
     html: Annotated[bool, typer.Option("--html", help="Include short per-sample HTML in --export.")] = False,
-    seed: Annotated[int, typer.Option("--seed", help="Bootstrap seed.")] = 0,
+    seed: Annotated[int, typer.Option("--seed", help="Bootstrap seed.")] = DEFAULT_SEED,
     n_resamples: Annotated[
         int, typer.Option("--n-resamples", min=0, help="Bootstrap resamples (0 = no std / CI).")
     ] = DEFAULT_RESAMPLES,

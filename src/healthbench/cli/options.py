@@ -17,7 +17,7 @@ from healthbench.models.base import (
     provider_prefix,
 )
 from healthbench.models.limits import DEFAULT_MAX_OUTAGE, DEFAULT_MAX_RETRIES
-from healthbench.scoring.stats import DEFAULT_RESAMPLES
+from healthbench.scoring.stats import DEFAULT_RESAMPLES, DEFAULT_SEED
 
 StoreOpt = Annotated[
     Path | None,
@@ -39,7 +39,7 @@ AllResultsOpt = Annotated[
     typer.Option("--allresults-out", help="Write a simple-evals `_allresults.json` export of the run."),
 ]
 SeedOpt = Annotated[
-    int | None, typer.Option("--seed", help="Bootstrap seed (default 0).", show_default=False)
+    int | None, typer.Option("--seed", help=f"Bootstrap seed (default {DEFAULT_SEED}).", show_default=False)
 ]
 ResamplesOpt = Annotated[
     int | None,

@@ -6,7 +6,7 @@ from healthbench.data.schema import Conversation
 from healthbench.errors import RunError
 from healthbench.scoring.rubric import Verdict
 from healthbench.scoring.run_score import GradedSample, RunScore, ScoringOptions, score_run
-from healthbench.scoring.stats import DEFAULT_RESAMPLES
+from healthbench.scoring.stats import DEFAULT_RESAMPLES, DEFAULT_SEED
 from healthbench.store.runs import RunRecord, Store
 
 _VERDICTS = {"met": Verdict.MET, "not_met": Verdict.NOT_MET, "ungraded": Verdict.UNGRADED}
@@ -53,7 +53,7 @@ def scoring_options(run: RunRecord) -> ScoringOptions:
     scoring = run.config["run"].get("scoring", {})
     return ScoringOptions(
         n_resamples=scoring.get("n_resamples", DEFAULT_RESAMPLES),
-        seed=scoring.get("seed", 0),
+        seed=scoring.get("seed", DEFAULT_SEED),
         length_penalty=scoring.get("length_penalty"),
         length_center=scoring.get("length_center"),
         error_rate=run.config["run"].get("dataset") == "consensus",

@@ -13,7 +13,7 @@ from healthbench.errors import ConfigError
 from healthbench.grading.verdict import DEFAULT_JUDGE_RETRIES
 from healthbench.models.base import DEFAULT_MAX_CONNECTIONS, ModelSettings, ModelSpec, parse_model_spec
 from healthbench.models.limits import RetryPolicy
-from healthbench.scoring.stats import DEFAULT_RESAMPLES
+from healthbench.scoring.stats import DEFAULT_RESAMPLES, DEFAULT_SEED
 
 OFFLINE_MODEL = "local/smollm2"
 
@@ -43,7 +43,7 @@ class ModelConfig(BaseModel):
 class ScoringConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     n_resamples: int = Field(default=DEFAULT_RESAMPLES, ge=0)
-    seed: int = 0
+    seed: int = DEFAULT_SEED
     length_penalty: float | None = None
     length_center: float | None = None
     workers: int = Field(default=2, ge=1)  # bootstrap threads; the numbers do not depend on it

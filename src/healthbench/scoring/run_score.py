@@ -17,6 +17,7 @@ from healthbench.data.schema import Conversation
 from healthbench.scoring.rubric import OVERALL, Verdict, batch_metrics, conversation_metrics, length_adjusted
 from healthbench.scoring.stats import (
     DEFAULT_RESAMPLES,
+    DEFAULT_SEED,
     Column,
     KeyStats,
     aggregate_columns,
@@ -57,7 +58,7 @@ class ScoringOptions:
     """How to aggregate: bootstrap size and seed, CI level, and the optional extra keys."""
 
     n_resamples: int = DEFAULT_RESAMPLES
-    seed: int = 0
+    seed: int = DEFAULT_SEED
     confidence: float = 0.95
     length_penalty: float | None = None
     length_center: float | None = None
