@@ -3,6 +3,7 @@ traceback), and nothing already stored is lost or changed."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -84,6 +85,7 @@ class Case:
     env: dict[str, str] = field(default_factory=dict)
     code: int = 1
     no_call: bool = False  # the fake server must see no request
+    skip_if_local: bool = False  # only meaningful without the `local` extra
 
 
 CASES = [
@@ -155,6 +157,18 @@ CASES = [
         no_call=True,
     ),
     Case(
+        "meta-eval-missing-key",
+        lambda d, u: ["meta-eval", "--judge", "openai/gpt-4.1"],
+        "OPENAI_API_KEY",
+        env={"OPENAI_API_KEY": ""},
+    ),
+    Case(
+        "missing-extra",
+        lambda d, u: ["run", "--limit", "1"],  # the offline default needs the `local` extra
+        "pip install 'healthbench[local]'",
+        skip_if_local=True,
+    ),
+    Case(
         "regrade-missing-answers",
         lambda d, u: ["regrade", "unanswered", "--judge", "judge", "--judge-base-url", u],
         "has no answer for 2 of 2 conversations",
@@ -174,6 +188,8 @@ CASES = [
 def test_bad_input_is_one_line_and_loses_nothing(
     case: Case, server: str, base_store: Path, tmp_path: Path
 ) -> None:
+    if case.skip_if_local and importlib.util.find_spec("llama_cpp") is not None:
+        pytest.skip("the local extra is installed")
     db = tmp_path / "s.db"
     for part in base_store.parent.glob("s.db*"):  # the database and its WAL
         shutil.copy(part, tmp_path / part.name)
