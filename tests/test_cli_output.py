@@ -124,3 +124,25 @@ def test_a_bare_judge_runs_on_the_candidates_server_and_env_base_url_is_used(tmp
     assert stats["candidate"] == 1 and stats["judge"] > 0
     run = Store(db).require_run("r")
     assert run.config["run"]["model"]["base_url"] == run.config["run"]["judge"]["base_url"] == url
+
+
+def test_regrade_dry_run_counts_every_criterion_and_calls_nothing(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    with fake_server_process() as url:
+        args = ["--judge", "judge", "--judge-base-url", url, "--store", str(db)]
+        first = runner.invoke(
+            app, ["run", "--model", "cand", "--base-url", url, *args, "--limit", "2", "--name", "r"]
+        )
+        assert first.exit_code == 0, first.output
+        before = fetch_stats(url)["requests"]
+        dry = runner.invoke(app, ["regrade", "r", *args, "--dry-run"], env={"COLUMNS": "200"})
+        assert fetch_stats(url)["requests"] == before
+    assert dry.exit_code == 0, dry.output
+    store = Store(db)
+    criteria = sum(len(record["rubrics"]) for _, record in store.load_items(store.require_run("r").id))
+    judge_row = next(line for line in dry.output.splitlines() if "judge" in line and "│" in line)
+    assert f"│ {criteria:>5} │" in judge_row.replace("calls", "") or f" {criteria} " in judge_row
+    assert not any(
+        line.split("│")[1].strip() == "candidate" for line in dry.output.splitlines() if "│" in line
+    )
+    assert len(store.list_runs()) == 1  # a dry run stores nothing

@@ -51,6 +51,7 @@ from healthbench.results.simple_evals import write_allresults
 from healthbench.results.summary import render_summary
 from healthbench.runner import run as runner
 from healthbench.runner.config import OFFLINE_MODEL, ModelConfig, RunConfig, build_config, load_config_file
+from healthbench.runner.estimate import RoleEstimate
 from healthbench.scoring.run_score import score_run
 from healthbench.store import RunRecord, Store
 
@@ -109,6 +110,10 @@ def _report(
 
 def _dry_run(store: Store, config: RunConfig, name: str | None) -> None:
     n_conversations, rows = runner.dry_run(store, config, name)
+    _print_estimate(n_conversations, config, rows)
+
+
+def _print_estimate(n_conversations: int, config: RunConfig, rows: list[RoleEstimate]) -> None:
     table = Table(
         title=f"dry run: {n_conversations} conversations × {config.n_repeats} repeats (no call made)"
     )
@@ -431,6 +436,7 @@ def regrade_command(
     max_outage: MaxOutage = None,
     judge_retries: JudgeRetries = None,
     prices: Prices = None,
+    dry_run: DryRun = False,
     strict: Strict = False,
     metrics_out: MetricsOutOpt = None,
     allresults_out: AllResultsOpt = None,
@@ -460,6 +466,10 @@ def regrade_command(
         overrides["grader_template"] = str(grader_template)
     if judge_json is not None:
         overrides["judge_structured_output"] = judge_json
+    if dry_run:
+        config, rows = runner.regrade_dry_run(s, source, ModelConfig.model_validate(layer), overrides)
+        _print_estimate(len(s.load_items(s.require_run(source).id)), config, rows)
+        return
     name = name or runner.new_run_name("regrade")
     with (
         continuable(s, name, kind="eval", store_flag=store),

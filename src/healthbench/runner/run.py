@@ -4,6 +4,7 @@ them: `run_eval`, `resume_run`, `regrade`. Every result is then read back from t
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -296,6 +297,43 @@ def check_answers(store: Store, parent: RunRecord) -> None:
         )
 
 
+def regrade_config(
+    store: Store, source: str, judge: ModelConfig, overrides: Mapping[str, Any] | None = None
+) -> tuple[RunRecord, RunConfig]:
+    """The run to regrade and the new run's settings: the parent's, with another judge."""
+    parent = store.require_run(source)
+    if parent.kind != "eval":
+        raise RunError(f"run {source!r} is a {parent.kind} run; only eval runs can be regraded")
+    base = dict(parent.config["run"])
+    base.update(overrides or {})
+    base["judge"] = judge.model_dump(mode="json")
+    return parent, RunConfig.model_validate(base)
+
+
+def regrade_dry_run(
+    store: Store, source: str, judge: ModelConfig, overrides: Mapping[str, Any] | None = None
+) -> tuple[RunConfig, list[RoleEstimate]]:
+    """The judge calls, tokens and cost a regrade of ``source`` needs (no call is made): every
+    criterion of every stored answer, the answers' real lengths included."""
+    parent, config = regrade_config(store, source, judge, overrides)
+    answers = store.sample_progress(parent.id)
+    work = [
+        dataclasses.replace(w, fixed_completion=answers.get((w.item_id, w.repeat), ""))
+        for w in eval_work(conversations_of(store, parent), config.n_repeats)
+    ]
+    rows = estimate(
+        work,
+        candidate=None,
+        answer_tokens=None,
+        judge=config.judge.parsed(),
+        template=load_template(config.grader_template),
+        prices=PriceTable.load(config.prices),
+        done_samples=set(answers),
+        done_grades=set(),
+    )
+    return config, rows
+
+
 def regrade(
     source: str,
     judge: ModelConfig,
@@ -307,13 +345,7 @@ def regrade(
     environ: Mapping[str, str] | None = None,
 ) -> RunOutcome:
     """Grade another run's samples with another judge (or template) without re-sampling."""
-    parent = store.require_run(source)
-    if parent.kind != "eval":
-        raise RunError(f"run {source!r} is a {parent.kind} run; only eval runs can be regraded")
-    base = dict(parent.config["run"])
-    base.update(overrides or {})
-    base["judge"] = judge.model_dump(mode="json")
-    config = RunConfig.model_validate(base)
+    parent, config = regrade_config(store, source, judge, overrides)
     name = name or new_run_name("regrade")
     existing = store.get_run(name)
     if existing is None:
