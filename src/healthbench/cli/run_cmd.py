@@ -500,7 +500,8 @@ def runs_command(store: StoreOpt = None) -> None:
     s = Store(store)
     table = Table(title=Text(f"runs in {s.url}"))
     for column in ("name", "kind", "status", "model", "judge", "dataset", "created"):
-        table.add_column(column, overflow="fold")
+        # long names fold at 80 columns (never cut); short fixed-width fields stay on one line
+        table.add_column(column, overflow="fold", no_wrap=column in ("kind", "status", "created"))
     for run in s.list_runs():
         cfg = run.config["run"]
         cells = (

@@ -81,10 +81,11 @@ def render_summary(run_score: RunScore, *, title: str, console: Console) -> None
         if not chosen:
             continue
         table = Table(title=Text(heading), title_justify="left", title_style="bold")
-        table.add_column("theme" if section == "theme" else "axis" if section == "axis" else "metric")
-        table.add_column("score", justify="right")
-        table.add_column(level, justify="right")
-        table.add_column("n", justify="right")
+        name = "theme" if section == "theme" else "axis" if section == "axis" else "metric"
+        table.add_column(name, overflow="fold")  # long names wrap at 80 columns, never cut
+        table.add_column("score", justify="right", no_wrap=True)
+        table.add_column(level, justify="right", no_wrap=True)
+        table.add_column("n", justify="right", no_wrap=True)
         for row in chosen:
             table.add_row(Text(row.label), f"{row.mean:.4f}", _interval(row), str(row.n_samples))
         console.print(table)
