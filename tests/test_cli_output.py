@@ -146,3 +146,15 @@ def test_regrade_dry_run_counts_every_criterion_and_calls_nothing(tmp_path: Path
         line.split("│")[1].strip() == "candidate" for line in dry.output.splitlines() if "│" in line
     )
     assert len(store.list_runs()) == 1  # a dry run stores nothing
+
+
+def test_meta_eval_dry_run_counts_rows_and_stores_nothing(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    args = ["meta-eval", "--dry-run", "--judge", "openai/gpt-4.1", "--data", str(META), "--store", str(db)]
+    result = runner.invoke(app, args, env={"COLUMNS": "200", "OPENAI_API_KEY": ""})
+    assert result.exit_code == 0, result.output
+    rows = len(META.read_text().splitlines())
+    assert f"dry run: {rows} rows × 1 repeats (no call made)" in result.output
+    judge_row = next(line for line in result.output.splitlines() if line.startswith("│ judge"))
+    assert judge_row.split("│")[3].strip() == str(rows)
+    assert Store(db).list_runs() == []

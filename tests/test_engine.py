@@ -79,7 +79,6 @@ def test_grades_stay_attached_whatever_order_calls_finish(jittery_server: str, s
         config(jittery_server, n_repeats=2, max_connections=32),
         store=store,
         name="jitter",
-
     )
     got = graded_samples(store, outcome.run)
     want = expected_samples(demo(), n_repeats=2)
@@ -162,7 +161,6 @@ def test_shared_527_end_to_end_matches_the_core(shared_data: Path, store: Store)
             config(url, dataset="full", data=str(data), max_connections=128),
             store=store,
             name="e2e",
-
         )
     conversations = read_records(data, Conversation)
     want = expected_samples(conversations)

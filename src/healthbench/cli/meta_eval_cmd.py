@@ -11,9 +11,11 @@ from rich.text import Text
 
 from healthbench.cli.app import app, console, err_console, handles_errors, say
 from healthbench.cli.continuable import continuable, refuse_with_resume, resume_command
+from healthbench.cli.dry_run import print_estimate
 from healthbench.cli.options import (
     CacheDir,
     ConfigFile,
+    DryRun,
     GraderTemplate,
     JudgeBaseUrl,
     JudgeExtraBody,
@@ -45,7 +47,7 @@ from healthbench.errors import ConfigError, RunError
 from healthbench.results.meta_results import read_labels, score_meta_run
 from healthbench.results.metrics_out import write_metrics
 from healthbench.runner.config import OFFLINE_MODEL, build_config, load_config_file
-from healthbench.runner.meta_eval import resume_meta_eval, run_meta_eval
+from healthbench.runner.meta_eval import meta_dry_run, resume_meta_eval, run_meta_eval
 from healthbench.runner.run import new_run_name
 from healthbench.scoring.meta import DEFAULT_MIN_PHYSICIAN_RATINGS, GroupSummary, MetaEvalResult, meta_metrics
 from healthbench.store import Store
@@ -181,6 +183,7 @@ def meta_eval_command(
     judge_retries: JudgeRetries = None,
     prices: Prices = None,
     cache_dir: CacheDir = None,
+    dry_run: DryRun = False,
     strict: Strict = False,
     metrics_out: MetricsOutOpt = None,
 ) -> None:
@@ -203,7 +206,9 @@ def meta_eval_command(
     }
     variant = dataset or "demo_meta_eval"
     if labels is not None:
-        given = [flag for flag, value in judge_flags.items() if value is not None]
+        given = [
+            flag for flag, value in {**judge_flags, "--dry-run": dry_run or None}.items() if value is not None
+        ]
         if given or resume is not None:
             raise ConfigError(
                 f"--labels scores labels made elsewhere, no judge is called; drop {', '.join(given or ['--resume'])}"
@@ -229,6 +234,7 @@ def meta_eval_command(
     if resume is not None:
         refuse_with_resume(
             {
+                "--dry-run": dry_run,
                 **judge_flags,
                 "--dataset": dataset,
                 "--data": data,
@@ -268,6 +274,10 @@ def meta_eval_command(
         cfg = build_config(
             {"judge": {"spec": OFFLINE_MODEL}}, load_config_file(config) if config else {}, flags
         )
+        if dry_run:
+            n_rows, rows = meta_dry_run(cfg)
+            print_estimate(n_rows, cfg.n_repeats, rows, unit="rows")
+            return
         name = name or new_run_name("meta")
         with (
             continuable(s, name, kind="meta_eval", store_flag=store),

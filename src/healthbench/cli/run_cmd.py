@@ -12,6 +12,7 @@ from rich.text import Text
 
 from healthbench.cli.app import app, console, err_console, handles_errors, say
 from healthbench.cli.continuable import continuable, refuse_with_resume, resume_command
+from healthbench.cli.dry_run import print_estimate
 from healthbench.cli.options import (
     AllResultsOpt,
     CacheDir,
@@ -51,7 +52,6 @@ from healthbench.results.simple_evals import write_allresults
 from healthbench.results.summary import render_summary
 from healthbench.runner import run as runner
 from healthbench.runner.config import OFFLINE_MODEL, ModelConfig, RunConfig, build_config, load_config_file
-from healthbench.runner.estimate import RoleEstimate
 from healthbench.scoring.run_score import score_run
 from healthbench.store import RunRecord, Store
 
@@ -110,31 +110,7 @@ def _report(
 
 def _dry_run(store: Store, config: RunConfig, name: str | None) -> None:
     n_conversations, rows = runner.dry_run(store, config, name)
-    _print_estimate(n_conversations, config, rows)
-
-
-def _print_estimate(n_conversations: int, config: RunConfig, rows: list[RoleEstimate]) -> None:
-    table = Table(
-        title=f"dry run: {n_conversations} conversations × {config.n_repeats} repeats (no call made)"
-    )
-    for column in ("role", "model", "calls", "input tokens", "output tokens", "est. cost (USD)"):
-        table.add_column(column, justify="right" if column not in ("role", "model") else "left")
-    total: float | None = 0.0
-    for r in rows:
-        table.add_row(
-            r.role,
-            r.model,
-            f"{r.calls:,}",
-            f"{r.input_tokens:,}",
-            f"{r.output_tokens:,}",
-            "unknown price" if r.cost is None else f"{r.cost:,.2f}",
-        )
-        total = None if total is None or r.cost is None else total + r.cost
-    console.print(table)
-    console.print(
-        f"estimated total: {'unknown (a model has no price; see --prices)' if total is None else f'${total:,.2f}'}"
-        " — tokens estimated at 4 characters each; cached calls cost nothing"
-    )
+    print_estimate(n_conversations, config.n_repeats, rows)
 
 
 @app.command("run")
@@ -468,7 +444,7 @@ def regrade_command(
         overrides["judge_structured_output"] = judge_json
     if dry_run:
         config, rows = runner.regrade_dry_run(s, source, ModelConfig.model_validate(layer), overrides)
-        _print_estimate(len(s.load_items(s.require_run(source).id)), config, rows)
+        print_estimate(len(s.load_items(s.require_run(source).id)), config.n_repeats, rows)
         return
     name = name or runner.new_run_name("regrade")
     with (

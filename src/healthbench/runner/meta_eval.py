@@ -12,8 +12,10 @@ from healthbench.data.sources import DownloadProgress, load_meta_eval
 from healthbench.data.subset import select
 from healthbench.errors import RunError
 from healthbench.grading.template import load_template
+from healthbench.models.pricing import PriceTable
 from healthbench.runner.config import RunConfig
 from healthbench.runner.engine import WorkItem
+from healthbench.runner.estimate import RoleEstimate, estimate
 from healthbench.runner.progress import ProgressSink
 from healthbench.runner.run import (
     RunOutcome,
@@ -76,6 +78,23 @@ def meta_work(records: Sequence[MetaEvalRecord], n_repeats: int) -> list[WorkIte
         for k in range(n_repeats)
         for r in records
     ]
+
+
+def meta_dry_run(config: RunConfig) -> tuple[int, list[RoleEstimate]]:
+    """Rows and the judge calls, tokens and cost a meta-eval run needs (no call is made)."""
+    _, records = load_meta_eval(config.dataset, data=config.data, cache=config.cache_dir)
+    chosen = select(records, limit=config.limit, ids=config.ids, categories=config.categories)
+    rows = estimate(
+        meta_work(chosen, config.n_repeats),
+        candidate=None,
+        answer_tokens=None,
+        judge=config.judge.parsed(),
+        template=load_template(config.grader_template),
+        prices=PriceTable.load(config.prices),
+        done_samples=set(),
+        done_grades=set(),
+    )
+    return len(chosen), rows
 
 
 def run_meta_eval(
