@@ -206,12 +206,27 @@ def meta_eval_command(
     }
     variant = dataset or "demo_meta_eval"
     if labels is not None:
-        given = [
-            flag for flag, value in {**judge_flags, "--dry-run": dry_run or None}.items() if value is not None
-        ]
-        if given or resume is not None:
+        unused = {  # nothing is graded, stored or resumed: these flags would be silently ignored
+            **judge_flags,
+            "--resume": resume,
+            "--name": name,
+            "--store": store,
+            "--config": config,
+            "--n-repeats": n_repeats,
+            "--max-connections": max_connections,
+            "--rpm": rpm,
+            "--tpm": tpm,
+            "--max-retries": max_retries,
+            "--max-outage": max_outage,
+            "--judge-retries": judge_retries,
+            "--prices": prices,
+            "--dry-run": dry_run or None,
+            "--strict": strict or None,
+        }
+        given = [flag for flag, value in unused.items() if value is not None]
+        if given:
             raise ConfigError(
-                f"--labels scores labels made elsewhere, no judge is called; drop {', '.join(given or ['--resume'])}"
+                f"--labels scores labels made elsewhere, no judge is called; drop {', '.join(given)}"
             )
         _, records = load_meta_eval(variant, data=data, cache=cache_dir)
         chosen = select(records, limit=limit, categories=split_list(category))
