@@ -4,16 +4,14 @@ command that continues it, and a run that has not answered every conversation ne
 from __future__ import annotations
 
 import shlex
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from healthbench.cli.app import fail
 from healthbench.errors import ConfigError, HealthBenchError, Terminated
 from healthbench.store import Store
-
-T = TypeVar("T")
 
 
 def resume_command(name: str, *, kind: str = "eval", store: Path | None = None) -> str:
@@ -38,17 +36,17 @@ def continuable(store: Store, name: str, *, kind: str, store_flag: Path | None) 
             code = Terminated.exit_code if isinstance(exc, Terminated) else 130
         else:
             message, code = str(exc), exc.exit_code
-        if store.get_run(name) is None:
+        if not _stored(store, name):
             raise fail(message, code) from None
         command = resume_command(name, kind=kind, store=store_flag)
         raise fail(f"{message}; continue with: {command}", code) from None
 
 
-def call_continuable(
-    store: Store, name: str, fn: Callable[[], T], *, kind: str, store_flag: Path | None
-) -> T:
-    with continuable(store, name, kind=kind, store_flag=store_flag):
-        return fn()
+def _stored(store: Store, name: str) -> bool:
+    try:
+        return store.get_run(name) is not None
+    except Exception:  # the store itself failed: the original error is the one to show
+        return False
 
 
 def refuse_with_resume(flags: dict[str, Any]) -> None:
