@@ -215,7 +215,7 @@ def test_run_name_with_markup_round_trips(server: str, tmp_path: Path) -> None:
     db, name = tmp_path / "s.db", "[bold red]x[/]"
     result = runner.invoke(app, [*model_args(server), "--store", str(db), "--name", name, "--limit", "1"])
     assert result.exit_code == 0, result.output
-    listing = runner.invoke(app, ["runs", "--store", str(db)])
+    listing = runner.invoke(app, ["runs", "--store", str(db)], env={"COLUMNS": "200"})
     assert name in listing.output
     again = runner.invoke(app, ["results", name, "--store", str(db)])
     assert again.exit_code == 0 and name in again.output

@@ -72,7 +72,8 @@ def render_meta(result: MetaEvalResult, *, title: str, min_physician_ratings: in
         if column == "scope":
             table.add_column(column, overflow="fold", ratio=1)
         else:
-            table.add_column(column.replace(" ", "\n"), justify="right", no_wrap=True)
+            header = {"judge F1 balanced": "judge F1\nbalanced", "physician mean": "physician\nmean"}
+            table.add_column(header.get(column, column), justify="right", no_wrap=True)
 
     def add(row: GroupSummary) -> None:
         table.add_row(
