@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from healthbench.runner.config import build_config  # noqa: E402
+from healthbench.config import build_config  # noqa: E402
 from healthbench.runner.run import run_eval  # noqa: E402
 from healthbench.store import Store  # noqa: E402
 from healthbench.testing.fake_server import fetch_stats, reset_stats  # noqa: E402

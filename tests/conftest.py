@@ -13,6 +13,8 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if importlib.util.find_spec("healthbench") is None:  # a checkout without `pip install -e .`
     sys.path.insert(0, str(REPO_ROOT / "src"))
 
+from pg_fixtures import pg_server, pg_url, store_target  # noqa: E402, F401  (PostgreSQL fixtures)
+
 from healthbench.data.schema import Conversation, Message, RubricItem  # noqa: E402
 from healthbench.scoring.rubric import Verdict  # noqa: E402
 from healthbench.scoring.run_score import GradedSample  # noqa: E402

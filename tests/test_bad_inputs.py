@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 
 import healthbench.cli  # noqa: F401  (registers the commands)
 from healthbench.cli.app import app
-from healthbench.runner.config import build_config
+from healthbench.config import build_config
 from healthbench.runner.run import prepare_eval
 from healthbench.store import Store
 from healthbench.testing.fake_server import fetch_stats, reset_stats

@@ -236,7 +236,8 @@ def test_regrade_and_runs_listing(server: str, tmp_path: Path) -> None:
 
 
 def test_dry_run_of_an_existing_run_counts_only_what_is_left(server: str, tmp_path: Path) -> None:
-    from healthbench.runner.run import dry_run, run_config_of
+    from healthbench.results.views import RunView
+    from healthbench.runner.run import dry_run
     from healthbench.store import Store
 
     store = tmp_path / "s.db"
@@ -244,6 +245,5 @@ def test_dry_run_of_an_existing_run_counts_only_what_is_left(server: str, tmp_pa
     assert invoke(*fake_args(server, store, "--name", "d", "--limit", "2", "--dry-run")).exit_code == 0
     assert before.get_run("d") is None  # a dry run creates nothing
     assert invoke(*fake_args(server, store, "--name", "d", "--limit", "2")).exit_code == 0
-    run = Store(store).require_run("d")
-    n, rows = dry_run(Store(store), run_config_of(run), "d")
+    n, rows = dry_run(Store(store), RunView.open(Store(store), "d").config, "d")
     assert n == 2 and [(r.role, r.calls) for r in rows] == [("candidate", 0), ("judge", 0)]

@@ -12,8 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+from healthbench.config import build_config
 from healthbench.results.run_results import score_stored_run
-from healthbench.runner.config import build_config
 from healthbench.runner.run import run_eval
 from healthbench.store import Store
 from healthbench.testing.fake_server import fetch_stats, reset_stats
@@ -50,7 +50,7 @@ def write_dataset(path: Path, n: int = 60) -> None:
             )
 
 
-def command(url: str, data: Path, store: Path) -> list[str]:
+def command(url: str, data: Path, store: Path | str) -> list[str]:
     return [
         sys.executable,
         "-m",
@@ -75,7 +75,8 @@ def command(url: str, data: Path, store: Path) -> list[str]:
     ]
 
 
-def test_kill_9_five_times_then_resume(tmp_path: Path) -> None:
+def test_kill_9_five_times_then_resume(tmp_path: Path, store_target: str) -> None:
+    """On both back ends (`store_target`: a SQLite file, then a PostgreSQL database)."""
     data = tmp_path / "synthetic.jsonl"
     write_dataset(data)
     rng = random.Random(int(os.environ.get("HEALTHBENCH_TEST_SEED", "0")))
@@ -96,7 +97,7 @@ def test_kill_9_five_times_then_resume(tmp_path: Path) -> None:
         assert clean_calls == 60 + 600
 
         reset_stats(url)
-        crash_db = tmp_path / "crash.db"
+        crash_db = store_target
         kills = 0
         for _ in range(KILLS):
             process = subprocess.Popen(

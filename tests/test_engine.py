@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from healthbench.config import ModelConfig, build_config
 from healthbench.data.schema import Conversation
 from healthbench.data.sources import load_conversations, read_records
 from healthbench.errors import RunError
 from healthbench.grading.template import builtin_template
 from healthbench.results.run_results import graded_samples, score_stored_run
-from healthbench.runner.config import ModelConfig, build_config
 from healthbench.runner.run import regrade, resume_run, run_eval
 from healthbench.scoring.rubric import Verdict
 from healthbench.scoring.run_score import GradedSample, ScoringOptions, score_run
@@ -66,8 +66,9 @@ def faulty_server():
 
 
 @pytest.fixture()
-def store(tmp_path: Path) -> Store:
-    return Store(tmp_path / "runs.db")
+def store(store_target: str) -> Store:
+    """Every engine test runs on both back ends: a SQLite file, then a PostgreSQL database."""
+    return Store(store_target)
 
 
 def demo() -> list[Conversation]:

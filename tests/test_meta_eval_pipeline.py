@@ -11,11 +11,11 @@ from typer.testing import CliRunner
 
 import healthbench.cli  # noqa: F401
 from healthbench.cli.app import app
+from healthbench.config import build_config
 from healthbench.data.schema import MetaEvalRecord
 from healthbench.data.sources import read_records
 from healthbench.grading.template import builtin_template
 from healthbench.results.meta_results import score_meta_run, stored_labels
-from healthbench.runner.config import build_config
 from healthbench.runner.meta_eval import run_meta_eval
 from healthbench.scoring.meta import meta_metrics
 from healthbench.store import Store
@@ -42,8 +42,8 @@ def expected_labels(records: list[MetaEvalRecord]) -> list[bool]:
     return labels
 
 
-def test_pipeline_matches_core_on_fixture(server: str, tmp_path: Path) -> None:
-    store = Store(tmp_path / "s.db")
+def test_pipeline_matches_core_on_fixture(server: str, store_target: str) -> None:
+    store = Store(store_target)  # on SQLite, then PostgreSQL
     cfg = build_config(
         {
             "dataset": "meta_eval",

@@ -40,8 +40,20 @@ class RunError(HealthBenchError):
     """A run cannot proceed or finish as asked (unknown run, strict mode with ungraded criteria)."""
 
 
+class RunExistsError(RunError):
+    """A run of that name was created first (possibly a moment ago, by another process)."""
+
+
 class FatalModelError(ModelError):
     """A model call that no retry can fix (wrong key, unknown model, bad request): the run stops."""
+
+
+class StoreError(HealthBenchError):
+    """The run store cannot be opened or used: bad URL, unreadable or foreign file, unreachable server."""
+
+
+class StoreMissingError(StoreError):
+    """A read-only command was pointed at a store that does not exist (nothing is created for it)."""
 
 
 class OutageError(FatalModelError):

@@ -14,7 +14,7 @@ from healthbench.errors import ConfigError, HealthBenchError, Terminated
 from healthbench.store import Store
 
 
-def resume_command(name: str, *, kind: str = "eval", store: Path | None = None) -> str:
+def resume_command(name: str, *, kind: str = "eval", store: str | Path | None = None) -> str:
     """The exact command line that continues run ``name``."""
     command = "meta-eval" if kind == "meta_eval" else "run"
     words = ["healthbench", command, "--resume", name]
@@ -24,7 +24,7 @@ def resume_command(name: str, *, kind: str = "eval", store: Path | None = None) 
 
 
 @contextmanager
-def continuable(store: Store, name: str, *, kind: str, store_flag: Path | None) -> Iterator[None]:
+def continuable(store: Store, name: str, *, kind: str, store_flag: str | Path | None) -> Iterator[None]:
     """Errors and interruptions inside: one line that ends with how to continue the run (when it was
     stored; a start that failed before storing it has nothing to continue)."""
     try:

@@ -6,7 +6,7 @@ from rich.table import Table
 from rich.text import Text
 
 from healthbench.cli.app import console, say
-from healthbench.runner.estimate import RoleEstimate
+from healthbench.runner.estimate import RoleEstimate, total_cost
 
 
 def print_estimate(
@@ -17,7 +17,6 @@ def print_estimate(
     table.add_column("model", overflow="fold")  # long names wrap, never cut
     for column in ("calls", "input\ntokens", "output\ntokens", "est. cost\n(USD)"):
         table.add_column(column, justify="right", no_wrap=True)
-    total: float | None = 0.0
     for r in rows:
         table.add_row(
             Text(r.role),
@@ -27,7 +26,7 @@ def print_estimate(
             f"{r.output_tokens:,}",
             "unknown price" if r.cost is None else f"{r.cost:,.2f}",
         )
-        total = None if total is None or r.cost is None else total + r.cost
     console.print(table)
+    total = total_cost(rows)
     cost = "unknown (a model has no price; see --prices)" if total is None else f"${total:,.2f}"
     say(f"estimated total: {cost} — tokens estimated at 4 characters each; cached calls cost nothing")

@@ -41,15 +41,14 @@ from healthbench.cli.options import (
     split_list,
 )
 from healthbench.cli.progress import DownloadBar, run_progress
-from healthbench.data.sources import load_meta_eval
-from healthbench.data.subset import select
+from healthbench.config import OFFLINE_MODEL, build_config, load_config_file
 from healthbench.errors import ConfigError, RunError
-from healthbench.results.meta_results import read_labels, score_meta_run
+from healthbench.results.meta_results import score_label_file, score_meta_run
 from healthbench.results.metrics_out import write_metrics
-from healthbench.runner.config import OFFLINE_MODEL, build_config, load_config_file
+from healthbench.results.views import RunView
 from healthbench.runner.meta_eval import meta_dry_run, resume_meta_eval, run_meta_eval
 from healthbench.runner.run import new_run_name
-from healthbench.scoring.meta import DEFAULT_MIN_PHYSICIAN_RATINGS, GroupSummary, MetaEvalResult, meta_metrics
+from healthbench.scoring.meta import DEFAULT_MIN_PHYSICIAN_RATINGS, GroupSummary, MetaEvalResult
 from healthbench.store import Store
 
 
@@ -229,10 +228,14 @@ def meta_eval_command(
             raise ConfigError(
                 f"--labels scores labels made elsewhere, no judge is called; drop {', '.join(given)}"
             )
-        _, records = load_meta_eval(variant, data=data, cache=cache_dir)
-        chosen = select(records, limit=limit, categories=split_list(category))
-        result = meta_metrics(
-            chosen, read_labels(labels, chosen), min_physician_ratings=min_physician_ratings
+        result = score_label_file(
+            labels,
+            variant,
+            data=data,
+            cache=cache_dir,
+            limit=limit,
+            categories=split_list(category),
+            min_physician_ratings=min_physician_ratings,
         )
         _output(result, f"meta-eval of labels in {labels.name}", metrics_out, min_physician_ratings)
         return
@@ -308,7 +311,7 @@ def meta_eval_command(
         f"{c.calls} judge calls ({c.cache_hits} from cache) in {c.elapsed:.1f}s · "
         f"{c.input_tokens + c.output_tokens:,} tokens · ${c.cost:.4f}"
     )
-    judge_spec = outcome.run.config["run"]["judge"]["spec"]
+    judge_spec = RunView.of(s, outcome.run).judge_spec
     _output(
         result,
         f"meta-eval run {outcome.run.name} · judge {judge_spec}",

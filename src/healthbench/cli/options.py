@@ -20,10 +20,11 @@ from healthbench.models.limits import DEFAULT_MAX_OUTAGE, DEFAULT_MAX_RETRIES
 from healthbench.scoring.stats import DEFAULT_RESAMPLES, DEFAULT_SEED
 
 StoreOpt = Annotated[
-    Path | None,
+    str | None,  # not a Path: Path() would mangle URLs (sqlite:////x.db -> sqlite:/x.db)
     typer.Option(
         "--store",
-        help="Run store: a SQLite file or a SQLAlchemy URL. Default: $HEALTHBENCH_STORE, else "
+        help="Run store: a SQLite file path or a SQLAlchemy URL (sqlite:///PATH, "
+        "postgresql+psycopg://USER:PASSWORD@HOST/DB). Default: $HEALTHBENCH_STORE, else "
         "healthbench.db in the user data dir.",
         show_default=False,
     ),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -45,14 +44,15 @@ from healthbench.cli.options import (
     split_list,
 )
 from healthbench.cli.progress import DownloadBar, run_progress
-from healthbench.errors import ConfigError, RunError
-from healthbench.results import run_results
+from healthbench.config import OFFLINE_MODEL, ModelConfig, RunConfig, build_config, load_config_file
+from healthbench.errors import ConfigError, RunError, StoreMissingError
+from healthbench.results.aggregate import aggregate_document, write_aggregate_scores
 from healthbench.results.metrics_out import write_metrics
+from healthbench.results.rows import iter_row_scores, write_row_scores
 from healthbench.results.simple_evals import write_allresults
 from healthbench.results.summary import render_summary
+from healthbench.results.views import RunView
 from healthbench.runner import run as runner
-from healthbench.runner.config import OFFLINE_MODEL, ModelConfig, RunConfig, build_config, load_config_file
-from healthbench.scoring.run_score import score_run
 from healthbench.store import RunRecord, Store
 
 SMOKE_WARNING = (
@@ -72,17 +72,14 @@ def _report(
     n_resamples: int | None,
     strict: bool,
     counters_line: str | None = None,
+    aggregate_out: Path | None = None,
+    row_scores_out: Path | None = None,
 ) -> None:
-    options = run_results.scoring_options(run)
-    if seed is not None or n_resamples is not None:
-        options = dataclasses.replace(
-            options,
-            n_resamples=options.n_resamples if n_resamples is None else n_resamples,
-            seed=options.seed if seed is None else seed,
-        )
-    samples = run_results.graded_samples(store, run)
-    score = score_run(samples, options)
-    judge = run.config["run"]["judge"]["spec"]
+    view = RunView.of(store, run).require_kind("eval")
+    options = view.scoring_options(seed=seed, n_resamples=n_resamples)
+    samples = view.graded_samples()
+    score = view.score_samples(samples, options)
+    judge = view.judge_spec
     missing, expected = runner.unanswered(store, run)
     title = f"run {run.name} · judge {judge}"
     if missing:  # never shown as if it were the run's score
@@ -98,6 +95,13 @@ def _report(
     if allresults_out is not None:
         write_allresults(allresults_out, samples, score)
         say(f"simple-evals export written to {allresults_out}")
+    if aggregate_out is not None:
+        write_aggregate_scores(aggregate_out, aggregate_document(run.name, samples, score))
+        say(f"aggregate scores written to {aggregate_out}")
+    if row_scores_out is not None:
+        del samples  # the rows stream from the store
+        _, count = write_row_scores(row_scores_out, iter_row_scores(store, run.name, options))
+        say(f"{count} row scores written to {row_scores_out}")
     if score.ungraded_criteria:
         message = (
             f"{score.ungraded_criteria} criteria ungraded in {score.ungraded_samples} conversations "
@@ -287,7 +291,7 @@ def run_command(
             }
         )
         if dry_run:
-            _dry_run(s, runner.run_config_of(s.require_run(resume)), resume)
+            _dry_run(s, RunView.open(s, resume).config, resume)
             return
         with continuable(s, resume, kind="eval", store_flag=store), run_progress(console) as progress:
             outcome = runner.resume_run(resume, store=s, overrides=how, progress=progress)
@@ -355,7 +359,7 @@ def _finish(
     n_resamples: int | None,
     strict: bool,
     *,
-    store_flag: Path | None = None,
+    store_flag: str | None = None,
 ) -> None:
     c = outcome.counters
     line = (
@@ -472,20 +476,24 @@ def dataset_label(dataset: dict[str, Any]) -> str:
 @app.command("runs")
 @handles_errors
 def runs_command(store: StoreOpt = None) -> None:
-    """List the runs in the store."""
-    s = Store(store)
+    """List the runs in the store (a store that does not exist yet lists nothing and is not created)."""
+    try:
+        s = Store(store, create=False)
+    except StoreMissingError as exc:
+        console.print(Text(f"no runs: {exc}"))
+        return
     table = Table(title=Text(f"runs in {s.url}"))
     for column in ("name", "kind", "status", "model", "judge", "dataset", "created"):
         # long names fold at 80 columns (never cut); short fixed-width fields stay on one line
         table.add_column(column, overflow="fold", no_wrap=column in ("kind", "status", "created"))
     for run in s.list_runs():
-        cfg = run.config["run"]
+        view = RunView.of(s, run)
         cells = (
             run.name,
             run.kind,
             run.status,
-            (cfg.get("model") or {}).get("spec", "-"),
-            cfg["judge"]["spec"],
+            view.model_spec or "-",
+            view.judge_spec,
             dataset_label(run.config.get("dataset") or {}),
             run.created_at[:19],
         )
@@ -502,9 +510,23 @@ def results_command(
     n_resamples: ResamplesOpt = None,
     metrics_out: MetricsOutOpt = None,
     allresults_out: AllResultsOpt = None,
+    aggregate_out: Annotated[
+        Path | None,
+        typer.Option(
+            "--aggregate-out",
+            help="Write the aggregate-scores JSON (NeMo Evaluator shape, see docs/results.md).",
+        ),
+    ] = None,
+    row_scores_out: Annotated[
+        Path | None,
+        typer.Option(
+            "--row-scores-out",
+            help="Write the row-scores JSONL, one line per conversation and repeat (see docs/results.md).",
+        ),
+    ] = None,
 ) -> None:
     """Show a stored run's scores again and export them (no model call)."""
-    s = Store(store)
+    s = Store(store, create=False)
     run = s.require_run(name)
     if run.kind != "eval":
         raise RunError(f"run {name!r} is a {run.kind} run; use `healthbench meta-eval --resume {name}`")
@@ -516,4 +538,6 @@ def results_command(
         seed=seed,
         n_resamples=n_resamples,
         strict=False,
+        aggregate_out=aggregate_out,
+        row_scores_out=row_scores_out,
     )

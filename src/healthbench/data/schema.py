@@ -7,6 +7,7 @@ meta-eval file. Parsing is pure: it takes lines of text and a source name for er
 from __future__ import annotations
 
 import codecs
+import hashlib
 import json
 import math
 from collections.abc import Iterable
@@ -137,13 +138,19 @@ class MetaEvalRecord(BaseModel):
         return value
 
 
+def row_id(record: MetaEvalRecord) -> str:
+    """A meta-eval row's stable id (its store item id): a completion can be labelled on several criteria."""
+    return f"{record.completion_id}/{hashlib.sha256(record.rubric.encode()).hexdigest()[:16]}"
+
+
 Record = TypeVar("Record", Conversation, MetaEvalRecord)
 
 
 _UNION_TAGS = frozenset({"int", "float", "str", "bool"})  # pydantic appends a union member's tag to loc
 
 
-def _field_of(error: ValidationError) -> tuple[str | None, str]:
+def field_of(error: ValidationError) -> tuple[str | None, str]:
+    """The dotted field path (None at the top level) and a one-line message of a validation error."""
     errors = error.errors()
     first = errors[0]
     parts = [str(part) for part in first["loc"]]
@@ -171,7 +178,7 @@ def parse_record(line: str, record_type: type[Record], *, source: str, line_numb
     try:
         return record_type.model_validate(raw)
     except ValidationError as exc:
-        field, message = _field_of(exc)
+        field, message = field_of(exc)
         raise DataError(message, path=source, line=line_number, field=field) from None
 
 

@@ -7,22 +7,23 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from healthbench.data.schema import MetaEvalRecord, decode_lines
-from healthbench.errors import DataError, RunError
-from healthbench.runner.meta_eval import meta_records, row_id
+from healthbench.data.schema import MetaEvalRecord, decode_lines, row_id
+from healthbench.data.sources import load_meta_eval
+from healthbench.data.subset import select
+from healthbench.errors import DataError
+from healthbench.results.views import RunView
 from healthbench.scoring.meta import DEFAULT_MIN_PHYSICIAN_RATINGS, MetaEvalResult, meta_metrics
 from healthbench.store.runs import RunRecord, Store
 
 
 def stored_labels(store: Store, run: RunRecord) -> tuple[list[MetaEvalRecord], list[bool | None]]:
     """Rows (repeated ``n_repeats`` times) and the judge's label on each (None = ungraded)."""
-    if run.kind != "meta_eval":
-        raise RunError(f"run {run.name!r} is a {run.kind} run, not a meta-eval run")
-    records = meta_records(store, run)
+    view = RunView.of(store, run).require_kind("meta_eval")
+    records = view.meta_records()
     grades = store.grade_progress(run.id)
     rows: list[MetaEvalRecord] = []
     labels: list[bool | None] = []
-    for repeat in range(int(run.config["run"].get("n_repeats", 1))):
+    for repeat in range(view.config.n_repeats):
         for record in records:
             status, _ = grades.get((row_id(record), repeat, 0), ("ungraded", 0))
             rows.append(record)
@@ -35,6 +36,23 @@ def score_meta_run(
 ) -> MetaEvalResult:
     rows, labels = stored_labels(store, run)
     return meta_metrics(rows, labels, min_physician_ratings=min_physician_ratings)
+
+
+def score_label_file(
+    labels: Path,
+    variant: str,
+    *,
+    data: str | Path | None = None,
+    cache: str | Path | None = None,
+    limit: int | None = None,
+    categories: Sequence[str] | None = None,
+    min_physician_ratings: int = DEFAULT_MIN_PHYSICIAN_RATINGS,
+) -> MetaEvalResult:
+    """Agreement metrics of judge labels made elsewhere (`read_labels`) on the meta-eval rows of
+    ``variant`` (or ``data``), chosen by ``limit`` and ``categories`` as a meta-eval run chooses them."""
+    _, records = load_meta_eval(variant, data=data, cache=cache)
+    chosen = select(records, limit=limit, categories=categories)
+    return meta_metrics(chosen, read_labels(labels, chosen), min_physician_ratings=min_physician_ratings)
 
 
 def read_labels(path: Path, records: Sequence[MetaEvalRecord]) -> list[bool | None]:

@@ -6,12 +6,14 @@ NaN and infinities, which JSON cannot carry, are written as ``null``.
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from healthbench.atomic import atomic_writer
 
@@ -27,15 +29,24 @@ def json_safe(value: Any) -> Any:
     return value
 
 
+@contextmanager
+def atomic_text_file(path: str | os.PathLike[str]) -> Iterator[TextIO]:
+    """A text file written in the target's directory and renamed onto ``path`` only when the block
+    ends without an error (readers never see a half-written file; a failure leaves no file). It
+    gets the usual permissions (see `healthbench.atomic`)."""
+    with atomic_writer(path) as raw, io.TextIOWrapper(raw, encoding="utf-8") as out:
+        yield out
+
+
 def write_json_atomic(
     path: str | os.PathLike[str], payload: Any, *, indent: int | None = 2, ensure_ascii: bool = True
 ) -> Path:
-    """Write ``payload`` as JSON atomically (see `healthbench.atomic`), with the usual permissions."""
-    target = Path(path)
+    """Write ``payload`` as JSON atomically, with the usual permissions."""
     text = json.dumps(json_safe(payload), indent=indent, ensure_ascii=ensure_ascii, allow_nan=False)
-    with atomic_writer(target) as out:
-        out.write(text.encode("utf-8") + b"\n")
-    return target
+    with atomic_text_file(path) as out:
+        out.write(text)
+        out.write("\n")
+    return Path(path)
 
 
 def write_metrics(path: str | os.PathLike[str], metrics: Mapping[str, Any]) -> Path:

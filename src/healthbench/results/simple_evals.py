@@ -22,8 +22,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from healthbench.data.schema import Conversation, Message, RubricItem
-from healthbench.data.schema import _field_of as field_of
+from healthbench.data.schema import Conversation, Message, RubricItem, field_of
 from healthbench.errors import DataError
 from healthbench.results.metrics_out import write_json_atomic
 from healthbench.scoring.rubric import OVERALL, Verdict

@@ -84,3 +84,13 @@ def estimate(
         )
     )
     return out
+
+
+def total_cost(rows: Sequence[RoleEstimate]) -> float | None:
+    """The estimated cost of every role together; None when any role's model has no price."""
+    total = 0.0
+    for row in rows:
+        if row.cost is None:
+            return None
+        total += row.cost
+    return total

@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from healthbench.config import RunConfig
 from healthbench.errors import RunError
 from healthbench.grading.template import load_template
-from healthbench.runner.config import RunConfig
 from healthbench.runner.run import stored_record
 from healthbench.scoring.rubric import Verdict
 from healthbench.scoring.run_score import GradedSample

@@ -3,17 +3,17 @@ as is, no points prefix), through the same engine, store, cache and resume as `r
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from healthbench.data.schema import MetaEvalRecord
+from healthbench.config import RunConfig
+from healthbench.data.schema import MetaEvalRecord, row_id
 from healthbench.data.sources import DownloadProgress, load_meta_eval
 from healthbench.data.subset import select
 from healthbench.errors import RunError
 from healthbench.grading.template import load_template
 from healthbench.models.pricing import PriceTable
-from healthbench.runner.config import RunConfig
+from healthbench.results.views import RunView
 from healthbench.runner.engine import WorkItem
 from healthbench.runner.estimate import RoleEstimate, estimate
 from healthbench.runner.progress import ProgressSink
@@ -27,11 +27,6 @@ from healthbench.runner.run import (
     stored_record,
 )
 from healthbench.store.runs import RunRecord, Store
-
-
-def row_id(record: MetaEvalRecord) -> str:
-    """A stable id per row: a completion can be labelled on several criteria."""
-    return f"{record.completion_id}/{hashlib.sha256(record.rubric.encode()).hexdigest()[:16]}"
 
 
 def prepare_meta_eval(
@@ -60,10 +55,6 @@ def prepare_meta_eval(
     return store.create_run(
         name, "meta_eval", record, [(row_id(r), r.model_dump(mode="json")) for r in chosen]
     )
-
-
-def meta_records(store: Store, run: RunRecord) -> list[MetaEvalRecord]:
-    return [MetaEvalRecord.model_validate(record) for _, record in store.load_items(run.id)]
 
 
 def meta_work(records: Sequence[MetaEvalRecord], n_repeats: int) -> list[WorkItem]:
@@ -137,5 +128,5 @@ def _finish(
     progress: ProgressSink | None,
     environ: Mapping[str, str] | None,
 ) -> RunOutcome:
-    work = meta_work(meta_records(store, run), config.n_repeats)
+    work = meta_work(RunView.of(store, run).meta_records(), config.n_repeats)
     return run_to_end(store, run, config, work, with_candidate=False, progress=progress, environ=environ)

@@ -11,19 +11,21 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from healthbench.config import HOW_FIELDS, ModelConfig, RunConfig
 from healthbench.data.schema import Conversation
 from healthbench.data.sources import DownloadProgress, load_conversations
 from healthbench.data.subset import select
-from healthbench.errors import RunError
+from healthbench.errors import RunError, RunExistsError
 from healthbench.grading.template import load_template
 from healthbench.models.factory import check_model, create_model
 from healthbench.models.limits import ConnectionLimits, ConnectionPool
 from healthbench.models.pricing import PriceTable
-from healthbench.runner.config import HOW_FIELDS, ModelConfig, RunConfig
+from healthbench.results.views import RunView
 from healthbench.runner.engine import Engine, EngineOptions, WorkItem, plan
 from healthbench.runner.estimate import RoleEstimate, estimate
 from healthbench.runner.loop import run_async
 from healthbench.runner.progress import NoProgress, ProgressSink, RunCounters
+from healthbench.store.lease import RunLease
 from healthbench.store.runs import RunRecord, Store
 
 
@@ -36,10 +38,6 @@ class RunOutcome:
 def new_run_name(prefix: str = "run") -> str:
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     return f"{prefix}-{stamp}-{secrets.token_hex(2)}"
-
-
-def run_config_of(run: RunRecord) -> RunConfig:
-    return RunConfig.model_validate(run.config["run"])
 
 
 def _identity(config: RunConfig) -> dict[str, Any]:
@@ -116,11 +114,12 @@ def prepare_eval(
     }
     record = stored_record(config, kind="eval", dataset=dataset, template_sha=template.sha256)
     check_models(config, environ=environ)
-    return store.create_run(name, "eval", record, [(c.prompt_id, c.model_dump(mode="json")) for c in chosen])
-
-
-def conversations_of(store: Store, run: RunRecord) -> list[Conversation]:
-    return [Conversation.model_validate(record) for _, record in store.load_items(run.id)]
+    try:
+        return store.create_run(
+            name, "eval", record, [(c.prompt_id, c.model_dump(mode="json")) for c in chosen]
+        )
+    except RunExistsError:  # another process created it a moment ago: continue it as an existing run
+        return prepare_eval(store, config, name, download_progress=download_progress, environ=environ)
 
 
 def eval_work(conversations: Sequence[Conversation], n_repeats: int) -> list[WorkItem]:
@@ -145,8 +144,25 @@ async def execute(
     progress: ProgressSink | None = None,
     environ: Mapping[str, str] | None = None,
     with_candidate: bool = True,
+    pool: ConnectionPool | None = None,
 ) -> RunCounters:
-    """Run the engine over ``work`` and record the run's status. Models are created (and closed) here."""
+    """Run the engine over ``work`` and record the run's status. Models are created (and closed) here.
+    Only one process executes a run at a time: the others get a RunError naming the holder.
+    ``pool`` shares one connection budget per endpoint with other runs on the same event loop."""
+    async with RunLease(store, run.id, run.name).held():
+        return await _execute(store, run, config, work, progress, environ, with_candidate, pool)
+
+
+async def _execute(
+    store: Store,
+    run: RunRecord,
+    config: RunConfig,
+    work: Sequence[WorkItem],
+    progress: ProgressSink | None,
+    environ: Mapping[str, str] | None,
+    with_candidate: bool,
+    pool: ConnectionPool | None,
+) -> RunCounters:
     work_plan = plan(store, run.id, work)
     if work_plan.empty:  # nothing left: no model is created, no call is made
         counters = RunCounters(
@@ -158,7 +174,7 @@ async def execute(
         if run.status != "finished":
             store.set_status(run.id, "finished")
         return counters
-    pool = ConnectionPool(
+    pool = pool or ConnectionPool(
         ConnectionLimits(
             max_connections=config.max_connections,
             requests_per_minute=config.requests_per_minute,
@@ -274,7 +290,7 @@ def _finish_eval(
     progress: ProgressSink | None,
     environ: Mapping[str, str] | None,
 ) -> RunOutcome:
-    work = eval_work(conversations_of(store, run), config.n_repeats)
+    work = eval_work(RunView.of(store, run).conversations(), config.n_repeats)
     # a regrade has no candidate: its answers were copied from the parent run
     return run_to_end(
         store, run, config, work, with_candidate=run.parent_run is None, progress=progress, environ=environ
@@ -319,7 +335,7 @@ def regrade_dry_run(
     answers = store.sample_progress(parent.id)
     work = [
         dataclasses.replace(w, fixed_completion=answers.get((w.item_id, w.repeat), ""))
-        for w in eval_work(conversations_of(store, parent), config.n_repeats)
+        for w in eval_work(RunView.of(store, parent).conversations(), config.n_repeats)
     ]
     rows = estimate(
         work,
@@ -370,7 +386,7 @@ def dry_run(store: Store, config: RunConfig, name: str | None) -> tuple[int, lis
     existing run ``name`` counts only what it has not done yet."""
     existing = store.get_run(name) if name else None
     if existing is not None:
-        conversations = conversations_of(store, existing)
+        conversations = RunView.of(store, existing).conversations()
         done_samples = set(store.sample_progress(existing.id))
         done_grades = {
             k for k, (status, _) in store.grade_progress(existing.id).items() if status != "ungraded"

@@ -122,6 +122,16 @@ def sample_metrics(sample: GradedSample, options: ScoringOptions) -> dict[str, f
     return metrics
 
 
+def metric_keys(sample: GradedSample, options: ScoringOptions) -> list[str]:
+    """The metric keys ``sample`` carries once graded (the same whatever its verdicts): what an
+    ungraded sample would have counted towards."""
+    placeholder = (Verdict.NOT_MET,) * len(sample.conversation.rubrics)
+    keys = list(conversation_metrics(sample.conversation, placeholder) or {})
+    if options.length_penalty is not None:
+        keys.append(LENGTH_ADJUSTED)
+    return keys
+
+
 def score_run(samples: Sequence[GradedSample], options: ScoringOptions | None = None) -> RunScore:
     """Score a run. Ungraded samples are counted and left out; ``score`` mirrors simple-evals.
 

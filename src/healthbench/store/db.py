@@ -1,23 +1,19 @@
-"""The run store: one SQL database (SQLite in WAL mode by default) holding runs, their conversations,
-samples, grades and the call cache. Written with SQLAlchemy Core so the same code can speak PostgreSQL.
-
-Tables are versioned by named migrations recorded in ``schema_migrations``.
+"""The run store: one SQL database (SQLite in WAL mode by default, or PostgreSQL) holding runs, their
+conversations, samples, grades and the call cache. Written with SQLAlchemy Core so the same code speaks
+both. The tables are created and changed only by the named migrations of migrations.py.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import platformdirs
 from sqlalchemy import (
     JSON,
     Boolean,
     Column,
-    Connection,
     Engine,
     Float,
     ForeignKey,
@@ -28,20 +24,20 @@ from sqlalchemy import (
     Text,
     create_engine,
     event,
-    select,
 )
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import URL, Connection
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
-STORE_ENV = "HEALTHBENCH_STORE"
+from healthbench.errors import StoreError, StoreMissingError
+from healthbench.store.location import hide_password, shown, sqlite_file
+from healthbench.store.migrations import migrate
 
+SQLITE_HEADER = b"SQLite format 3\x00"
+PG_CONNECT_TIMEOUT = 10  # seconds before an unreachable PostgreSQL is an error
+
+# Today's tables, as the migrations in migrations.py leave them (keep the two in step).
 metadata = MetaData()
-
-schema_migrations = Table(
-    "schema_migrations",
-    metadata,
-    Column("name", String(100), primary_key=True),
-    Column("applied_at", String(40), nullable=False),
-)
 
 runs = Table(
     "runs",
@@ -54,6 +50,12 @@ runs = Table(
     Column("created_at", String(40), nullable=False),
     Column("updated_at", String(40), nullable=False),
     Column("parent_run", String(200)),  # the run whose samples a regrade reuses
+    # the process executing the run (lease.py): one process per run name
+    Column("lease_token", String(64)),
+    Column("lease_host", String(255)),
+    Column("lease_pid", Integer),
+    Column("lease_since", String(40)),
+    Column("lease_expires", Float),  # epoch seconds
 )
 
 items = Table(
@@ -109,74 +111,74 @@ call_cache = Table(
     Column("created_at", String(40), nullable=False),
 )
 
-jobs = Table(
-    "jobs",
-    metadata,
-    Column("id", String(64), primary_key=True),
-    Column("run_name", String(200), nullable=False),
-    Column("kind", String(20), nullable=False),
-    Column("status", String(20), nullable=False),
-    Column("request", JSON, nullable=False),
-    Column("error", Text),
-    Column("created_at", String(40), nullable=False),
-    Column("updated_at", String(40), nullable=False),
-)
-
-
-def _initial(conn: Connection) -> None:
-    metadata.create_all(conn)
-
-
-MIGRATIONS: list[tuple[str, Callable[[Connection], None]]] = [("0001_initial", _initial)]
-
 
 def now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
-def default_store_path() -> Path:
-    if os.environ.get(STORE_ENV):
-        return Path(os.environ[STORE_ENV])
-    return Path(platformdirs.user_data_dir("healthbench")) / "healthbench.db"
-
-
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=NORMAL")
-    cursor.execute("PRAGMA busy_timeout=10000")
+    cursor.execute("PRAGMA busy_timeout=30000")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.close()
 
 
-def connect(target: str | os.PathLike[str] | None = None) -> Engine:
-    """An engine for a SQLAlchemy URL or a SQLite file path (created with its folder if needed)."""
-    text = str(target) if target is not None else str(default_store_path())
-    if "://" in text:
-        engine = create_engine(text)
-    else:
-        path = Path(text)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(f"sqlite:///{path}")
+def connect(url: URL, *, create: bool = True) -> Engine:
+    """An engine on the store at ``url``, migrated to the current schema. ``create=False`` (read-only
+    commands) refuses a SQLite file that does not exist instead of creating it."""
+    path = sqlite_file(url)
+    where = str(path) if path is not None else shown(url)
+    if path is not None:
+        _check_sqlite_path(path, create=create)
+    options: dict[str, Any] = {}
+    if url.get_backend_name() == "postgresql" and "connect_timeout" not in url.query:
+        options["connect_args"] = {"connect_timeout": PG_CONNECT_TIMEOUT}
+    try:
+        engine = create_engine(url, **options)
+    except ImportError as exc:
+        extra = " (pip install 'healthbench[postgres]')" if url.get_backend_name() == "postgresql" else ""
+        raise StoreError(f"cannot open the store {where}: {exc}{extra}") from None
+    except ArgumentError as exc:
+        raise StoreError(f"cannot open the store {where}: {exc}") from None
     if engine.dialect.name == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
-    migrate(engine)
+    try:
+        migrate(engine, where)
+    except SQLAlchemyError as exc:
+        engine.dispose()
+        raise StoreError(f"cannot open the store {where}: {reason(exc)}") from None
+    except StoreError:
+        engine.dispose()
+        raise
     return engine
 
 
-def migrate(engine: Engine) -> list[str]:
-    """Apply the named migrations not yet recorded; returns the names applied."""
-    applied: list[str] = []
-    with engine.begin() as conn:
-        schema_migrations.create(conn, checkfirst=True)
-        done = set(conn.execute(select(schema_migrations.c.name)).scalars())
-        for name, step in MIGRATIONS:
-            if name in done:
-                continue
-            step(conn)
-            conn.execute(schema_migrations.insert().values(name=name, applied_at=now()))
-            applied.append(name)
-    return applied
+def _check_sqlite_path(path: Path, *, create: bool) -> None:
+    if path.is_dir():
+        raise StoreError(f"store {path} is a directory; give a file path such as {path / 'healthbench.db'}")
+    if not create and (not path.exists() or path.stat().st_size == 0):
+        raise StoreMissingError(f"no store at {path} (nothing has been run with it yet)")
+    if path.exists():
+        try:
+            with path.open("rb") as handle:
+                head = handle.read(len(SQLITE_HEADER))
+        except OSError as exc:
+            raise StoreError(f"cannot read the store {path}: {exc.strerror or exc}") from None
+        if head and head != SQLITE_HEADER:
+            raise StoreError(f"store {path} is not a SQLite database (it starts with {head[:16]!r})")
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(f"cannot create the store folder {path.parent}: {exc.strerror or exc}") from None
+
+
+def reason(exc: SQLAlchemyError) -> str:
+    """The first line of the database's own message (no SQL, no parameters, no password)."""
+    orig = getattr(exc, "orig", None) or exc
+    text = str(orig).strip().splitlines()
+    return hide_password(text[0]) if text else type(orig).__name__
 
 
 def upsert(

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass, fields
 from typing import Any
 
-from sqlalchemy import Engine, and_, select, update
+from sqlalchemy import Engine, and_, func, select, update
+from sqlalchemy.exc import IntegrityError, OperationalError
 
-from healthbench.errors import RunError
+from healthbench.errors import RunError, RunExistsError, StoreError
 from healthbench.store import db
 from healthbench.store.db import call_cache, grades, items, runs, samples, upsert
+from healthbench.store.location import shown, store_url
 
 
 @dataclass(frozen=True)
@@ -24,6 +26,9 @@ class RunRecord:
     created_at: str
     updated_at: str
     parent_run: str | None
+
+
+RUN_COLUMNS = tuple(runs.c[f.name] for f in fields(RunRecord))
 
 
 @dataclass(frozen=True)
@@ -53,6 +58,17 @@ class GradeRow:
 
 
 @dataclass(frozen=True)
+class UsageRow:
+    """What one stored call used: ``role`` is "candidate" (a sample) or "judge" (a grade)."""
+
+    role: str
+    usage: dict[str, int] | None
+    cost: float | None
+    cached: bool
+    failed: bool
+
+
+@dataclass(frozen=True)
 class CachedCall:
     text: str
     usage: dict[str, int] | None
@@ -61,9 +77,11 @@ class CachedCall:
 class Store:
     """A handle on one database. Reads run on any thread; writes go through short transactions."""
 
-    def __init__(self, target: str | os.PathLike[str] | None = None) -> None:
-        self.engine: Engine = db.connect(target)
-        self.url = str(self.engine.url)
+    def __init__(self, target: str | os.PathLike[str] | None = None, *, create: bool = True) -> None:
+        """Open (and migrate) the store at ``target``: a SQLAlchemy URL or a SQLite path; None means
+        $HEALTHBENCH_STORE, else the default file. ``create=False`` never creates a SQLite file."""
+        self.engine: Engine = db.connect(store_url(target), create=create)
+        self.url = shown(self.engine.url)  # password hidden: safe to print
 
     def close(self) -> None:
         self.engine.dispose()
@@ -79,36 +97,38 @@ class Store:
         parent_run: str | None = None,
     ) -> RunRecord:
         stamp = db.now()
-        with self.engine.begin() as conn:
-            if conn.execute(select(runs.c.id).where(runs.c.name == name)).first() is not None:
-                raise RunError(f"a run named {name!r} already exists")
-            inserted = conn.execute(
-                runs.insert().values(
-                    name=name,
-                    kind=kind,
-                    status="created",
-                    config=dict(config),
-                    created_at=stamp,
-                    updated_at=stamp,
-                    parent_run=parent_run,
-                )
-            ).inserted_primary_key
-            assert inserted is not None
-            run_id = inserted[0]
-            conn.execute(
-                items.insert(),
-                [
+        try:
+            with self.engine.begin() as conn:
+                if conn.execute(select(runs.c.id).where(runs.c.name == name)).first() is not None:
+                    raise RunExistsError(f"a run named {name!r} already exists")
+                inserted = conn.execute(
+                    runs.insert().values(
+                        name=name,
+                        kind=kind,
+                        status="created",
+                        config=dict(config),
+                        created_at=stamp,
+                        updated_at=stamp,
+                        parent_run=parent_run,
+                    )
+                ).inserted_primary_key
+                assert inserted is not None
+                run_id = inserted[0]
+                rows = [
                     {"run_id": run_id, "position": i, "item_id": item_id, "record": dict(record)}
                     for i, (item_id, record) in enumerate(records)
-                ],
-            )
+                ]
+                if rows:
+                    conn.execute(items.insert(), rows)
+        except IntegrityError:  # another process created it between our check and our insert
+            raise RunExistsError(f"a run named {name!r} already exists") from None
         run = self.get_run(name)
         assert run is not None
         return run
 
     def get_run(self, name: str) -> RunRecord | None:
         with self.engine.connect() as conn:
-            row = conn.execute(select(runs).where(runs.c.name == name)).mappings().first()
+            row = conn.execute(select(*RUN_COLUMNS).where(runs.c.name == name)).mappings().first()
         return RunRecord(**row) if row else None
 
     def require_run(self, name: str) -> RunRecord:
@@ -119,7 +139,7 @@ class Store:
 
     def list_runs(self) -> list[RunRecord]:
         with self.engine.connect() as conn:
-            rows = conn.execute(select(runs).order_by(runs.c.id)).mappings().all()
+            rows = conn.execute(select(*RUN_COLUMNS).order_by(runs.c.id)).mappings().all()
         return [RunRecord(**row) for row in rows]
 
     def set_status(self, run_id: int, status: str) -> None:
@@ -135,16 +155,53 @@ class Store:
             ).all()
         return [(row.item_id, row.record) for row in rows]
 
-    def load_samples(self, run_id: int) -> dict[tuple[str, int], SampleRow]:
+    def count_items(self, run_id: int) -> int:
+        with self.engine.connect() as conn:
+            return int(
+                conn.execute(
+                    select(func.count()).select_from(items).where(items.c.run_id == run_id)
+                ).scalar_one()
+            )
+
+    def iter_item_pages(
+        self, run_id: int, page_size: int = 500
+    ) -> Iterator[list[tuple[str, dict[str, Any]]]]:
+        """A run's items in order, ``page_size`` at a time (a page is read when the previous one is used)."""
+        start = 0
+        while True:
+            with self.engine.connect() as conn:
+                rows = conn.execute(
+                    select(items.c.position, items.c.item_id, items.c.record)
+                    .where(and_(items.c.run_id == run_id, items.c.position >= start))
+                    .order_by(items.c.position)
+                    .limit(page_size)
+                ).all()
+            if not rows:
+                return
+            yield [(row.item_id, row.record) for row in rows]
+            start = rows[-1].position + 1
+
+    def load_samples(
+        self, run_id: int, *, item_ids: Collection[str] | None = None, repeat: int | None = None
+    ) -> dict[tuple[str, int], SampleRow]:
+        """A run's samples by (item, repeat); ``item_ids`` and ``repeat`` narrow the read."""
         cols = [
             samples.c[n]
             for n in ("item_id", "repeat", "completion", "messages", "usage", "cost", "cached", "error")
         ]
+        query = select(*cols).where(samples.c.run_id == run_id)
+        if item_ids is not None:
+            query = query.where(samples.c.item_id.in_(list(item_ids)))
+        if repeat is not None:
+            query = query.where(samples.c.repeat == repeat)
         with self.engine.connect() as conn:
-            rows = conn.execute(select(*cols).where(samples.c.run_id == run_id)).mappings().all()
+            rows = conn.execute(query).mappings().all()
         return {(r["item_id"], r["repeat"]): SampleRow(**r) for r in rows}
 
-    def load_grades(self, run_id: int) -> dict[tuple[str, int, int], GradeRow]:
+    def load_grades(
+        self, run_id: int, *, item_ids: Collection[str] | None = None, repeat: int | None = None
+    ) -> dict[tuple[str, int, int], GradeRow]:
+        """A run's grades by (item, repeat, criterion); ``item_ids`` and ``repeat`` narrow the read."""
         cols = [
             grades.c[n]
             for n in (
@@ -160,9 +217,42 @@ class Store:
                 "error",
             )
         ]
+        query = select(*cols).where(grades.c.run_id == run_id)
+        if item_ids is not None:
+            query = query.where(grades.c.item_id.in_(list(item_ids)))
+        if repeat is not None:
+            query = query.where(grades.c.repeat == repeat)
         with self.engine.connect() as conn:
-            rows = conn.execute(select(*cols).where(grades.c.run_id == run_id)).mappings().all()
+            rows = conn.execute(query).mappings().all()
         return {(r["item_id"], r["repeat"], r["criterion"]): GradeRow(**r) for r in rows}
+
+    def load_verdicts(
+        self, run_id: int, *, item_ids: Collection[str], repeat: int
+    ) -> dict[tuple[str, int], tuple[str, str | None]]:
+        """(status, explanation) by (item, criterion) for some items of one repeat: what scoring
+        and the result documents need of a grade, without its usage (cheaper to read)."""
+        query = select(grades.c.item_id, grades.c.criterion, grades.c.status, grades.c.explanation).where(
+            and_(
+                grades.c.run_id == run_id,
+                grades.c.repeat == repeat,
+                grades.c.item_id.in_(list(item_ids)),
+            )
+        )
+        with self.engine.connect() as conn:
+            rows = conn.execute(query).all()
+        return {(r.item_id, r.criterion): (r.status, r.explanation) for r in rows}
+
+    def iter_usage(self, run_id: int) -> Iterator[UsageRow]:
+        """Usage, cost and cache flag of every stored sample and grade of a run (streamed)."""
+        for role, table in (("candidate", samples), ("judge", grades)):
+            with self.engine.connect() as conn:
+                result = conn.execution_options(yield_per=1000).execute(
+                    select(table.c.usage, table.c.cost, table.c.cached, table.c.error).where(
+                        table.c.run_id == run_id
+                    )
+                )
+                for row in result:
+                    yield UsageRow(role, row.usage, row.cost, bool(row.cached), row.error is not None)
 
     def sample_progress(self, run_id: int) -> dict[tuple[str, int], str]:
         """The completions of a run's successful samples (what the engine needs to plan)."""
@@ -213,6 +303,9 @@ class Store:
         by_table: dict[str, list[Mapping[str, Any]]] = {}
         for table, row in ops:
             by_table.setdefault(table, []).append(row)
-        with self.engine.begin() as conn:
-            for table, rows in by_table.items():
-                upsert(conn, db.metadata.tables[table], rows)
+        try:
+            with self.engine.begin() as conn:
+                for table, rows in by_table.items():
+                    upsert(conn, db.metadata.tables[table], rows)
+        except OperationalError as exc:  # disk full, store deleted or locked for too long
+            raise StoreError(f"cannot write to the store {self.url}: {db.reason(exc)}") from None

@@ -1,0 +1,72 @@
+"""`healthbench serve` (the job service) and `healthbench new-token` (a workspace-scoped API token)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.text import Text
+
+from healthbench.cli.app import app, console, handles_errors
+from healthbench.cli.options import StoreOpt
+from healthbench.service.jobs import DEFAULT_CONNECTIONS, DEFAULT_LEASE, WorkerSettings
+
+
+@app.command("serve")
+@handles_errors
+def serve(
+    store: StoreOpt = None,
+    host: str = typer.Option("127.0.0.1", "--host", help="Interface to listen on."),
+    port: int = typer.Option(8000, "--port", help="Port to listen on."),
+    workers: int = typer.Option(
+        WorkerSettings.workers, "--workers", min=1, help="Jobs this process runs at once."
+    ),
+    connections: int = typer.Option(
+        DEFAULT_CONNECTIONS,
+        "--connections",
+        min=1,
+        help="Connection budget per model endpoint, shared by the jobs running at once.",
+    ),
+    lease: float = typer.Option(
+        DEFAULT_LEASE,
+        "--lease",
+        min=1.0,
+        help="Seconds after which an active job whose service died is picked up by another.",
+    ),
+) -> None:
+    """Run the job service: HealthBench jobs over HTTP (OpenAPI at /docs), workers in the background."""
+    import uvicorn
+
+    from healthbench.service.app import create_app
+    from healthbench.service.auth import first_token
+    from healthbench.service.jobs import WorkerProcess
+    from healthbench.service.operations import JobService
+    from healthbench.store.runs import Store
+
+    service = JobService(Store(store))
+    token = first_token(service.jobs)
+    if token is not None:
+        console.print(Text("API token for every workspace (shown once; only its hash is stored):"))
+        console.print(Text(token))
+    settings = WorkerSettings(workers=workers, lease=lease, connections=connections)
+    with WorkerProcess(store, settings):
+        console.print(Text(f"serving on http://{host}:{port} (OpenAPI at /docs)"))
+        uvicorn.run(create_app(service), host=host, port=port, log_level="warning", access_log=False)
+
+
+@app.command("new-token")
+@handles_errors
+def new_token(
+    workspace: Annotated[
+        list[str],
+        typer.Option("--workspace", help="Workspace the token may use (repeatable; '*' for all)."),
+    ],
+    store: StoreOpt = None,
+    label: str | None = typer.Option(None, "--label", help="A note stored with the token's hash."),
+) -> None:
+    """Make an API token for the job service; it is printed once and only its hash is stored."""
+    from healthbench.service.auth import create_token
+    from healthbench.store.jobs import JobStore
+    from healthbench.store.runs import Store
+
+    console.print(Text(create_token(JobStore(Store(store)), workspace, label)))

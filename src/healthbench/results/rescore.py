@@ -1,0 +1,107 @@
+"""Re-scoring a simple-evals ``_allresults.json`` (``healthbench import``): the file joined with the
+dataset the run used (for example tags), scored by our core, and compared with the file's numbers."""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from healthbench.data.schema import Conversation
+from healthbench.data.sources import load_conversations
+from healthbench.errors import DataError
+from healthbench.results.simple_evals import AllResults, load_allresults
+from healthbench.scoring.run_score import RunScore, ScoringOptions, score_run
+
+PathLike = str | os.PathLike[str]
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """How many of the file's means and n_samples we reproduce (bootstrap stds are random, so they
+    are not compared), and whether the top-level ``score`` is equal."""
+
+    equal: int
+    compared: int
+    same_score: bool
+
+
+@dataclass(frozen=True)
+class Rescored:
+    """An imported file re-scored: its samples and numbers, ours, and how far they agree."""
+
+    stored: AllResults
+    run_score: RunScore
+    agreement: Agreement
+    untagged: int  # examples without a dataset entry, so without example tags
+    joined: bool  # whether a dataset was given at all
+
+
+def rescore_allresults(
+    path: PathLike,
+    *,
+    data: Sequence[PathLike] = (),
+    dataset: str | None = None,
+    cache: PathLike | None = None,
+    allow_untagged: bool = False,
+    options: ScoringOptions | None = None,
+) -> Rescored:
+    """Parse ``path``, join it on prompt_id with the datasets given (`join_datasets`), and score it."""
+    conversations = join_datasets(data, dataset, cache)
+    stored = load_allresults(path, conversations, allow_missing=allow_untagged)
+    run_score = score_run(stored.samples, options or ScoringOptions())
+    untagged = sum(
+        1 for s in stored.samples if conversations is None or s.conversation.prompt_id not in conversations
+    )
+    return Rescored(
+        stored=stored,
+        run_score=run_score,
+        agreement=agreement(stored.score, stored.metrics, run_score.metrics()),
+        untagged=untagged,
+        joined=conversations is not None,
+    )
+
+
+def join_datasets(
+    files: Sequence[PathLike], variant: str | None, cache: PathLike | None = None
+) -> dict[str, Conversation] | None:
+    """The conversations of every given dataset by prompt_id (None when none is given); a prompt_id
+    given twice must have the same rubric, or it is a `DataError` naming the file."""
+    if not files and variant is None:
+        return None
+    loaded: list[tuple[str, list[Conversation]]] = []
+    for path in files:
+        source, records = load_conversations(data=path)
+        loaded.append((str(source.path), records))
+    if variant is not None:
+        source, records = load_conversations(variant, cache=cache)
+        loaded.append((str(source.path), records))
+    joined: dict[str, Conversation] = {}
+    origin: dict[str, str] = {}
+    for name, records in loaded:
+        for record in records:
+            known = joined.get(record.prompt_id)
+            if known is not None and known.rubrics != record.rubrics:
+                raise DataError(
+                    f"prompt_id {record.prompt_id} has a different rubric in {origin[record.prompt_id]}"
+                    "; give only the dataset the run used",
+                    path=name,
+                )
+            joined.setdefault(record.prompt_id, record)
+            origin.setdefault(record.prompt_id, name)
+    return joined
+
+
+def agreement(score: float | None, stored: Mapping[str, Any], ours: Mapping[str, Any]) -> Agreement:
+    """Compare a file's ``score`` and ``metrics`` with ours (every key but ``:bootstrap_std``)."""
+    keys = [k for k in stored if not k.endswith(":bootstrap_std")]
+    equal = sum(1 for k in keys if _same(stored[k], ours.get(k)))
+    return Agreement(equal=equal, compared=len(keys), same_score=_same(score, ours.get("score")))
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return math.isclose(a, b, rel_tol=0.0, abs_tol=1e-12)
+    return bool(a == b)

@@ -1,0 +1,95 @@
+"""The row-scores document of a run (NeMo Evaluator's shape), documented in docs/results.md: one
+JSON object per (conversation, repeat), in (repeat, conversation) order, streamed from the store.
+
+Each row holds ``row_index``, ``item`` (the dataset row), ``sample`` (the answer), ``metrics``
+(``{"healthbench/<key>": [{"name": key, "value": v}]}``: the scoring core's per-sample values, None
+for every key of an ungraded row) and ``criteria`` (each criterion with its verdict).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from healthbench.results.aggregate import metric_ref
+from healthbench.results.metrics_out import atomic_text_file, json_safe
+from healthbench.results.views import VERDICT_NAMES, RunView, StoredSample
+from healthbench.scoring.run_score import ScoringOptions, metric_keys, sample_metrics
+from healthbench.store.runs import Store
+
+
+def iter_row_scores(
+    store: Store, name: str, options: ScoringOptions | None = None
+) -> Iterator[dict[str, Any]]:
+    """The row-scores of eval run ``name``, one dict per (conversation, repeat), streamed: rows are
+    built as they are read (a page of conversations at a time), never all held at once.
+
+    ``options`` (default: the run's stored scoring settings) matter only for the length-adjusted score.
+    """
+    view = RunView.open(store, name).require_kind("eval")
+    chosen = options or view.scoring_options()
+    for index, stored in enumerate(view.iter_samples()):
+        yield row_document(index, stored, chosen, model=view.model_spec)
+
+
+def row_document(
+    index: int, stored: StoredSample, options: ScoringOptions, *, model: str | None
+) -> dict[str, Any]:
+    """One row of the row-scores document (see the module doc)."""
+    graded, sample = stored.graded, stored.sample
+    conversation = graded.conversation
+    values = sample_metrics(graded, options)
+    keys = list(values) if values is not None else metric_keys(graded, options)
+    explanations = graded.explanations or (None,) * len(graded.verdicts)
+    document: dict[str, Any] = json_safe(
+        {
+            "row_index": index,
+            "item": {
+                "prompt_id": conversation.prompt_id,
+                "prompt": [m.model_dump() for m in conversation.prompt],
+                "example_tags": list(conversation.example_tags),
+            },
+            "sample": {
+                "repeat": graded.repeat,
+                "output_text": graded.completion,
+                "model": model,
+                "usage": sample.usage if sample else None,
+                "cost": sample.cost if sample else None,
+                "cached": sample.cached if sample else False,
+                "error": sample.error if sample else "not sampled",
+            },
+            "metrics": {
+                metric_ref(key): [{"name": key, "value": values[key] if values is not None else None}]
+                for key in keys
+            },
+            "criteria": [
+                {
+                    "index": number,
+                    "criterion": item.criterion,
+                    "points": item.points,
+                    "tags": list(item.tags),
+                    "verdict": VERDICT_NAMES[verdict],
+                    "explanation": explanation,
+                }
+                for number, (item, verdict, explanation) in enumerate(
+                    zip(conversation.rubrics, graded.verdicts, explanations, strict=True)
+                )
+            ],
+        }
+    )
+    return document
+
+
+def write_row_scores(path: str | os.PathLike[str], rows: Iterable[dict[str, Any]]) -> tuple[Path, int]:
+    """Write rows as JSONL while they stream in; the file appears (atomically) once all are written.
+    Returns the path and the number of rows."""
+    count = 0
+    with atomic_text_file(path) as out:
+        for row in rows:
+            out.write(json.dumps(row, ensure_ascii=False, allow_nan=False))
+            out.write("\n")
+            count += 1
+    return Path(path), count

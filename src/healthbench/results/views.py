@@ -1,0 +1,202 @@
+"""The typed read layer over a stored run: every reader (CLI, service, client, analysis, report)
+reads a run through a `RunView`, never through the store's tables.
+
+A view parses the run's stored config once into `RunConfig`, and gives its dataset info, grader
+template sha, conversations (or meta-eval rows), graded samples (all at once or streamed in pages),
+scores and usage/cost totals.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from healthbench.config import RunConfig
+from healthbench.data.schema import Conversation, MetaEvalRecord
+from healthbench.errors import RunError
+from healthbench.scoring.rubric import Verdict
+from healthbench.scoring.run_score import GradedSample, RunScore, ScoringOptions, score_run
+from healthbench.store.runs import RunRecord, SampleRow, Store
+
+VERDICTS = {"met": Verdict.MET, "not_met": Verdict.NOT_MET, "ungraded": Verdict.UNGRADED}
+VERDICT_NAMES = {verdict: name for name, verdict in VERDICTS.items()}
+PAGE_SIZE = 500
+
+
+@dataclass(frozen=True)
+class StoredSample:
+    """One (conversation, repeat) of a run: the graded sample the scoring core takes, and the stored
+    sample row behind it (None when the conversation was never sampled)."""
+
+    graded: GradedSample
+    sample: SampleRow | None
+
+
+@dataclass
+class RoleTotals:
+    """Calls, tokens and cost of one role (``candidate`` or ``judge``) over a run."""
+
+    calls: int = 0
+    cached_calls: int = 0
+    failed_calls: int = 0
+    unpriced_calls: int = 0
+    cost: float = 0.0
+    tokens: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class UsageTotals:
+    candidate: RoleTotals
+    judge: RoleTotals
+
+    @property
+    def cost(self) -> float:
+        return self.candidate.cost + self.judge.cost
+
+
+@dataclass(frozen=True)
+class RunView:
+    """A stored run, read-only. Build it with `RunView.open(store, name)` or `RunView.of(store, run)`."""
+
+    store: Store
+    record: RunRecord
+    config: RunConfig
+
+    @classmethod
+    def open(cls, store: Store, name: str) -> RunView:
+        """The view of run ``name``; a `RunError` naming the store if there is none."""
+        return cls.of(store, store.require_run(name))
+
+    @classmethod
+    def of(cls, store: Store, run: RunRecord) -> RunView:
+        return cls(store, run, RunConfig.model_validate(run.config["run"]))
+
+    # -- what the run is ----------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.record.name
+
+    @property
+    def kind(self) -> str:
+        return self.record.kind
+
+    @property
+    def status(self) -> str:
+        return self.record.status
+
+    @property
+    def dataset(self) -> dict[str, Any]:
+        """Variant, source, path, sha256 and size of the dataset the run was built from."""
+        return dict(self.record.config.get("dataset", {}))
+
+    @property
+    def grader_template_sha256(self) -> str | None:
+        sha = self.record.config.get("grader_template_sha256")
+        return str(sha) if sha is not None else None
+
+    @property
+    def model_spec(self) -> str | None:
+        return self.config.model.spec if self.config.model else None
+
+    @property
+    def judge_spec(self) -> str:
+        return self.config.judge.spec
+
+    def require_kind(self, kind: str) -> RunView:
+        if self.kind != kind:
+            wanted = "an eval" if kind == "eval" else "a meta-eval"
+            raise RunError(f"run {self.name!r} is a {self.kind} run, not {wanted} run")
+        return self
+
+    # -- its items ----------------------------------------------------------------------------
+    def conversations(self) -> list[Conversation]:
+        return [Conversation.model_validate(r) for _, r in self.store.load_items(self.record.id)]
+
+    def meta_records(self) -> list[MetaEvalRecord]:
+        return [MetaEvalRecord.model_validate(r) for _, r in self.store.load_items(self.record.id)]
+
+    def n_rows(self) -> int:
+        """(conversation, repeat) pairs: the rows of the row-scores document."""
+        return self.store.count_items(self.record.id) * self.config.n_repeats
+
+    # -- graded samples -----------------------------------------------------------------------
+    def iter_samples(self, page_size: int = PAGE_SIZE) -> Iterator[StoredSample]:
+        """The run's samples in (repeat, conversation) order, read ``page_size`` conversations at a
+        time. Missing grades count as ungraded; a conversation whose sample failed (or was never
+        made) has an empty completion and every criterion ungraded, so it is counted, never dropped.
+        """
+        self.require_kind("eval")
+        run_id = self.record.id
+        for repeat in range(self.config.n_repeats):
+            for page in self.store.iter_item_pages(run_id, page_size):
+                ids = [item_id for item_id, _ in page]
+                samples = self.store.load_samples(run_id, item_ids=ids, repeat=repeat)
+                verdicts = self.store.load_verdicts(run_id, item_ids=ids, repeat=repeat)
+                for item_id, record in page:
+                    conversation = Conversation.model_validate(record)
+                    sample = samples.get((item_id, repeat))
+                    yield StoredSample(_graded(conversation, repeat, sample, verdicts), sample)
+
+    def graded_samples(self) -> list[GradedSample]:
+        """Every graded sample of the run, in `iter_samples` order (what `score_run` takes)."""
+        return [stored.graded for stored in self.iter_samples()]
+
+    def scoring_options(self, *, seed: int | None = None, n_resamples: int | None = None) -> ScoringOptions:
+        """The run's scoring settings (``seed`` / ``n_resamples`` override the stored ones)."""
+        scoring = self.config.scoring
+        return ScoringOptions(
+            n_resamples=scoring.n_resamples if n_resamples is None else n_resamples,
+            seed=scoring.seed if seed is None else seed,
+            length_penalty=scoring.length_penalty,
+            length_center=scoring.length_center,
+            error_rate=self.config.dataset == "consensus",
+            workers=scoring.workers,
+        )
+
+    def score(self, options: ScoringOptions | None = None) -> RunScore:
+        """The run's `RunScore` (the numbers of ``--metrics-out``)."""
+        return self.score_samples(self.graded_samples(), options)
+
+    def score_samples(
+        self, samples: Sequence[GradedSample], options: ScoringOptions | None = None
+    ) -> RunScore:
+        """`score_run` of samples already read from this view, with its settings unless ``options``."""
+        return score_run(samples, options or self.scoring_options())
+
+    def usage_totals(self) -> UsageTotals:
+        """Calls, tokens and cost of every stored sample (candidate) and grade (judge)."""
+        totals = {"candidate": RoleTotals(), "judge": RoleTotals()}
+        for row in self.store.iter_usage(self.record.id):
+            role = totals[row.role]
+            role.calls += 1
+            role.cached_calls += row.cached
+            role.failed_calls += row.failed
+            if row.cost is None and not row.cached and not row.failed:
+                role.unpriced_calls += 1
+            role.cost += row.cost or 0.0
+            for key, count in (row.usage or {}).items():
+                role.tokens[key] = role.tokens.get(key, 0) + int(count)
+        return UsageTotals(totals["candidate"], totals["judge"])
+
+
+def _graded(
+    conversation: Conversation,
+    repeat: int,
+    sample: SampleRow | None,
+    grades: Mapping[tuple[str, int], tuple[str, str | None]],
+) -> GradedSample:
+    """A stored sample and its grades as the scoring core takes them (missing grade = ungraded)."""
+    n = len(conversation.rubrics)
+    found = [grades.get((conversation.prompt_id, index), ("ungraded", None)) for index in range(n)]
+    ok = sample is not None and sample.error is None
+    verdicts = tuple(VERDICTS[status] for status, _ in found)
+    return GradedSample(
+        conversation=conversation,
+        completion=(sample.completion or "") if ok and sample else "",
+        verdicts=verdicts if ok else (Verdict.UNGRADED,) * n,
+        explanations=tuple(explanation for _, explanation in found),
+        repeat=repeat,
+        prompt_messages=tuple(sample.messages or ()) if sample else None,
+        usage=sample.usage if sample else None,
+    )

@@ -1,0 +1,168 @@
+"""The HTTP routes of `healthbench serve` (NeMo Evaluator's path layout). Routes only: the work is
+in `JobService` (service/operations.py) and the background workers (service/jobs.py).
+
+Routes are plain ``def``: FastAPI runs them in its thread pool, so store reads never block the event
+loop (the status poll and the cached token check excepted: see below). Every failure answers with one
+JSON shape (`ErrorBody`), never a traceback.
+"""
+
+import json
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, FastAPI, Header, Query, Request
+from fastapi import Path as PathParam
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from starlette.background import BackgroundTask
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from healthbench.service.auth import TokenCache, authorize
+from healthbench.service.errors import ERROR_TYPES, ServiceError
+from healthbench.service.operations import JobService
+from healthbench.service.schemas import (
+    NAME_PATTERN,
+    ErrorBody,
+    Job,
+    JobCreate,
+    JobList,
+    JobLogs,
+    JobStatus,
+    JobStatusName,
+    ResultList,
+)
+
+PREFIX = "/apis/evaluation/v2/workspaces/{workspace}/benchmark-jobs"
+DEFAULT_WORKSPACE = "default"
+ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorBody, "description": ERROR_TYPES[code]} for code in (401, 403, 404, 409, 422)
+}
+
+Workspace = Annotated[str, PathParam(pattern=NAME_PATTERN, description="workspace name")]
+Name = Annotated[str, PathParam(pattern=NAME_PATTERN, description="job name")]
+
+
+def error_response(status: int, message: str, type: str | None = None) -> JSONResponse:
+    body = ErrorBody.model_validate(
+        {"error": {"status": status, "type": type or ERROR_TYPES.get(status, "error"), "message": message}}
+    )
+    return JSONResponse(body.model_dump(), status_code=status)
+
+
+def _validation_message(exc: RequestValidationError) -> str:
+    first = exc.errors()[0] if exc.errors() else {}
+    where = ".".join(str(p) for p in first.get("loc", ()))
+    return f"{where}: {first.get('msg', 'invalid request')}"[:500]
+
+
+def create_app(service: JobService) -> FastAPI:
+    app = FastAPI(
+        title="healthbench job service",
+        description="HealthBench benchmark jobs in workspaces (NeMo Evaluator's paths and result shapes).",
+        version="1",
+    )
+
+    @app.exception_handler(ServiceError)
+    async def _service_error(_: Request, exc: ServiceError) -> JSONResponse:
+        return error_response(exc.status, exc.message, exc.type)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        return error_response(422, _validation_message(exc))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return error_response(exc.status_code, str(exc.detail))
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+        return error_response(500, f"internal error ({type(exc).__name__})")
+
+    tokens = TokenCache(service.jobs)
+
+    async def access(workspace: Workspace, authorization: Annotated[str | None, Header()] = None) -> str:
+        authorize(tokens, authorization, workspace)
+        return workspace
+
+    Scoped = Annotated[str, Depends(access)]
+    router = APIRouter(prefix=PREFIX, tags=["benchmark-jobs"], responses=ERRORS)
+
+    @router.post("", status_code=201, response_model=Job)
+    def create_job(workspace: Scoped, body: JobCreate) -> Job:
+        return service.create(workspace, body)
+
+    @router.get("", response_model=JobList)
+    def list_jobs(
+        workspace: Scoped,
+        status: JobStatusName | None = None,
+        page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
+        page_size: Annotated[int, Query(ge=1, le=500)] = 50,
+    ) -> JobList:
+        return service.list(workspace, status=status, offset=(page - 1) * page_size, limit=page_size)
+
+    @router.get("/{name}", response_model=Job)
+    def retrieve_job(workspace: Scoped, name: Name) -> Job:
+        return service.retrieve(workspace, name)
+
+    @router.delete("/{name}", status_code=204)
+    def delete_job(workspace: Scoped, name: Name) -> Response:
+        service.delete(workspace, name)
+        return Response(status_code=204)
+
+    # the hot path of polling clients: one indexed row read (well under a millisecond) done on the
+    # loop, which is cheaper than the thread-pool hop the other routes take
+    @router.get("/{name}/status", response_model=JobStatus)
+    async def job_status(workspace: Scoped, name: Name) -> JobStatus:
+        return service.status(workspace, name)
+
+    @router.get("/{name}/logs", response_model=JobLogs)
+    def job_logs(workspace: Scoped, name: Name) -> JobLogs:
+        return service.logs(workspace, name)
+
+    @router.post("/{name}/cancel", response_model=Job)
+    def cancel_job(workspace: Scoped, name: Name) -> Job:
+        return service.cancel(workspace, name)
+
+    @router.get("/{name}/results", response_model=ResultList)
+    def list_results(workspace: Scoped, name: Name) -> ResultList:
+        return service.results(workspace, name)
+
+    @router.get("/{name}/results/aggregate-scores/download")
+    def aggregate_scores(workspace: Scoped, name: Name) -> dict[str, Any]:
+        return service.aggregate_scores(workspace, name)
+
+    @router.get("/{name}/results/row-scores/download", response_class=StreamingResponse)
+    def row_scores(workspace: Scoped, name: Name) -> StreamingResponse:
+        rows = service.row_scores(workspace, name)
+        return StreamingResponse(_jsonl(rows), media_type="application/jsonl")
+
+    @router.get("/{name}/results/metrics/download")
+    def metrics(workspace: Scoped, name: Name) -> dict[str, Any]:
+        return service.metrics(workspace, name)
+
+    @router.get("/{name}/results/allresults/download", response_class=FileResponse)
+    def allresults(workspace: Scoped, name: Name) -> FileResponse:
+        folder = Path(tempfile.mkdtemp(prefix="healthbench-allresults-"))
+        path = service.allresults_file(workspace, name, folder)
+        return FileResponse(
+            path, media_type="application/json", background=BackgroundTask(_remove, folder, path)
+        )
+
+    @app.get("/health", tags=["service"])
+    def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    app.include_router(router)
+    return app
+
+
+def _jsonl(rows: Iterator[dict[str, Any]]) -> Iterator[bytes]:
+    for row in rows:
+        yield (json.dumps(row, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
+
+
+def _remove(folder: Path, path: Path) -> None:
+    path.unlink(missing_ok=True)
+    folder.rmdir()

@@ -1,0 +1,70 @@
+"""Bearer tokens scoped to workspaces. Only a token's SHA-256 is stored; the token itself is shown
+once, when it is made."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import time
+from collections.abc import Sequence
+
+from healthbench.service.errors import ServiceError
+from healthbench.store.jobs import JobStore
+
+ALL_WORKSPACES = "*"
+TOKEN_PREFIX = "hb_"
+
+
+def token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def create_token(jobs: JobStore, workspaces: Sequence[str], label: str | None = None) -> str:
+    """A new token for ``workspaces`` (``["*"]``: every workspace); returns it, stores its hash."""
+    token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    jobs.add_token(token_hash(token), list(workspaces), label)
+    return token
+
+
+def first_token(jobs: JobStore) -> str | None:
+    """With no token configured, make one for every workspace and return it (else None)."""
+    if jobs.count_tokens() > 0:
+        return None
+    return create_token(jobs, [ALL_WORKSPACES], "first start")
+
+
+def bearer(header: str | None) -> str:
+    """The token of an ``Authorization: Bearer ...`` header; 401 when it is missing or malformed."""
+    scheme, _, token = (header or "").partition(" ")
+    if not hmac.compare_digest(scheme.lower(), "bearer") or not token.strip():
+        raise ServiceError(401, "missing bearer token (Authorization: Bearer <token>)")
+    return token.strip()
+
+
+class TokenCache:
+    """Token hash -> workspaces, remembered for ``ttl`` seconds (a status poll then costs no token
+    query). Unknown tokens are never remembered, so a token made by another process works at once."""
+
+    def __init__(self, jobs: JobStore, ttl: float = 10.0) -> None:
+        self._jobs, self._ttl = jobs, ttl
+        self._known: dict[str, tuple[float, list[str]]] = {}
+
+    def workspaces(self, digest: str) -> list[str] | None:
+        now = time.monotonic()
+        hit = self._known.get(digest)
+        if hit is not None and now - hit[0] < self._ttl:
+            return hit[1]
+        found = self._jobs.token_workspaces(digest)
+        if found is not None:
+            self._known[digest] = (now, found)
+        return found
+
+
+def authorize(tokens: TokenCache, header: str | None, workspace: str) -> None:
+    """401 for no or an unknown token, 403 for a token of other workspaces."""
+    workspaces = tokens.workspaces(token_hash(bearer(header)))
+    if workspaces is None:
+        raise ServiceError(401, "invalid token")
+    if ALL_WORKSPACES not in workspaces and workspace not in workspaces:
+        raise ServiceError(403, f"this token has no access to workspace {workspace!r}")

@@ -1,0 +1,26 @@
+"""The one error of the job service and its client: an HTTP status, a short type and a message."""
+
+from __future__ import annotations
+
+from healthbench.errors import HealthBenchError
+
+ERROR_TYPES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    422: "invalid_request",
+    500: "internal_error",
+}
+
+
+class ServiceError(HealthBenchError):
+    """An answer of the service that is not a success (raised by the client as well)."""
+
+    def __init__(self, status: int, message: str, type: str | None = None) -> None:
+        self.status = status
+        self.type = type or ERROR_TYPES.get(status, "error")
+        self.message = message
+        super().__init__(f"{status} {self.type}: {message}")

@@ -1,0 +1,252 @@
+"""Background workers that run jobs through the one engine, off the HTTP event loop.
+
+`healthbench serve` runs them in a child process of the HTTP server (`WorkerProcess`), so a job at
+hundreds of connections never competes with status requests for one interpreter lock. One thread
+there owns one asyncio loop on which every job of this process runs as a task, so that jobs
+running at once share one connection budget per endpoint (one `ConnectionPool`). Jobs are claimed
+from the store with a lease that the worker renews; a job whose lease ran out (its process died,
+even by ``kill -9``) is claimed again and the engine resumes it from the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import multiprocessing
+import os
+import secrets
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from healthbench.errors import HealthBenchError
+from healthbench.models.limits import ConnectionLimits, ConnectionPool
+from healthbench.results.views import RunView
+from healthbench.runner.progress import RunCounters
+from healthbench.runner.run import eval_work, execute, prepare_eval
+from healthbench.service.operations import job_config
+from healthbench.service.schemas import StatusDetails
+from healthbench.store.jobs import JobRecord, JobStore
+from healthbench.store.runs import Store
+
+DEFAULT_LEASE = 15.0  # seconds an active job stays claimed without a heartbeat
+DEFAULT_CONNECTIONS = 256  # connection budget per endpoint, shared by the jobs running at once
+POLL = 0.25  # seconds between looks for new jobs and for cancellations
+PR_SET_PDEATHSIG = 1  # prctl option (linux/prctl.h)
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    workers: int = 2  # jobs running at once in this process
+    lease: float = DEFAULT_LEASE
+    connections: int = DEFAULT_CONNECTIONS
+
+
+def details_of(counters: RunCounters) -> dict[str, float | int]:
+    total = counters.samples_total + counters.criteria_total
+    done = counters.samples_done + counters.criteria_done
+    return StatusDetails(
+        progress=round(100.0 * done / total, 2) if total else 0.0,
+        samples_done=counters.samples_done,
+        samples_total=counters.samples_total,
+        samples_failed=counters.samples_failed,
+        criteria_done=counters.criteria_done,
+        criteria_total=counters.criteria_total,
+        ungraded=counters.ungraded,
+        input_tokens=counters.input_tokens,
+        output_tokens=counters.output_tokens,
+        cost=counters.cost,
+    ).model_dump()
+
+
+class StatusSink:
+    """The engine's progress sink for a job: writes the counters to the job row, at most every
+    ``interval`` seconds (and once more at the end)."""
+
+    def __init__(self, jobs: JobStore, job_id: str, interval: float = 0.5) -> None:
+        self._jobs, self._job_id, self._interval = jobs, job_id, interval
+        self._last = 0.0
+        self.latest: RunCounters | None = None
+
+    def update(self, counters: RunCounters) -> None:
+        self.latest = counters
+        now = time.monotonic()
+        if now - self._last >= self._interval:
+            self._last = now
+            self.flush()
+
+    def flush(self) -> None:
+        if self.latest is not None:
+            self._jobs.set_details(self._job_id, details_of(self.latest))
+
+
+class JobWorkers:
+    """Claims and runs jobs in a background thread until `stop`. Use as a context manager."""
+
+    def __init__(
+        self, store: Store, settings: WorkerSettings | None = None, environ: Mapping[str, str] | None = None
+    ) -> None:
+        self.jobs = JobStore(store)
+        self.store = store
+        self.settings = settings or WorkerSettings()
+        self.environ = dict(os.environ if environ is None else environ)
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> JobWorkers:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._main()), name="healthbench-jobs")
+        self._thread.daemon = True
+        self._thread.start()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop claiming; jobs still running are interrupted and handed back as pending."""
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+
+    async def _main(self) -> None:
+        pool = ConnectionPool(ConnectionLimits(max_connections=self.settings.connections))
+        running: set[asyncio.Task[None]] = set()
+        while not self._stopping.is_set():
+            if len(running) < self.settings.workers:
+                job = await asyncio.to_thread(self.jobs.claim, self.owner, time.time(), self.settings.lease)
+                if job is not None:
+                    task = asyncio.create_task(self._run(job, pool))
+                    running.add(task)
+                    task.add_done_callback(running.discard)
+                    continue
+            await asyncio.sleep(POLL)
+        for task in list(running):
+            task.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
+
+    async def _run(self, job: JobRecord, pool: ConnectionPool) -> None:
+        if job.status == "cancelling":  # cancelled while its worker was gone
+            self.jobs.set_status(job.id, "cancelled")
+            self.jobs.log(job.id, "job cancelled")
+            return
+        self.jobs.log(job.id, f"job started by {self.owner}")
+        work = asyncio.current_task()
+        assert work is not None
+        watch = asyncio.create_task(self._heartbeat(job, work))
+        sink = StatusSink(self.jobs, job.id)
+        try:
+            await self._execute(job, pool, sink)
+        except asyncio.CancelledError:
+            sink.flush()
+            if self._stopping.is_set():  # service shutting down: another start picks it up
+                self.jobs.set_status(job.id, "pending", expect=("active",))
+                self.jobs.set_status(job.id, "cancelled", expect=("cancelling",))
+                self.jobs.log(job.id, "service stopped; job handed back")
+            else:
+                self.jobs.set_status(job.id, "cancelled")
+                self.jobs.log(job.id, "job cancelled")
+            return
+        except HealthBenchError as exc:
+            self._fail(job, str(exc))
+        except Exception as exc:  # a job must never take the worker down
+            self._fail(job, f"internal error ({type(exc).__name__})")
+        else:
+            sink.flush()
+            if self.jobs.set_status(job.id, "completed", expect=("active",)):
+                self.jobs.log(job.id, "job completed")
+            else:  # cancel arrived after the last call: the work is done but the user asked to stop
+                self.jobs.set_status(job.id, "cancelled")
+        finally:
+            watch.cancel()
+
+    def _fail(self, job: JobRecord, message: str) -> None:
+        self.jobs.set_status(job.id, "error", error=message)
+        self.jobs.log(job.id, f"job failed: {message}")
+
+    async def _execute(self, job: JobRecord, pool: ConnectionPool, sink: StatusSink) -> None:
+        config = job_config(job.spec, await asyncio.to_thread(self.jobs.uploads, job.id))
+        run = await asyncio.to_thread(prepare_eval, self.store, config, job.run_name, environ=self.environ)
+        conversations = await asyncio.to_thread(RunView.of(self.store, run).conversations)
+        work = eval_work(conversations, config.n_repeats)
+        counters = await execute(
+            self.store, run, config, work, progress=sink, environ=self.environ, pool=pool
+        )
+        sink.update(counters)
+        if counters.samples_failed:
+            self.jobs.log(job.id, f"{counters.samples_failed} samples failed")
+        if counters.ungraded:
+            self.jobs.log(job.id, f"{counters.ungraded} criteria ungraded")
+
+    async def _heartbeat(self, job: JobRecord, work: asyncio.Task[None]) -> None:
+        """Renew the lease; cancel the job's task when it is cancelled or no longer ours."""
+        renew_every = min(self.settings.lease / 3, 2.0)
+        last = time.monotonic()
+        while True:
+            await asyncio.sleep(POLL)
+            if time.monotonic() - last < renew_every:
+                status = await asyncio.to_thread(self._status, job.id)
+            else:
+                last = time.monotonic()
+                status = await asyncio.to_thread(
+                    self.jobs.renew, job.id, self.owner, time.time() + self.settings.lease
+                )
+            if status != "active":
+                work.cancel()
+                return
+
+    def _status(self, job_id: str) -> str | None:
+        record = self.jobs.get_by_id(job_id)
+        return record.status if record is not None else None
+
+
+def _die_with_parent() -> None:
+    """Linux: have the kernel kill this process when its parent dies (even by ``kill -9``)."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def worker_process_main(target: str | None, settings: WorkerSettings, parent: int) -> None:
+    """Entry point of the service's worker process: run jobs until asked to stop (SIGTERM/SIGINT)
+    or until the service process is gone."""
+    _die_with_parent()
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    store = Store(target)
+    with JobWorkers(store, settings):
+        while not stop.wait(POLL) and os.getppid() == parent:
+            pass
+    store.close()
+
+
+class WorkerProcess:
+    """`JobWorkers` in a child process, so that a busy job never holds the HTTP process's GIL."""
+
+    def __init__(self, target: str | None, settings: WorkerSettings) -> None:
+        context = multiprocessing.get_context("spawn")
+        self._process = context.Process(
+            target=worker_process_main, args=(target, settings, os.getpid()), name="healthbench-jobs"
+        )
+
+    def __enter__(self) -> WorkerProcess:
+        self._process.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._process.is_alive():
+            self._process.terminate()  # SIGTERM: running jobs are handed back as pending
+            self._process.join(60)
+        if self._process.is_alive():
+            self._process.kill()
+            self._process.join()

@@ -1,0 +1,220 @@
+"""What the service does for one request, without HTTP: the routes (service/app.py) and the
+in-process client (`Client.local`) both call `JobService`, so the two give the same answers."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import tempfile
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from healthbench.config import ModelConfig, RunConfig
+from healthbench.data.sources import load_conversations
+from healthbench.errors import HealthBenchError
+from healthbench.models.limits import RetryPolicy
+from healthbench.results.aggregate import aggregate_scores
+from healthbench.results.metrics_out import json_safe
+from healthbench.results.rows import iter_row_scores
+from healthbench.results.simple_evals import write_allresults
+from healthbench.results.views import RunView
+from healthbench.service.errors import ServiceError
+from healthbench.service.schemas import (
+    DOCUMENTS,
+    TERMINAL,
+    Job,
+    JobCreate,
+    JobList,
+    JobLogs,
+    JobStatus,
+    LogEntry,
+    Page,
+    ResultList,
+    ResultRef,
+    StatusDetails,
+)
+from healthbench.store.jobs import ACTIVE, DuplicateJob, JobRecord, JobStore
+from healthbench.store.runs import RunRecord, Store
+
+UPLOAD_LABEL = "data_jsonl"
+UPLOAD_FIELDS = ("data_jsonl", "grader_template")  # stored apart from the job row (see job_uploads)
+MEDIA_TYPES = {
+    "aggregate-scores": "application/json",
+    "row-scores": "application/jsonl",
+    "allresults": "application/json",
+    "metrics": "application/json",
+}
+
+
+def upload_path(text: str, suffix: str) -> Path:
+    """Where an uploaded file is kept for a job: named by its content, so a restarted (or another)
+    service process writes the same path and the run's settings stay the same."""
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    path = Path(tempfile.gettempdir()) / "healthbench-uploads" / f"{digest}{suffix}"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temp = path.with_name(f".{path.name}.{secrets.token_hex(4)}")
+        temp.write_text(text, encoding="utf-8")
+        temp.replace(path)
+    return path
+
+
+def job_config(spec: Mapping[str, Any], uploads: Mapping[str, str] | None = None) -> RunConfig:
+    """The run config of a job's stored request body and uploads (written back to their files)."""
+    body = JobCreate.model_validate({k: v for k, v in spec.items() if k != "uploads"} | dict(uploads or {}))
+    data = str(upload_path(body.data_jsonl, ".jsonl")) if body.data_jsonl is not None else None
+    template = str(upload_path(body.grader_template, ".txt")) if body.grader_template is not None else None
+    retry = RetryPolicy(max_retries=body.max_retries) if body.max_retries is not None else RetryPolicy()
+    return RunConfig(
+        dataset=body.dataset,
+        data=data,
+        limit=body.limit,
+        n_repeats=body.repeats,
+        model=ModelConfig(spec=body.model.spec, base_url=body.model.base_url, settings=body.model.settings),
+        judge=ModelConfig(spec=body.judge.spec, base_url=body.judge.base_url, settings=body.judge.settings),
+        grader_template=template,
+        max_connections=body.concurrency,
+        retry=retry,
+    )
+
+
+def _validate(config: RunConfig) -> None:
+    """Fail at creation, not later in a worker: models must parse, uploaded data must read."""
+    try:
+        for role in (config.model, config.judge):
+            if role is not None:
+                role.parsed()
+        if config.data is not None:
+            load_conversations(config.dataset, data=config.data)
+    except HealthBenchError as exc:
+        message = str(exc)
+        if config.data is not None:
+            message = message.replace(config.data, UPLOAD_LABEL)
+        raise ServiceError(422, message) from None
+
+
+def run_name_of(workspace: str, name: str) -> str:
+    return f"{workspace}/{name}"  # names never contain "/": unique across workspaces
+
+
+def to_job(record: JobRecord) -> Job:
+    return Job(
+        id=record.id,
+        name=record.name,
+        workspace=record.workspace,
+        status=record.status,  # type: ignore[arg-type]
+        status_details=StatusDetails.model_validate(record.details),
+        error=record.error,
+        description=record.spec.get("description"),
+        spec=record.spec,
+        created_at=record.created_at,
+        updated_at=record.updated_at,
+    )
+
+
+class JobService:
+    """Job operations scoped to a workspace; raises `ServiceError` for every refusal."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.jobs = JobStore(store)
+
+    def _job(self, workspace: str, name: str) -> JobRecord:
+        record = self.jobs.get(workspace, name)
+        if record is None:
+            raise ServiceError(404, f"no job named {name!r} in workspace {workspace!r}")
+        return record
+
+    def create(self, workspace: str, body: JobCreate) -> Job:
+        name = body.name or f"job-{secrets.token_hex(6)}"
+        body = body.model_copy(update={"name": name})
+        uploads = {f: getattr(body, f) for f in UPLOAD_FIELDS if getattr(body, f) is not None}
+        config = job_config(body.model_dump(mode="json", exclude=set(UPLOAD_FIELDS)), uploads)
+        _validate(config)
+        spec = body.model_dump(mode="json", exclude_none=True, exclude=set(UPLOAD_FIELDS))
+        if uploads:  # shown as their SHA-256 (the text is kept in its own table)
+            spec["uploads"] = {f: hashlib.sha256(t.encode("utf-8")).hexdigest() for f, t in uploads.items()}
+        if self.jobs.get(workspace, name) is not None:
+            raise ServiceError(409, f"a job named {name!r} already exists in workspace {workspace!r}")
+        try:
+            record = self.jobs.create(
+                secrets.token_hex(12), workspace, name, spec, run_name_of(workspace, name), uploads
+            )
+        except DuplicateJob:
+            raise ServiceError(
+                409, f"a job named {name!r} already exists in workspace {workspace!r}"
+            ) from None
+        return to_job(record)
+
+    def list(self, workspace: str, *, status: str | None, offset: int, limit: int) -> JobList:
+        records, total = self.jobs.list(workspace, status=status, offset=offset, limit=limit)
+        return JobList(
+            data=[to_job(r) for r in records], pagination=Page(offset=offset, limit=limit, total=total)
+        )
+
+    def retrieve(self, workspace: str, name: str) -> Job:
+        return to_job(self._job(workspace, name))
+
+    def status(self, workspace: str, name: str) -> JobStatus:
+        job = self.retrieve(workspace, name)
+        return JobStatus(
+            name=job.name,
+            workspace=job.workspace,
+            status=job.status,
+            status_details=job.status_details,
+            error=job.error,
+        )
+
+    def logs(self, workspace: str, name: str) -> JobLogs:
+        return JobLogs(data=[LogEntry.model_validate(e) for e in self._job(workspace, name).logs])
+
+    def cancel(self, workspace: str, name: str) -> Job:
+        record = self._job(workspace, name)
+        if record.status in TERMINAL:
+            raise ServiceError(409, f"job {name!r} is already {record.status}")
+        if self.jobs.set_status(
+            record.id, "cancelled", expect=("created", "pending")
+        ) or self.jobs.set_status(record.id, "cancelling", expect=("active",)):
+            self.jobs.log(record.id, "cancel requested")
+        return self.retrieve(workspace, name)
+
+    def delete(self, workspace: str, name: str) -> None:
+        record = self._job(workspace, name)
+        if record.status in ACTIVE:
+            raise ServiceError(409, f"job {name!r} is {record.status}; cancel it and wait before deleting it")
+        self.jobs.delete(record)
+
+    # -- results ----------------------------------------------------------------------------------
+    def _finished_run(self, workspace: str, name: str) -> RunRecord:
+        record = self._job(workspace, name)
+        if record.status != "completed":
+            raise ServiceError(409, f"job {name!r} is {record.status}; results exist once it is completed")
+        run = self.store.get_run(record.run_name)
+        if run is None:
+            raise ServiceError(404, f"job {name!r} has no stored run")
+        return run
+
+    def results(self, workspace: str, name: str) -> ResultList:
+        record = self._job(workspace, name)
+        names = DOCUMENTS if record.status == "completed" else ()
+        return ResultList(data=[ResultRef(name=n, media_type=MEDIA_TYPES[n]) for n in names])
+
+    def metrics(self, workspace: str, name: str) -> dict[str, Any]:
+        view = RunView.of(self.store, self._finished_run(workspace, name))
+        return dict(json_safe(dict(view.score().metrics())))
+
+    def allresults_file(self, workspace: str, name: str, folder: Path) -> Path:
+        """The simple-evals ``_allresults.json`` of the job, written into ``folder``."""
+        view = RunView.of(self.store, self._finished_run(workspace, name))
+        samples = view.graded_samples()
+        return write_allresults(folder / f"{name}_allresults.json", samples, view.score_samples(samples))
+
+    def aggregate_scores(self, workspace: str, name: str) -> dict[str, Any]:
+        run = self._finished_run(workspace, name)
+        document = aggregate_scores(self.store, run.name)
+        return {**document, "job": name}
+
+    def row_scores(self, workspace: str, name: str) -> Iterator[dict[str, Any]]:
+        run = self._finished_run(workspace, name)
+        return iter(iter_row_scores(self.store, run.name))

@@ -1,0 +1,241 @@
+"""Benchmark jobs and API tokens in the store: rows in, records out, and atomic claims so that two
+service processes on one database never run the same job."""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import and_, delete, func, insert, or_, select, update
+from sqlalchemy.exc import IntegrityError
+
+from healthbench.store import db
+from healthbench.store.db import runs
+from healthbench.store.job_tables import api_tokens, benchmark_jobs, job_uploads
+from healthbench.store.runs import Store
+
+ACTIVE = ("active", "cancelling")
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    id: str
+    workspace: str
+    name: str
+    status: str
+    spec: dict[str, Any]
+    run_name: str
+    details: dict[str, Any]
+    error: str | None
+    logs: list[dict[str, Any]]
+    owner: str | None
+    lease_until: float | None
+    created_at: str
+    updated_at: str
+
+
+class DuplicateJob(Exception):
+    """A job with this name already exists in the workspace."""
+
+
+class JobStore:
+    """The job rows of one store. Every method is one short transaction; safe from any thread."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._engine = store.engine
+
+    # -- jobs -----------------------------------------------------------------------------------
+    def create(
+        self,
+        job_id: str,
+        workspace: str,
+        name: str,
+        spec: dict[str, Any],
+        run_name: str,
+        uploads: Mapping[str, str] | None = None,
+    ) -> JobRecord:
+        stamp = db.now()
+        row: dict[str, Any] = {
+            "id": job_id,
+            "workspace": workspace,
+            "name": name,
+            "status": "pending",
+            "spec": spec,
+            "run_name": run_name,
+            "details": {},
+            "error": None,
+            "logs": [{"at": stamp, "message": "job created"}],
+            "owner": None,
+            "lease_until": None,
+            "created_at": stamp,
+            "updated_at": stamp,
+        }
+        try:
+            with self._engine.begin() as conn:
+                conn.execute(insert(benchmark_jobs).values(**row))
+                for field, text in (uploads or {}).items():
+                    conn.execute(insert(job_uploads).values(job_id=job_id, field=field, text=text))
+        except IntegrityError:
+            raise DuplicateJob(name) from None
+        return JobRecord(**row)
+
+    def get(self, workspace: str, name: str) -> JobRecord | None:
+        with self._engine.connect() as conn:
+            row = (
+                conn.execute(
+                    select(benchmark_jobs).where(
+                        and_(benchmark_jobs.c.workspace == workspace, benchmark_jobs.c.name == name)
+                    )
+                )
+                .mappings()
+                .first()
+            )
+        return JobRecord(**row) if row else None
+
+    def uploads(self, job_id: str) -> dict[str, str]:
+        """The uploaded files of a job by request field (``data_jsonl``, ``grader_template``)."""
+        with self._engine.connect() as conn:
+            rows = conn.execute(
+                select(job_uploads.c.field, job_uploads.c.text).where(job_uploads.c.job_id == job_id)
+            ).all()
+        return {row.field: row.text for row in rows}
+
+    def get_by_id(self, job_id: str) -> JobRecord | None:
+        with self._engine.connect() as conn:
+            row = conn.execute(select(benchmark_jobs).where(benchmark_jobs.c.id == job_id)).mappings().first()
+        return JobRecord(**row) if row else None
+
+    def list(
+        self, workspace: str, *, status: str | None = None, offset: int = 0, limit: int = 50
+    ) -> tuple[list[JobRecord], int]:
+        """One page of a workspace's jobs (oldest first) and the total matching."""
+        where = [benchmark_jobs.c.workspace == workspace]
+        if status is not None:
+            where.append(benchmark_jobs.c.status == status)
+        with self._engine.connect() as conn:
+            total = conn.execute(select(func.count()).select_from(benchmark_jobs).where(*where)).scalar_one()
+            rows = (
+                conn.execute(
+                    select(benchmark_jobs)
+                    .where(*where)
+                    .order_by(benchmark_jobs.c.created_at, benchmark_jobs.c.id)
+                    .offset(offset)
+                    .limit(limit)
+                )
+                .mappings()
+                .all()
+            )
+        return [JobRecord(**r) for r in rows], int(total)
+
+    def set_status(
+        self, job_id: str, status: str, *, expect: Sequence[str] | None = None, error: str | None = None
+    ) -> bool:
+        """Move a job to ``status`` (only from one of ``expect`` when given); True if it moved."""
+        where = [benchmark_jobs.c.id == job_id]
+        if expect is not None:
+            where.append(benchmark_jobs.c.status.in_(list(expect)))
+        values: dict[str, Any] = {"status": status, "updated_at": db.now()}
+        if error is not None:
+            values["error"] = error
+        if status not in ACTIVE:
+            values.update(owner=None, lease_until=None)
+        with self._engine.begin() as conn:
+            return conn.execute(update(benchmark_jobs).where(*where).values(**values)).rowcount == 1
+
+    def set_details(self, job_id: str, details: dict[str, Any]) -> None:
+        with self._engine.begin() as conn:
+            conn.execute(
+                update(benchmark_jobs)
+                .where(benchmark_jobs.c.id == job_id)
+                .values(details=details, updated_at=db.now())
+            )
+
+    def log(self, job_id: str, message: str) -> None:
+        with self._engine.begin() as conn:
+            logs = conn.execute(select(benchmark_jobs.c.logs).where(benchmark_jobs.c.id == job_id)).scalar()
+            if logs is None:
+                return
+            entry = {"at": db.now(), "message": message}
+            conn.execute(
+                update(benchmark_jobs).where(benchmark_jobs.c.id == job_id).values(logs=[*logs, entry])
+            )
+
+    def delete(self, job: JobRecord) -> None:
+        """Remove the job and its run (samples and grades go with it)."""
+        with self._engine.begin() as conn:
+            conn.execute(delete(job_uploads).where(job_uploads.c.job_id == job.id))
+            conn.execute(delete(benchmark_jobs).where(benchmark_jobs.c.id == job.id))
+            conn.execute(delete(runs).where(runs.c.name == job.run_name))
+
+    # -- claims ---------------------------------------------------------------------------------
+    def claim(self, owner: str, now: float, lease: float) -> JobRecord | None:
+        """Take the oldest pending job, or an active one whose lease ran out (its worker died).
+
+        The UPDATE is conditional on the row being unchanged since it was read, so of two processes
+        racing for one job exactly one gets it (on SQLite and PostgreSQL alike)."""
+        claimable = or_(
+            benchmark_jobs.c.status == "pending",
+            and_(benchmark_jobs.c.status.in_(ACTIVE), benchmark_jobs.c.lease_until < now),
+        )
+        with self._engine.connect() as conn:
+            candidates = conn.execute(
+                select(benchmark_jobs.c.id, benchmark_jobs.c.status, benchmark_jobs.c.lease_until)
+                .where(claimable)
+                .order_by(benchmark_jobs.c.created_at)
+                .limit(10)
+            ).all()
+        for job_id, status, lease_until in candidates:
+            same = [benchmark_jobs.c.id == job_id, benchmark_jobs.c.status == status]
+            same.append(
+                benchmark_jobs.c.lease_until.is_(None)
+                if lease_until is None
+                else benchmark_jobs.c.lease_until == lease_until
+            )
+            new_status = "cancelling" if status == "cancelling" else "active"
+            with self._engine.begin() as conn:
+                moved = conn.execute(
+                    update(benchmark_jobs)
+                    .where(*same)
+                    .values(status=new_status, owner=owner, lease_until=now + lease, updated_at=db.now())
+                ).rowcount
+            if moved == 1:
+                return self.get_by_id(job_id)
+        return None
+
+    def renew(self, job_id: str, owner: str, until: float) -> str | None:
+        """Extend the lease of a job this owner holds; returns its status (None if no longer ours)."""
+        with self._engine.begin() as conn:
+            moved = conn.execute(
+                update(benchmark_jobs)
+                .where(and_(benchmark_jobs.c.id == job_id, benchmark_jobs.c.owner == owner))
+                .values(lease_until=until)
+            ).rowcount
+            if moved != 1:
+                return None
+            status = conn.execute(
+                select(benchmark_jobs.c.status).where(benchmark_jobs.c.id == job_id)
+            ).scalar()
+        return str(status) if status is not None else None
+
+    # -- tokens ---------------------------------------------------------------------------------
+    def add_token(self, token_sha256: str, workspaces: Sequence[str], label: str | None = None) -> None:
+        with self._engine.begin() as conn:
+            conn.execute(
+                insert(api_tokens).values(
+                    token_sha256=token_sha256, workspaces=list(workspaces), label=label, created_at=db.now()
+                )
+            )
+
+    def token_workspaces(self, token_sha256: str) -> builtins.list[str] | None:
+        with self._engine.connect() as conn:
+            value = conn.execute(
+                select(api_tokens.c.workspaces).where(api_tokens.c.token_sha256 == token_sha256)
+            ).scalar()
+        return list(value) if value is not None else None
+
+    def count_tokens(self) -> int:
+        with self._engine.connect() as conn:
+            return int(conn.execute(select(func.count()).select_from(api_tokens)).scalar_one())

@@ -1,0 +1,61 @@
+"""Where the store is: a SQLAlchemy URL (``sqlite:///rel.db``, ``sqlite:////abs.db``,
+``postgresql+psycopg://user:pass@host/db``) or a plain SQLite file path, from ``--store``, else
+``$HEALTHBENCH_STORE``, else ``healthbench.db`` in the user data folder. URLs are only ever shown with
+their password hidden (`shown`)."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+import platformdirs
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError
+
+from healthbench.errors import StoreError
+
+STORE_ENV = "HEALTHBENCH_STORE"
+SUPPORTED = ("sqlite", "postgresql")
+
+
+def default_store_path() -> Path:
+    return Path(platformdirs.user_data_dir("healthbench")) / "healthbench.db"
+
+
+def store_url(target: str | os.PathLike[str] | None = None, environ: Mapping[str, str] | None = None) -> URL:
+    """The SQLAlchemy URL of a store given as a URL or a path (None: the environment, then the default)."""
+    env = os.environ if environ is None else environ
+    text = os.fspath(target) if target is not None else env.get(STORE_ENV) or str(default_store_path())
+    if "://" not in text:
+        return URL.create("sqlite", database=str(Path(text).expanduser().absolute()))
+    try:
+        url = make_url(text)
+    except ArgumentError:
+        raise StoreError(f"--store: cannot parse {hide_password(text)!r} as a URL or a path") from None
+    if url.drivername == "postgresql":  # SQLAlchemy's default driver would be psycopg2; we use psycopg 3
+        url = url.set(drivername="postgresql+psycopg")
+    if url.get_backend_name() not in SUPPORTED:
+        raise StoreError(
+            f"--store: unsupported database {url.get_backend_name()!r} in {shown(url)}; "
+            "use a SQLite path, sqlite:///PATH or postgresql+psycopg://USER:PASSWORD@HOST/DB"
+        )
+    return url
+
+
+def sqlite_file(url: URL) -> Path | None:
+    """The file of a SQLite store (None for PostgreSQL and in-memory SQLite)."""
+    if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
+        return None
+    return Path(url.database)
+
+
+def shown(url: URL) -> str:
+    """The URL as printed: password hidden."""
+    return url.render_as_string(hide_password=True)
+
+
+def hide_password(text: str) -> str:
+    """``text`` with the password of any URL in it hidden (for messages built from user input)."""
+    return re.sub(r"(://[^:/@]*:)[^@/]*@", r"\1***@", text)

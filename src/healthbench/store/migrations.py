@@ -1,0 +1,266 @@
+"""Named schema migrations, applied in order and recorded in ``schema_migrations``.
+
+Each migration is a frozen definition: it spells out the tables and columns as they were when it was
+written, never today's ``db.metadata`` (``create_all`` of today's tables would give old and new stores
+different histories). A store opened by any version applies only the migrations it has not recorded.
+
+Opening is safe under concurrency: the check and the steps run in one transaction holding the store's
+migration lock (SQLite: ``BEGIN IMMEDIATE``; PostgreSQL: ``pg_advisory_xact_lock``), so processes that open
+a new store together apply each migration once. A SQLite file with tables but no ``schema_migrations``
+belongs to another program and is refused before anything is written to it.
+
+To add a migration: write ``def _000N_what(conn: Connection) -> None`` with explicit DDL (portable to
+SQLite and PostgreSQL: ``Table(...).create(conn)``, ``ALTER TABLE ... ADD COLUMN ...``), append one line
+``Migration("000N_what", _000N_what),`` at the END of ``MIGRATIONS`` (never edit or reorder applied
+ones), update the tables in ``db.py`` to match, and add a case to tests/test_store.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import NamedTuple
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    Column,
+    Connection,
+    Engine,
+    Float,
+    ForeignKey,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    inspect,
+    select,
+    text,
+)
+
+from healthbench.errors import StoreError
+
+MIGRATIONS_TABLE = "schema_migrations"
+# any constant: the key of the PostgreSQL advisory lock that serializes migrations of one database
+PG_MIGRATION_LOCK = 0x4842_0001
+
+
+class Migration(NamedTuple):
+    name: str
+    apply: Callable[[Connection], None]
+
+
+def _migrations_table(metadata: MetaData) -> Table:
+    return Table(
+        MIGRATIONS_TABLE,
+        metadata,
+        Column("name", String(100), primary_key=True),
+        Column("applied_at", String(40), nullable=False),
+    )
+
+
+def initial_tables() -> MetaData:
+    """The tables of ``0001_initial`` exactly as the first stores have them (frozen: do not edit)."""
+    md = MetaData()
+    Table(
+        "runs",
+        md,
+        Column("id", Integer, primary_key=True, autoincrement=True),
+        Column("name", String(200), nullable=False, unique=True),
+        Column("kind", String(20), nullable=False),
+        Column("status", String(20), nullable=False),
+        Column("config", JSON, nullable=False),
+        Column("created_at", String(40), nullable=False),
+        Column("updated_at", String(40), nullable=False),
+        Column("parent_run", String(200)),
+    )
+    Table(
+        "items",
+        md,
+        Column("run_id", Integer, ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
+        Column("position", Integer, primary_key=True),
+        Column("item_id", String(300), nullable=False),
+        Column("record", JSON, nullable=False),
+    )
+    Table(
+        "samples",
+        md,
+        Column("run_id", Integer, ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
+        Column("item_id", String(300), primary_key=True),
+        Column("repeat", Integer, primary_key=True),
+        Column("completion", Text),
+        Column("messages", JSON),
+        Column("usage", JSON),
+        Column("cost", Float),
+        Column("cached", Boolean, nullable=False, default=False),
+        Column("error", Text),
+        Column("created_at", String(40), nullable=False),
+    )
+    Table(
+        "grades",
+        md,
+        Column("run_id", Integer, ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
+        Column("item_id", String(300), primary_key=True),
+        Column("repeat", Integer, primary_key=True),
+        Column("criterion", Integer, primary_key=True),
+        Column("status", String(10), nullable=False),
+        Column("explanation", Text),
+        Column("raw", Text),
+        Column("attempts", Integer, nullable=False),
+        Column("usage", JSON),
+        Column("cost", Float),
+        Column("cached", Boolean, nullable=False, default=False),
+        Column("error", Text),
+        Column("created_at", String(40), nullable=False),
+    )
+    Table(
+        "call_cache",
+        md,
+        Column("key", String(64), primary_key=True),
+        Column("provider", String(40), nullable=False),
+        Column("model", String(200), nullable=False),
+        Column("text", Text, nullable=False),
+        Column("usage", JSON),
+        Column("created_at", String(40), nullable=False),
+    )
+    Table(
+        "jobs",
+        md,
+        Column("id", String(64), primary_key=True),
+        Column("run_name", String(200), nullable=False),
+        Column("kind", String(20), nullable=False),
+        Column("status", String(20), nullable=False),
+        Column("request", JSON, nullable=False),
+        Column("error", Text),
+        Column("created_at", String(40), nullable=False),
+        Column("updated_at", String(40), nullable=False),
+    )
+    return md
+
+
+def _0001_initial(conn: Connection) -> None:
+    initial_tables().create_all(conn)
+
+
+def _0002_drop_unused_jobs(conn: Connection) -> None:
+    conn.execute(text("DROP TABLE IF EXISTS jobs"))
+
+
+def _0003_run_lease(conn: Connection) -> None:
+    """Who is executing a run: one process per run name (see lease.py)."""
+    for column in (
+        "lease_token VARCHAR(64)",
+        "lease_host VARCHAR(255)",
+        "lease_pid INTEGER",
+        "lease_since VARCHAR(40)",
+        "lease_expires FLOAT",  # epoch seconds
+    ):
+        conn.execute(text(f"ALTER TABLE runs ADD COLUMN {column}"))
+
+
+def _0004_benchmark_jobs(conn: Connection) -> None:
+    """The job service's jobs (with their claim lease), their uploaded files and API token hashes
+    (see job_tables.py)."""
+    metadata = MetaData()
+    Table(
+        "benchmark_jobs",
+        metadata,
+        Column("id", String(40), primary_key=True),
+        Column("workspace", String(100), nullable=False),
+        Column("name", String(100), nullable=False),
+        Column("status", String(20), nullable=False),
+        Column("spec", JSON, nullable=False),
+        Column("run_name", String(200), nullable=False),
+        Column("details", JSON, nullable=False),
+        Column("error", Text),
+        Column("logs", JSON, nullable=False),
+        Column("owner", String(80)),
+        Column("lease_until", Float),
+        Column("created_at", String(40), nullable=False),
+        Column("updated_at", String(40), nullable=False),
+        UniqueConstraint("workspace", "name", name="uq_benchmark_jobs_workspace_name"),
+    )
+    Table(
+        "api_tokens",
+        metadata,
+        Column("token_sha256", String(64), primary_key=True),
+        Column("workspaces", JSON, nullable=False),
+        Column("label", String(100)),
+        Column("created_at", String(40), nullable=False),
+    )
+    Table(
+        "job_uploads",
+        metadata,
+        Column("job_id", String(40), ForeignKey("benchmark_jobs.id", ondelete="CASCADE"), primary_key=True),
+        Column("field", String(40), primary_key=True),
+        Column("text", Text, nullable=False),
+    )
+    metadata.create_all(conn)
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration("0001_initial", _0001_initial),
+    Migration("0002_drop_unused_jobs", _0002_drop_unused_jobs),
+    Migration("0003_run_lease", _0003_run_lease),
+    Migration("0004_benchmark_jobs", _0004_benchmark_jobs),
+)
+
+
+def migrate(engine: Engine, where: str) -> list[str]:
+    """Apply the migrations not yet recorded (``where`` names the store in errors); returns their names."""
+    with engine.connect() as conn:
+        if _pending(conn, where) == []:  # the common case: no lock taken, nothing written
+            return []
+    if engine.dialect.name == "sqlite":
+        _use_wal(engine)
+    with engine.connect() as conn:
+        _lock(conn)
+        pending = _pending(conn, where)
+        table = _migrations_table(MetaData())
+        table.create(conn, checkfirst=True)
+        stamp = datetime.now(UTC).isoformat(timespec="milliseconds")
+        for migration in pending:
+            migration.apply(conn)
+            conn.execute(table.insert().values(name=migration.name, applied_at=stamp))
+        conn.commit()
+    return [m.name for m in pending]
+
+
+def applied(conn: Connection) -> list[str]:
+    """The names recorded in ``schema_migrations`` (empty for a new store)."""
+    if not inspect(conn).has_table(MIGRATIONS_TABLE):
+        return []
+    table = _migrations_table(MetaData())
+    return list(conn.execute(select(table.c.name).order_by(table.c.name)).scalars())
+
+
+def _pending(conn: Connection, where: str) -> list[Migration]:
+    tables = set(inspect(conn).get_table_names())
+    if conn.dialect.name == "sqlite" and tables and MIGRATIONS_TABLE not in tables:
+        raise StoreError(
+            f"{where} is a SQLite database of another program (tables {', '.join(sorted(tables)[:5])}, "
+            "no healthbench schema_migrations); refusing to write to it"
+        )
+    done = set(applied(conn))
+    unknown = done - {m.name for m in MIGRATIONS}
+    if unknown:
+        raise StoreError(
+            f"{where} was written by a newer healthbench (migrations {', '.join(sorted(unknown))}); "
+            "upgrade healthbench to use it"
+        )
+    return [m for m in MIGRATIONS if m.name not in done]
+
+
+def _use_wal(engine: Engine) -> None:
+    with engine.connect() as conn:
+        if conn.exec_driver_sql("PRAGMA journal_mode").scalar() != "wal":
+            conn.exec_driver_sql("PRAGMA journal_mode=WAL")
+
+
+def _lock(conn: Connection) -> None:
+    if conn.dialect.name == "sqlite":
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+    elif conn.dialect.name == "postgresql":
+        conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": PG_MIGRATION_LOCK})

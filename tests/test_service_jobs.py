@@ -1,0 +1,234 @@
+"""Jobs run by the service's workers, through `Client.local`, on SQLite and PostgreSQL: the result
+documents against the scoring core, NeMo's access patterns, atomic claims, leases and secrets."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from healthbench.client import Client, ServiceError
+from healthbench.results.views import RunView
+from healthbench.scoring.run_score import score_run
+from healthbench.service.jobs import JobWorkers, WorkerSettings
+from healthbench.store.jobs import JobStore
+from healthbench.store.runs import Store
+from healthbench.testing.fake_server import fetch_stats, reset_stats
+from healthbench.testing.process import fake_server_process
+
+SECRET = "sk-test-secret-0123456789"
+
+
+@pytest.fixture(scope="module")
+def fake() -> Any:
+    with fake_server_process() as url:
+        yield url
+
+
+def roles(url: str, temperature: float | None = None) -> dict[str, Any]:
+    """Candidate and judge on the fake server (a temperature makes calls that no other job cached)."""
+    settings = {"temperature": temperature} if temperature is not None else {}
+    return {
+        "model": {"spec": "cand", "base_url": url, "settings": settings},
+        "judge": {"spec": "judge", "base_url": url, "settings": settings},
+    }
+
+
+def assert_close(a: float | None, b: float | None) -> None:
+    assert (a is None and b is None) or a == pytest.approx(b, rel=1e-12, abs=1e-12), (a, b)
+
+
+def check_against_core(store: Store, run_name: str, aggregate: dict, rows: list[dict]) -> None:
+    """Every number of both documents, recomputed from the stored verdicts by the scoring core."""
+    view = RunView.open(store, run_name)
+    samples = view.graded_samples()
+    core = score_run(samples, view.scoring_options())
+    assert len(rows) == len(samples) == len(core.per_sample)
+    columns: dict[str, list[float]] = {}
+    for row, sample, values in zip(rows, samples, core.per_sample, strict=True):
+        assert row["item"]["prompt_id"] == sample.conversation.prompt_id
+        assert row["sample"]["output_text"] == sample.completion
+        assert values is not None
+        assert {ref: entries[0]["value"] for ref, entries in row["metrics"].items()} == {
+            f"healthbench/{k}": v for k, v in values.items()
+        }
+        for key, value in values.items():
+            columns.setdefault(key, []).append(value)
+    by_key = {
+        m["metric_ref"].removeprefix("healthbench/"): m["aggregation"]["scores"][0]
+        for m in aggregate["metrics"]
+    }
+    assert set(by_key) == set(columns)
+    for key, column in columns.items():
+        score, stats = by_key[key], core.stats[key]
+        values = np.asarray(column)
+        assert score["name"] == key and score["count"] == len(column)
+        for field, expected in (
+            ("mean", values.mean()),
+            ("min", values.min()),
+            ("max", values.max()),
+            ("sum", values.sum()),
+            ("std_dev", values.std()),
+            ("score", stats.mean),
+            ("bootstrap_std", stats.bootstrap_std),
+            ("ci_lower", stats.ci_lower),
+            ("ci_upper", stats.ci_upper),
+        ):
+            assert_close(score[field], float(expected))
+
+
+def test_local_client_job_end_to_end(store_target: str, fake: str) -> None:
+    with Client.local(store_target) as client:
+        jobs = client.evaluation.benchmark_jobs
+        job = jobs.create(name="j1", limit=3, repeats=2, concurrency=4, max_retries=0, **roles(fake))
+        assert job.status == "pending"
+        final = client.wait_until_done("j1", interval=0.1, timeout=120)
+        assert final.status == "completed", jobs.get_logs(name="j1")
+        details = final.status_details
+        assert (details.samples_done, details.samples_total, details.progress) == (6, 6, 100.0)
+        assert details.criteria_done == details.criteria_total > 0 and details.ungraded == 0
+        assert details.input_tokens > 0 and details.output_tokens > 0
+
+        assert [r.name for r in jobs.results.list(name="j1").data] == [
+            "aggregate-scores",
+            "row-scores",
+            "allresults",
+            "metrics",
+        ]
+        aggregate = jobs.results.aggregate_scores.download(name="j1")
+        rows = list(jobs.results.row_scores.download(job="j1"))
+        assert aggregate["job"] == "j1"
+        store = Store(store_target)
+        try:
+            check_against_core(store, "default/j1", aggregate, rows)
+        finally:
+            store.close()
+        # NeMo's access patterns
+        for metric in aggregate["metrics"]:
+            for score in metric["aggregation"]["scores"]:
+                assert metric["metric_ref"].startswith("healthbench/") and score["name"]
+        frame = pd.json_normalize(
+            aggregate["metrics"], record_path=["aggregation", "scores"], meta=["metric_ref"]
+        )
+        assert {"metric_ref", "name", "mean", "std_dev", "min", "max", "count"} <= set(frame.columns)
+        overall = frame.set_index("name").loc["overall_score"]
+        flat = pd.DataFrame(
+            [
+                {"prompt_id": r["item"]["prompt_id"], **{k: v[0]["value"] for k, v in r["metrics"].items()}}
+                for r in rows
+            ]
+        )
+        assert flat["healthbench/overall_score"].mean() == pytest.approx(overall["mean"])
+        low = flat[flat["healthbench/overall_score"] < overall["mean"]]
+        assert 0 < len(low) < len(flat) or flat["healthbench/overall_score"].nunique() == 1
+
+
+def test_name_and_job_arguments(tmp_path: Path) -> None:
+    with Client.local(tmp_path / "s.db") as client:
+        jobs = client.evaluation.benchmark_jobs
+        with pytest.raises(TypeError, match="exactly one"):
+            jobs.retrieve(name="a", job="a")
+        with pytest.raises(ServiceError) as caught:
+            jobs.retrieve(job="missing")
+        assert caught.value.status == 404
+
+
+def test_concurrent_claims_take_each_job_once(store_target: str) -> None:
+    store = Store(store_target)
+    jobs = JobStore(store)
+    for n in range(20):
+        jobs.create(f"id{n:02d}", "default", f"j{n}", {}, f"default/j{n}")
+    claimed: dict[str, list[str]] = {"a": [], "b": [], "c": []}
+
+    def take(owner: str) -> None:
+        while (job := jobs.claim(owner, time.time(), 60.0)) is not None:
+            claimed[owner].append(job.id)
+
+    threads = [threading.Thread(target=take, args=(owner,)) for owner in claimed]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    everything = [j for ids in claimed.values() for j in ids]
+    assert sorted(everything) == [f"id{n:02d}" for n in range(20)]
+    store.close()
+
+
+def test_an_expired_lease_is_claimed_again(store_target: str) -> None:
+    store = Store(store_target)
+    jobs = JobStore(store)
+    jobs.create("id1", "default", "j1", {}, "default/j1")
+    first = jobs.claim("a", time.time(), 0.2)
+    assert first is not None and first.owner == "a"
+    assert jobs.claim("b", time.time(), 0.2) is None
+    time.sleep(0.3)
+    again = jobs.claim("b", time.time(), 10.0)
+    assert again is not None and again.owner == "b" and again.status == "active"
+    assert jobs.renew("id1", "a", time.time() + 10) is None  # the dead worker lost it
+    store.close()
+
+
+def test_two_worker_pools_run_each_job_once(store_target: str, fake: str) -> None:
+    store = Store(store_target)
+    reset_stats(fake)  # each job's calls are new (no cache hit): the server counts every call made
+    with Client.local(store, workers=2) as client, JobWorkers(store, WorkerSettings(workers=2)):
+        jobs = client.evaluation.benchmark_jobs
+        for n in range(4):
+            jobs.create(name=f"j{n}", limit=2, max_retries=0, **roles(fake, temperature=0.01 * n))
+        finals = [client.wait_until_done(f"j{n}", interval=0.1, timeout=120) for n in range(4)]
+        assert [f.status for f in finals] == ["completed"] * 4
+        starts = [
+            [e.message for e in jobs.get_logs(name=f"j{n}").data if e.message.startswith("job started")]
+            for n in range(4)
+        ]
+        assert [len(s) for s in starts] == [1, 1, 1, 1]
+        expected = sum(f.status_details.samples_total + f.status_details.criteria_total for f in finals)
+    assert fetch_stats(fake)["requests"] == expected
+    store.close()
+
+
+def test_cancel_a_running_job(tmp_path: Path) -> None:
+    with fake_server_process("--latency", "0.3") as slow, Client.local(tmp_path / "s.db") as client:
+        jobs = client.evaluation.benchmark_jobs
+        jobs.create(name="slow", repeats=4, concurrency=2, max_retries=0, **roles(slow))
+        deadline = time.monotonic() + 60
+        while jobs.get_status(name="slow").status != "active" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert jobs.cancel(name="slow").status == "cancelling"
+        final = client.wait_until_done("slow", interval=0.1, timeout=60)
+        assert final.status == "cancelled"
+        assert final.status_details.samples_done < final.status_details.samples_total == 32
+        assert [e.message for e in jobs.get_logs(name="slow").data][-2:] == [
+            "cancel requested",
+            "job cancelled",
+        ]
+        with pytest.raises(ServiceError, match="cancelled"):
+            jobs.results.aggregate_scores.download(name="slow")
+        jobs.delete(name="slow")
+        assert jobs.list().pagination.total == 0
+
+
+def test_provider_keys_never_reach_jobs_logs_or_results(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    with fake_server_process("--require-api-key", SECRET) as keyed:
+        spec = {"spec": "openai/fake-model", "base_url": keyed}
+        with Client.local(tmp_path / "s.db") as client:
+            jobs = client.evaluation.benchmark_jobs
+            jobs.create(name="k", limit=2, max_retries=0, model=spec, judge=spec)
+            assert client.wait_until_done("k", interval=0.1, timeout=120).status == "completed"
+            seen = [
+                jobs.retrieve(name="k").model_dump_json(),
+                jobs.get_logs(name="k").model_dump_json(),
+                str(jobs.results.aggregate_scores.download(name="k")),
+                str(list(jobs.results.row_scores.download(name="k"))),
+            ]
+    assert all(SECRET not in text for text in seen)
+    raw = b"".join(p.read_bytes() for p in tmp_path.glob("s.db*"))
+    assert SECRET.encode() not in raw

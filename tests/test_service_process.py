@@ -1,0 +1,104 @@
+"""`healthbench serve` as a real uvicorn process on localhost: a job over HTTP to completion, both
+documents checked against the scoring core, and `kill -9` mid-job with a restart that finishes it
+with the same numbers and at most `concurrency` extra model calls."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from test_service_jobs import check_against_core, roles
+
+from healthbench.client import Client, ServiceError
+from healthbench.results.aggregate import aggregate_scores
+from healthbench.runner.run import run_eval
+from healthbench.service.auth import create_token
+from healthbench.service.operations import job_config
+from healthbench.store.jobs import JobStore
+from healthbench.store.runs import Store
+from healthbench.testing.fake_server import fetch_stats, reset_stats
+from healthbench.testing.process import fake_server_process
+from healthbench.testing.service_process import service_process
+
+
+def token_for(store_target: str, workspaces: list[str]) -> str:
+    store = Store(store_target)
+    try:
+        return create_token(JobStore(store), workspaces)
+    finally:
+        store.close()
+
+
+def test_job_over_http_to_completion(store_target: str) -> None:
+    token = token_for(store_target, ["default"])
+    with fake_server_process() as fake, service_process(store_target) as service:
+        with Client(service.url, token=token) as client:
+            jobs = client.evaluation.benchmark_jobs
+            jobs.create(name="http1", limit=4, concurrency=8, max_retries=0, **roles(fake))
+            final = client.wait_until_done("http1", interval=0.1, timeout=120)
+            assert final.status == "completed"
+            assert [r.name for r in jobs.results.list(job="http1").data][:2] == [
+                "aggregate-scores",
+                "row-scores",
+            ]
+            aggregate = jobs.results.aggregate_scores.download(name="http1")
+            rows = list(jobs.results.row_scores.download(name="http1"))
+            with pytest.raises(ServiceError) as caught:
+                jobs.list(workspace="other")
+            assert caught.value.status == 403
+        with Client(service.url, token="hb_bad") as bad, pytest.raises(ServiceError) as caught:
+            bad.evaluation.benchmark_jobs.list()
+        assert caught.value.status == 401
+    store = Store(store_target)
+    try:
+        check_against_core(store, "default/http1", aggregate, rows)
+    finally:
+        store.close()
+
+
+def test_kill_9_mid_job_then_restart_gives_the_same_numbers(tmp_path: Path) -> None:
+    concurrency = 4
+    store_path = str(tmp_path / "s.db")
+    token = token_for(store_path, ["*"])
+    with fake_server_process("--latency", "0.1") as fake:
+        with service_process(store_path, "--lease", "1") as service:
+            client = Client(service.url, token=token)
+            jobs = client.evaluation.benchmark_jobs
+            reset_stats(fake)
+            job = jobs.create(name="crash", repeats=4, concurrency=concurrency, max_retries=0, **roles(fake))
+            deadline = time.monotonic() + 60
+            while (done := jobs.get_status(name="crash").status_details).samples_done < 5:
+                assert time.monotonic() < deadline, "the job made no progress"
+                time.sleep(0.05)
+            service.kill()
+            assert done.criteria_done < done.criteria_total  # killed mid-job
+            client.close()
+        assert jobs_status(store_path, "crash") == "active"  # the dead process still holds it
+        with service_process(store_path, "--lease", "1") as again, Client(again.url, token=token) as client:
+            final = client.wait_until_done("crash", interval=0.1, timeout=120)
+            assert final.status == "completed"
+            calls = fetch_stats(fake)["requests"]
+            needed = final.status_details.samples_total + final.status_details.criteria_total
+            assert needed <= calls <= needed + concurrency
+            document = client.evaluation.benchmark_jobs.results.aggregate_scores.download(name="crash")
+        # the same job run in one go, without a crash, on a fresh store
+        reference = Store(tmp_path / "reference.db")
+        run_eval(
+            job_config(job.spec | {"name": "crash"}),
+            store=reference,
+            name="default/crash",
+        )
+        expected = aggregate_scores(reference, "default/crash")
+        reference.close()
+    assert document["metrics"] == expected["metrics"]
+
+
+def jobs_status(store_path: str, name: str) -> str:
+    store = Store(store_path)
+    try:
+        record = JobStore(store).get("default", name)
+        assert record is not None
+        return record.status
+    finally:
+        store.close()
