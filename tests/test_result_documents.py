@@ -349,10 +349,10 @@ def test_cli_results_writes_both_documents(store: Store, tmp_path: Path) -> None
     assert not list(tmp_path.glob(".*.tmp"))  # no temporary file left behind
 
 
-def test_cli_results_on_an_unknown_run_is_one_line_and_writes_nothing(tmp_path: Path) -> None:
+def test_cli_results_on_an_unknown_run_is_one_line_and_writes_nothing(store: Store, tmp_path: Path) -> None:
     out = tmp_path / "agg.json"
     result = CliRunner().invoke(
-        app, ["results", "nope", "--store", str(tmp_path / "x.db"), "--aggregate-out", str(out)]
+        app, ["results", "nope", "--store", str(tmp_path / "runs.db"), "--aggregate-out", str(out)]
     )
     assert result.exit_code == 1
     assert "no run named 'nope'" in result.stderr and len(result.stderr.strip().splitlines()) == 1
