@@ -199,7 +199,7 @@ def test_cancel_a_running_job(tmp_path: Path) -> None:
         deadline = time.monotonic() + 60
         while jobs.get_status(name="slow").status != "active" and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert jobs.cancel(name="slow").status == "cancelling"
+        assert jobs.cancel(name="slow").status in ("cancelling", "cancelled")  # its worker may be quick
         final = client.wait_until_done("slow", interval=0.1, timeout=60)
         assert final.status == "cancelled"
         assert final.status_details.samples_done < final.status_details.samples_total == 32

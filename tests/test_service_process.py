@@ -102,3 +102,30 @@ def jobs_status(store_path: str, name: str) -> str:
         return record.status
     finally:
         store.close()
+
+
+def test_two_service_processes_on_one_postgresql_run_each_job_once(pg_url: str) -> None:
+    token = token_for(pg_url, ["*"])
+    with (
+        fake_server_process("--latency", "0.02") as fake,
+        service_process(pg_url, "--workers", "1") as first,
+        service_process(pg_url, "--workers", "1") as second,
+    ):
+        reset_stats(fake)
+        with Client(first.url, token=token) as client:
+            jobs = client.evaluation.benchmark_jobs
+            for n in range(6):  # a temperature per job: no job answers from another's cached calls
+                jobs.create(name=f"j{n}", limit=2, max_retries=0, **roles(fake, temperature=0.01 * n))
+        with Client(second.url, token=token) as client:
+            finals = [client.wait_until_done(f"j{n}", interval=0.1, timeout=180) for n in range(6)]
+            starts = [
+                [e.message for e in client.evaluation.benchmark_jobs.get_logs(name=f"j{n}").data]
+                for n in range(6)
+            ]
+        calls = fetch_stats(fake)["requests"]
+    assert [f.status for f in finals] == ["completed"] * 6
+    owners = [[m for m in log if m.startswith("job started by")] for log in starts]
+    assert [len(o) for o in owners] == [1] * 6
+    assert len({o[0] for o in owners}) == 2  # both processes took jobs
+    needed = sum(f.status_details.samples_total + f.status_details.criteria_total for f in finals)
+    assert calls == needed

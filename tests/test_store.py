@@ -17,7 +17,8 @@ from typer.testing import CliRunner
 import healthbench.cli  # noqa: F401  (registers the commands)
 from healthbench.cli.app import app
 from healthbench.errors import RunError, StoreError, StoreMissingError
-from healthbench.store import Store
+from healthbench.store import Store, db
+from healthbench.store.job_tables import job_metadata
 from healthbench.store.location import STORE_ENV, hide_password, store_url
 from healthbench.store.migrations import MIGRATIONS, initial_tables, migrate
 from healthbench.store.writer import StoreWriter
@@ -164,7 +165,14 @@ def _applied(store: Store) -> list[str]:
 def test_migrations_from_empty(store_target: str) -> None:
     store = Store(store_target)
     assert _applied(store) == ALL_MIGRATIONS
-    assert _tables(store) == {"schema_migrations", "runs", "items", "samples", "grades", "call_cache"}
+    # the migrations leave exactly the tables and columns the code declares today
+    declared = {**db.metadata.tables, **job_metadata.tables}
+    inspector = inspect(store.engine)
+    assert {
+        name: {c["name"] for c in inspector.get_columns(name)}
+        for name in inspector.get_table_names()
+        if name != "schema_migrations"
+    } == {name: {c.name for c in table.columns} for name, table in declared.items()}
     assert migrate(store.engine, "x") == []  # idempotent: nothing left to apply
 
 
@@ -219,7 +227,8 @@ def test_the_initial_migration_is_today_minus_later_changes() -> None:
 OPENER = """
 import sys, time
 from healthbench.errors import HealthBenchError
-from healthbench.store import Store
+from healthbench.store import Store, db
+from healthbench.store.job_tables import job_metadata
 start = float(sys.argv[2])
 while time.time() < start:
     time.sleep(0.001)

@@ -7,12 +7,13 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from healthbench.errors import ConfigError
 from healthbench.grading.verdict import DEFAULT_JUDGE_RETRIES
 from healthbench.models.base import DEFAULT_MAX_CONNECTIONS, ModelSettings, ModelSpec, parse_model_spec
 from healthbench.models.limits import RetryPolicy
+from healthbench.profiles import profile_layer
 from healthbench.scoring.stats import DEFAULT_RESAMPLES, DEFAULT_SEED
 
 OFFLINE_MODEL = "local/smollm2"
@@ -66,6 +67,9 @@ class RunConfig(BaseModel):
     judge: ModelConfig = Field(default_factory=lambda: ModelConfig(spec=OFFLINE_MODEL))
     grader_template: str | None = None
     judge_structured_output: bool | None = None  # None: on for local models, off otherwise
+    # reference profiles (healthbench.profiles): the profile's layer goes under every explicit setting
+    profile: str | None = None
+    judge_sees_system_message: bool = False  # the judge's conversation starts with the candidate's
     # how: may differ between sessions of the same run
     max_connections: int = Field(default=DEFAULT_MAX_CONNECTIONS, gt=0)
     requests_per_minute: float | None = Field(default=None, gt=0)
@@ -75,6 +79,16 @@ class RunConfig(BaseModel):
     prices: str | None = None
     cache_dir: str | None = None
     scoring: ScoringConfig = Field(default_factory=ScoringConfig)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _apply_profile(cls, data: Any) -> Any:
+        """Put the profile's settings under the given ones (explicit settings win)."""
+        if not isinstance(data, dict) or data.get("profile") is None:
+            return data
+        out = _profile_of(data)
+        _overlay(out, data)
+        return out
 
     @property
     def structured_judge(self) -> bool:
@@ -107,18 +121,56 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def build_config(*layers: dict[str, Any]) -> RunConfig:
-    """Merge layers (later wins, nested tables merged) and validate; unknown fields are an error."""
+def build_config(*layers: dict[str, Any], defaults: dict[str, Any] | None = None) -> RunConfig:
+    """Merge layers (later wins, nested tables merged) and validate; unknown fields are an error.
+
+    ``defaults`` (e.g. the CLI's default model specs) go under a profile's settings, the layers over."""
     merged: dict[str, Any] = {}
     for layer in layers:
         _merge(merged, layer)
+    base: dict[str, Any] = {}
+    _merge(base, defaults or {})
+    if merged.get("profile") is not None:
+        _merge(base, _profile_of(base, merged))
+    _merge(base, merged)
+    return validate_config(base)
+
+
+def validate_config(data: dict[str, Any]) -> RunConfig:
+    """`RunConfig` from a dict; a bad or unknown field is a one-line ConfigError."""
     try:
-        return RunConfig.model_validate(merged)
+        return RunConfig.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         hint = " (unknown setting)" if first["type"] == "extra_forbidden" else ""
         raise ConfigError(f"run config: {where}: {first['msg']}{hint}") from None
+
+
+def _profile_of(*sources: dict[str, Any]) -> dict[str, Any]:
+    """The layer of the profile named in the last source, for the candidate the sources name (the
+    default one if none; no candidate when the model is explicitly None, as in meta-eval)."""
+    spec: str | None = OFFLINE_MODEL
+    for source in sources:
+        if "model" in source:
+            model = source["model"]
+            if model is None:
+                spec = None
+            elif isinstance(model, ModelConfig):
+                spec = model.spec
+            elif isinstance(model, dict) and model.get("spec"):
+                spec = str(model["spec"])
+    return profile_layer(str(sources[-1]["profile"]), spec)
+
+
+def _overlay(target: dict[str, Any], layer: dict[str, Any]) -> None:
+    """Like `_merge`, but a key present in ``layer`` wins even when None: a stored run's settings
+    (every key present) are never changed by its profile."""
+    for key, value in layer.items():
+        if isinstance(value, dict) and isinstance(target.get(key), dict):
+            _overlay(target[key], value)
+        else:
+            target[key] = value
 
 
 def _merge(target: dict[str, Any], layer: dict[str, Any]) -> None:

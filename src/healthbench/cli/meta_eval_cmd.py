@@ -24,12 +24,14 @@ from healthbench.cli.options import (
     JudgeMaxTokens,
     JudgeReasoning,
     JudgeRetries,
+    JudgeSystemMessage,
     JudgeTemperature,
     MaxConnections,
     MaxOutage,
     MaxRetries,
     MetricsOutOpt,
     Prices,
+    Profile,
     Rpm,
     StoreOpt,
     Strict,
@@ -118,7 +120,9 @@ def meta_eval_command(
     judge_max_tokens: JudgeMaxTokens = None,
     judge_reasoning_effort: JudgeReasoning = None,
     judge_extra_body: JudgeExtraBody = None,
+    judge_system_message: JudgeSystemMessage = None,
     judge_json: JudgeJson = None,
+    profile: Profile = None,
     grader_template: GraderTemplate = None,
     dataset: Annotated[
         str | None,
@@ -285,13 +289,15 @@ def meta_eval_command(
                 judge_reasoning_effort,
                 judge_extra_body,
                 timeout,
+                system=judge_system_message,
             ),
             "grader_template": str(grader_template) if grader_template else None,
             "judge_structured_output": judge_json,
+            "profile": profile,
             **how,
         }
         cfg = build_config(
-            {"judge": {"spec": OFFLINE_MODEL}}, load_config_file(config) if config else {}, flags
+            load_config_file(config) if config else {}, flags, defaults={"judge": {"spec": OFFLINE_MODEL}}
         )
         if dry_run:
             n_rows, rows = meta_dry_run(cfg)
@@ -311,13 +317,10 @@ def meta_eval_command(
         f"{c.calls} judge calls ({c.cache_hits} from cache) in {c.elapsed:.1f}s · "
         f"{c.input_tokens + c.output_tokens:,} tokens · ${c.cost:.4f}"
     )
-    judge_spec = RunView.of(s, outcome.run).judge_spec
-    _output(
-        result,
-        f"meta-eval run {outcome.run.name} · judge {judge_spec}",
-        metrics_out,
-        min_physician_ratings,
-    )
+    view = RunView.of(s, outcome.run)
+    judge_spec = view.judge_spec
+    title = f"meta-eval run {outcome.run.name} · judge {judge_spec} · {view.describe_provenance()}"
+    _output(result, title, metrics_out, min_physician_ratings, view.provenance())
     if judge_spec.startswith("local/"):
         say(
             "note: a 135M local judge is a smoke test of the pipeline, not a judge.",
@@ -332,8 +335,14 @@ def meta_eval_command(
         )
 
 
-def _output(result: MetaEvalResult, title: str, metrics_out: Path | None, min_physician_ratings: int) -> None:
+def _output(
+    result: MetaEvalResult,
+    title: str,
+    metrics_out: Path | None,
+    min_physician_ratings: int,
+    about: dict[str, str | None] | None = None,
+) -> None:
     render_meta(result, title=title, min_physician_ratings=min_physician_ratings)
     if metrics_out is not None:
-        write_metrics(metrics_out, result.metrics)
+        write_metrics(metrics_out, result.metrics, about)
         say(f"metrics written to {metrics_out}")

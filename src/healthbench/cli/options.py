@@ -79,6 +79,15 @@ JudgeKeyEnv = _opt(str, "--judge-api-key-env", help="Environment variable holdin
 JudgeTemperature = _opt(float, "--judge-temperature", help="Judge sampling temperature.")
 JudgeMaxTokens = _opt(int, "--judge-max-tokens", help="Judge max output tokens.")
 JudgeReasoning = _opt(str, "--judge-reasoning-effort", help="Judge reasoning effort.")
+JudgeSystemMessage = _opt(
+    str, "--judge-system-message", help="System message sent before each judge prompt (default none)."
+)
+Profile = _opt(
+    str,
+    "--profile",
+    help="Send what a reference sends: simple-evals or inspect (candidate and judge settings, judge "
+    "model, grader prompt; explicit flags win). See docs/profiles.md.",
+)
 JudgeExtraBody = _opt(str, "--judge-extra-body", help="JSON object merged into the judge's request body.")
 JudgeJson = _opt(
     bool,
@@ -89,7 +98,8 @@ JudgeJson = _opt(
 GraderTemplate = _opt(
     Path,
     "--grader-template",
-    help="Grader prompt file with <<conversation>> and <<rubric_item>> placeholders.",
+    help="Grader prompt file with <<conversation>> and <<rubric_item>> placeholders, or simple-evals "
+    "(OpenAI's prompt, downloaded once from simple-evals and checked by sha256).",
 )
 ConfigFile = _opt(Path, "--config", help="TOML/JSON run config; flags override it.")
 MaxConnections = _opt(

@@ -25,12 +25,14 @@ from healthbench.cli.options import (
     JudgeMaxTokens,
     JudgeReasoning,
     JudgeRetries,
+    JudgeSystemMessage,
     JudgeTemperature,
     MaxConnections,
     MaxOutage,
     MaxRetries,
     MetricsOutOpt,
     Prices,
+    Profile,
     ResamplesOpt,
     Rpm,
     SeedOpt,
@@ -44,7 +46,7 @@ from healthbench.cli.options import (
     split_list,
 )
 from healthbench.cli.progress import DownloadBar, run_progress
-from healthbench.config import OFFLINE_MODEL, ModelConfig, RunConfig, build_config, load_config_file
+from healthbench.config import OFFLINE_MODEL, RunConfig, build_config, load_config_file
 from healthbench.errors import ConfigError, RunError, StoreMissingError
 from healthbench.results.aggregate import aggregate_document, write_aggregate_scores
 from healthbench.results.metrics_out import write_metrics
@@ -81,7 +83,7 @@ def _report(
     score = view.score_samples(samples, options)
     judge = view.judge_spec
     missing, expected = runner.unanswered(store, run)
-    title = f"run {run.name} · judge {judge}"
+    title = f"run {run.name} · judge {judge} · {view.describe_provenance()}"
     if missing:  # never shown as if it were the run's score
         title = f"PARTIAL: {expected - missing} of {expected} conversations answered, not the run's score · {title}"
     render_summary(score, title=title, console=console)
@@ -90,10 +92,10 @@ def _report(
     if judge.startswith("local/"):
         say(f"note: {SMOKE_WARNING}", style="yellow", stderr=True)
     if metrics_out is not None:
-        write_metrics(metrics_out, score.metrics())
+        write_metrics(metrics_out, score.metrics(), view.provenance())
         say(f"metrics written to {metrics_out}")
     if allresults_out is not None:
-        write_allresults(allresults_out, samples, score)
+        write_allresults(allresults_out, samples, score, provenance=view.provenance())
         say(f"simple-evals export written to {allresults_out}")
     if aggregate_out is not None:
         write_aggregate_scores(aggregate_out, aggregate_document(run.name, samples, score))
@@ -173,7 +175,9 @@ def run_command(
     judge_max_tokens: JudgeMaxTokens = None,
     judge_reasoning_effort: JudgeReasoning = None,
     judge_extra_body: JudgeExtraBody = None,
+    judge_system_message: JudgeSystemMessage = None,
     judge_json: JudgeJson = None,
+    profile: Profile = None,
     timeout: Timeout = None,
     grader_template: GraderTemplate = None,
     dataset: Annotated[
@@ -326,9 +330,11 @@ def run_command(
             judge_reasoning_effort,
             judge_extra_body,
             timeout,
+            judge_system_message,
         ),
         "grader_template": str(grader_template) if grader_template else None,
         "judge_structured_output": judge_json,
+        "profile": profile,
         "scoring": {
             "seed": seed,
             "n_resamples": n_resamples,
@@ -338,7 +344,7 @@ def run_command(
         **how,
     }
     defaults: dict[str, Any] = {"model": {"spec": OFFLINE_MODEL}, "judge": {"spec": OFFLINE_MODEL}}
-    cfg = build_config(defaults, load_config_file(config) if config else {}, flags)
+    cfg = build_config(load_config_file(config) if config else {}, flags, defaults=defaults)
     if dry_run:
         _dry_run(s, cfg, name)
         return
@@ -392,13 +398,20 @@ def _finish(
 @handles_errors
 def regrade_command(
     source: Annotated[str, typer.Argument(help="The run whose samples are graded again.")],
-    judge: Annotated[str, typer.Option("--judge", "-j", help="Judge model spec.")],
+    judge: Annotated[
+        str | None,
+        typer.Option(
+            "--judge", "-j", show_default=False, help="Judge model spec (required without --profile)."
+        ),
+    ] = None,
     judge_base_url: JudgeBaseUrl = None,
     judge_api_key_env: JudgeKeyEnv = None,
     judge_temperature: JudgeTemperature = None,
     judge_max_tokens: JudgeMaxTokens = None,
     judge_reasoning_effort: JudgeReasoning = None,
     judge_extra_body: JudgeExtraBody = None,
+    judge_system_message: JudgeSystemMessage = None,
+    profile: Profile = None,
     judge_json: JudgeJson = None,
     timeout: Timeout = None,
     grader_template: GraderTemplate = None,
@@ -432,6 +445,7 @@ def regrade_command(
         judge_reasoning_effort,
         judge_extra_body,
         timeout,
+        system=judge_system_message,
     )
     overrides = how_layer(
         max_connections=max_connections,
@@ -446,8 +460,10 @@ def regrade_command(
         overrides["grader_template"] = str(grader_template)
     if judge_json is not None:
         overrides["judge_structured_output"] = judge_json
+    if profile is not None:
+        overrides["profile"] = profile
     if dry_run:
-        config, rows = runner.regrade_dry_run(s, source, ModelConfig.model_validate(layer), overrides)
+        config, rows = runner.regrade_dry_run(s, source, layer or None, overrides)
         print_estimate(len(s.load_items(s.require_run(source).id)), config.n_repeats, rows)
         return
     name = name or runner.new_run_name("regrade")
@@ -457,7 +473,7 @@ def regrade_command(
     ):
         outcome = runner.regrade(
             source,
-            ModelConfig.model_validate(layer),
+            layer or None,
             store=s,
             name=name,
             overrides=overrides,

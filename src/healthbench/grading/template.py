@@ -4,7 +4,8 @@ A template is plain text with two placeholders, ``<<conversation>>`` (every turn
 joined by blank lines, the candidate's answer as the last assistant turn) and ``<<rubric_item>>``
 (``[points] criterion`` for HealthBench rubrics, the bare criterion for meta-eval rows). These are
 the placeholders simple-evals uses, so its official grader text can be passed with
-``--grader-template FILE`` as is.
+``--grader-template FILE`` as is, or fetched from its source with ``--grader-template simple-evals``
+(see `healthbench.grading.official`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from importlib import resources
 from pathlib import Path
 
 from healthbench.errors import ConfigError
+from healthbench.grading.official import OFFICIAL_NAME, official_grader_text
 
 CONVERSATION = "<<conversation>>"
 RUBRIC_ITEM = "<<rubric_item>>"
@@ -61,10 +63,13 @@ def builtin_template() -> GraderTemplate:
     return GraderTemplate(text.strip(), "builtin")
 
 
-def load_template(path: str | Path | None) -> GraderTemplate:
-    """The built-in template, or the file at ``path`` (must contain both placeholders once)."""
+def load_template(path: str | Path | None, cache_dir: str | Path | None = None) -> GraderTemplate:
+    """The built-in template, simple-evals' (``"simple-evals"``: fetched once into ``cache_dir``, see
+    `healthbench.grading.official`), or the file at ``path`` (must contain both placeholders once)."""
     if path is None:
         return builtin_template()
+    if str(path) == OFFICIAL_NAME:
+        return GraderTemplate(official_grader_text(cache_dir), OFFICIAL_NAME)
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:

@@ -49,6 +49,9 @@ def write_json_atomic(
     return Path(path)
 
 
-def write_metrics(path: str | os.PathLike[str], metrics: Mapping[str, Any]) -> Path:
-    """Write a run's flat metrics (``RunScore.metrics()``) atomically, in insertion order."""
-    return write_json_atomic(path, dict(metrics), indent=2)
+def write_metrics(
+    path: str | os.PathLike[str], metrics: Mapping[str, Any], provenance: Mapping[str, Any] | None = None
+) -> Path:
+    """Write a run's flat metrics (``RunScore.metrics()``) atomically, in insertion order, followed by
+    its ``provenance`` keys (``profile``, ``grader_template_sha256``) when given."""
+    return write_json_atomic(path, {**metrics, **(provenance or {})}, indent=2)

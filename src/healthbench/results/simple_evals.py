@@ -293,13 +293,19 @@ def allresults_metrics(run_score: RunScore) -> tuple[float | None, dict[str, flo
 
 
 def write_allresults(
-    path: str | os.PathLike[str], samples: Sequence[GradedSample], run_score: RunScore, *, html: bool = False
+    path: str | os.PathLike[str],
+    samples: Sequence[GradedSample],
+    run_score: RunScore,
+    *,
+    html: bool = False,
+    provenance: Mapping[str, Any] | None = None,
 ) -> Path:
     """Write ``samples`` scored by ``run_score`` as simple-evals lays out ``_allresults.json``.
 
     Ungraded criteria are written with ``criteria_met: null`` and their sample with ``score: null``
     (simple-evals never writes either; such samples are left out of ``metrics``). ``htmls`` holds one
-    short HTML summary per sample when ``html`` is set, else it is empty. Atomic (temp + rename).
+    short HTML summary per sample when ``html`` is set, else it is empty. ``provenance`` (profile,
+    grader prompt sha256) is added to ``metadata`` next to ``example_level_metadata``. Atomic.
     """
     if len(run_score.per_sample) != len(samples):
         raise ValueError(f"{len(samples)} samples but the run score covers {len(run_score.per_sample)}")
@@ -330,7 +336,7 @@ def write_allresults(
         "metrics": metrics,
         "htmls": htmls,
         "convos": convos,
-        "metadata": {"example_level_metadata": examples},
+        "metadata": {"example_level_metadata": examples, **(provenance or {})},
     }
     return write_json_atomic(path, document, indent=2)
 

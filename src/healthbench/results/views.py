@@ -96,6 +96,20 @@ class RunView:
         return str(sha) if sha is not None else None
 
     @property
+    def profile(self) -> str | None:
+        """The reference profile the run was made under (None: our defaults; docs/profiles.md)."""
+        return self.config.profile
+
+    def provenance(self) -> dict[str, str | None]:
+        """How the verdicts were asked for: profile and grader prompt sha256 (in every export)."""
+        return {"profile": self.profile, "grader_template_sha256": self.grader_template_sha256}
+
+    def describe_provenance(self) -> str:
+        """``profile simple-evals · grader prompt 2adffd51fd25`` for titles and summaries."""
+        sha = self.grader_template_sha256 or "unknown"
+        return f"profile {self.profile or 'none'} · grader prompt {sha[:12]}"
+
+    @property
     def model_spec(self) -> str | None:
         return self.config.model.spec if self.config.model else None
 

@@ -46,6 +46,9 @@ class EngineOptions:
     max_connections: int = DEFAULT_MAX_CONNECTIONS
     judge_retries: int = DEFAULT_JUDGE_RETRIES  # re-asks when the judge's answer has no usable verdict
     structured_judge: bool = False  # ask the judge for schema-constrained JSON
+    # the candidate's system message, shown to the judge at the head of the conversation as sent
+    # (simple-evals grades `actual_queried_message_list`); None: the judge sees the dataset conversation
+    judge_sees_system: str | None = None
     progress_every: float = 0.2  # seconds between progress refreshes
 
 
@@ -220,7 +223,9 @@ class Engine:
         return result.text
 
     async def _grade(self, w: WorkItem, completion: str, index: int, first_attempt: int = 0) -> None:
-        conversation = [*w.messages, {"role": "assistant", "content": completion}]
+        system = self.options.judge_sees_system
+        head = [{"role": "system", "content": system}] if system else []
+        conversation = [*head, *w.messages, {"role": "assistant", "content": completion}]
         messages = [{"role": "user", "content": self.template.render(conversation, w.criteria[index])}]
         schema = JUDGE_SCHEMA if self.options.structured_judge else None
         row: dict[str, Any] = {

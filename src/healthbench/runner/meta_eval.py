@@ -49,7 +49,7 @@ def prepare_meta_eval(
         "sha256": source.sha256,
         "rows": len(chosen),
     }
-    template = load_template(config.grader_template)
+    template = load_template(config.grader_template, config.cache_dir)
     record = stored_record(config, kind="meta_eval", dataset=dataset, template_sha=template.sha256)
     check_models(config, with_candidate=False)
     return store.create_run(

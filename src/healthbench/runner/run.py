@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from healthbench.config import HOW_FIELDS, ModelConfig, RunConfig
+from healthbench.config import HOW_FIELDS, ModelConfig, RunConfig, validate_config
 from healthbench.data.schema import Conversation
 from healthbench.data.sources import DownloadProgress, load_conversations
 from healthbench.data.subset import select
@@ -64,7 +64,8 @@ def check_same_settings(run: RunRecord, config: RunConfig) -> None:
     template's text included, not only its path)."""
     before, after = run.config["identity"], _identity(config)
     changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
-    if load_template(config.grader_template).sha256 != run.config.get("grader_template_sha256"):
+    template = load_template(config.grader_template, config.cache_dir)
+    if template.sha256 != run.config.get("grader_template_sha256"):
         changed.append("grader template text")
     if changed:
         raise RunError(
@@ -95,7 +96,7 @@ def prepare_eval(
 ) -> RunRecord:
     """The run called ``name``: created with its conversations, or the existing one if compatible."""
     existing = store.get_run(name)
-    template = load_template(config.grader_template)
+    template = load_template(config.grader_template, config.cache_dir)
     if existing is not None:
         check_same_settings(existing, config)
         return existing
@@ -133,6 +134,13 @@ def eval_work(conversations: Sequence[Conversation], n_repeats: int) -> list[Wor
         for r in range(n_repeats)
         for c in conversations
     ]
+
+
+def judge_sees_system(config: RunConfig) -> str | None:
+    """The candidate's system message when the judge grades the conversation as sent (see `EngineOptions`)."""
+    if not config.judge_sees_system_message or config.model is None:
+        return None
+    return config.model.settings.system_message
 
 
 async def execute(
@@ -194,11 +202,12 @@ async def _execute(
         run.id,
         candidate=candidate,
         judge=judge,
-        template=load_template(config.grader_template),
+        template=load_template(config.grader_template, config.cache_dir),
         options=EngineOptions(
             max_connections=config.max_connections,
             judge_retries=config.judge_retries,
             structured_judge=config.structured_judge,
+            judge_sees_system=judge_sees_system(config),
         ),
         prices=PriceTable.load(config.prices),
         progress=progress or NoProgress(),
@@ -314,20 +323,34 @@ def check_answers(store: Store, parent: RunRecord) -> None:
 
 
 def regrade_config(
-    store: Store, source: str, judge: ModelConfig, overrides: Mapping[str, Any] | None = None
+    store: Store,
+    source: str,
+    judge: ModelConfig | Mapping[str, Any] | None,
+    overrides: Mapping[str, Any] | None = None,
 ) -> tuple[RunRecord, RunConfig]:
-    """The run to regrade and the new run's settings: the parent's, with another judge."""
+    """The run to regrade and the new run's settings: the parent's, with another judge (see `regrade`)."""
     parent = store.require_run(source)
     if parent.kind != "eval":
         raise RunError(f"run {source!r} is a {parent.kind} run; only eval runs can be regraded")
     base = dict(parent.config["run"])
+    if (overrides or {}).get("profile") is not None:
+        for key in ("judge", "grader_template", "judge_sees_system_message"):
+            base.pop(key, None)  # the new profile's, unless overridden below
+    elif judge is None:
+        raise RunError("regrade needs a judge (--judge) or a profile (--profile)")
     base.update(overrides or {})
-    base["judge"] = judge.model_dump(mode="json")
-    return parent, RunConfig.model_validate(base)
+    if isinstance(judge, ModelConfig):
+        base["judge"] = judge.model_dump(mode="json", exclude_unset=True)
+    elif judge is not None:
+        base["judge"] = dict(judge)
+    return parent, validate_config(base)
 
 
 def regrade_dry_run(
-    store: Store, source: str, judge: ModelConfig, overrides: Mapping[str, Any] | None = None
+    store: Store,
+    source: str,
+    judge: ModelConfig | Mapping[str, Any] | None,
+    overrides: Mapping[str, Any] | None = None,
 ) -> tuple[RunConfig, list[RoleEstimate]]:
     """The judge calls, tokens and cost a regrade of ``source`` needs (no call is made): every
     criterion of every stored answer, the answers' real lengths included."""
@@ -342,7 +365,7 @@ def regrade_dry_run(
         candidate=None,
         answer_tokens=None,
         judge=config.judge.parsed(),
-        template=load_template(config.grader_template),
+        template=load_template(config.grader_template, config.cache_dir),
         prices=PriceTable.load(config.prices),
         done_samples=set(answers),
         done_grades=set(),
@@ -352,7 +375,7 @@ def regrade_dry_run(
 
 def regrade(
     source: str,
-    judge: ModelConfig,
+    judge: ModelConfig | Mapping[str, Any] | None,
     *,
     store: Store,
     name: str | None = None,
@@ -360,14 +383,17 @@ def regrade(
     progress: ProgressSink | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> RunOutcome:
-    """Grade another run's samples with another judge (or template) without re-sampling."""
+    """Grade another run's samples with another judge (or template) without re-sampling.
+
+    ``judge`` is a `ModelConfig` or a config layer (None: the judge of the ``profile`` override). A
+    ``profile`` override sets the judge's side of that profile; the candidate's stays the parent's."""
     parent, config = regrade_config(store, source, judge, overrides)
     name = name or new_run_name("regrade")
     existing = store.get_run(name)
     if existing is None:
         check_models(config, with_candidate=False, environ=environ)
         check_answers(store, parent)
-        template = load_template(config.grader_template)
+        template = load_template(config.grader_template, config.cache_dir)
         record = stored_record(
             config, kind="eval", dataset=parent.config["dataset"], template_sha=template.sha256
         )
@@ -401,7 +427,7 @@ def dry_run(store: Store, config: RunConfig, name: str | None) -> tuple[int, lis
         candidate=model.parsed() if model else None,
         answer_tokens=model.settings.max_tokens if model else None,
         judge=config.judge.parsed(),
-        template=load_template(config.grader_template),
+        template=load_template(config.grader_template, config.cache_dir),
         prices=PriceTable.load(config.prices),
         done_samples=done_samples,
         done_grades=done_grades,

@@ -17,7 +17,7 @@ import random
 import socket
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Literal
@@ -64,6 +64,8 @@ class FakeServerConfig(BaseModel):
     require_api_key: str | None = None
     quota_exhausted: bool = False
     models: list[str] = Field(default_factory=lambda: ["fake-model"])
+    # opt-in: keep the JSON bodies of the last N chat requests (GET /requests, `fetch_requests`)
+    record_requests: int = Field(default=0, ge=0)
 
 
 # ---------------------------------------------------------------- deterministic answers
@@ -152,6 +154,12 @@ class FakeServerState:
         self.counts: Counter[str] = Counter()
         self.in_flight = 0
         self.max_in_flight = 0
+        self.requests: deque[dict[str, Any]] = deque(maxlen=config.record_requests or None)
+
+    def record(self, path: str, body: Any) -> None:
+        """Keep a chat request's body (bounded by ``record_requests``; nothing when it is 0)."""
+        if self.config.record_requests:
+            self.requests.append({"path": path, "body": body})
 
     def begin(self) -> None:
         self.in_flight += 1
@@ -177,6 +185,7 @@ class FakeServerState:
 
     def reset(self) -> None:
         self.counts.clear()
+        self.requests.clear()
         self.max_in_flight = self.in_flight
 
     def stats(self) -> dict[str, Any]:
@@ -223,6 +232,7 @@ async def _serve_chat(
     state.counts["messages" if anthropic else "chat_completions"] += 1
     try:
         body = json.loads(raw_body)
+        state.record("/v1/messages" if anthropic else "/v1/chat/completions", body)
         messages = normalize_messages(body["messages"], body.get("system") if anthropic else None)
     except (ValueError, KeyError, TypeError, AttributeError):
         state.counts["bad_requests"] += 1
@@ -312,6 +322,8 @@ class FakeServerApp:
                 for m in state.config.models
             ]
             return 200, {"object": "list", "data": data}, None
+        if method == "GET" and path == "/requests":
+            return 200, {"requests": list(state.requests)}, None
         if method == "GET" and path == "/stats":
             return 200, state.stats(), None
         if method == "POST" and path == "/stats/reset":
@@ -371,6 +383,14 @@ def fetch_stats(url: str) -> dict[str, Any]:
     response = httpx.get(f"{_root(url)}/stats", timeout=10, trust_env=False)
     response.raise_for_status()
     return dict(response.json())
+
+
+def fetch_requests(url: str) -> list[dict[str, Any]]:
+    """GET /requests: the recorded chat request bodies, oldest first, as ``{"path", "body"}``
+    (empty unless the server was started with ``record_requests``; cleared by `reset_stats`)."""
+    response = httpx.get(f"{_root(url)}/requests", timeout=10, trust_env=False)
+    response.raise_for_status()
+    return list(response.json()["requests"])
 
 
 def reset_stats(url: str) -> None:
