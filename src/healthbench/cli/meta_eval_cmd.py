@@ -205,6 +205,8 @@ def meta_eval_command(
         "--judge-reasoning-effort": judge_reasoning_effort,
         "--judge-extra-body": judge_extra_body,
         "--judge-json": judge_json,
+        "--judge-system-message": judge_system_message,
+        "--profile": profile,
         "--timeout": timeout,
         "--grader-template": grader_template,
     }
