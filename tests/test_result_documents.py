@@ -229,15 +229,16 @@ def test_every_row_carries_the_scoring_cores_per_sample_metrics(store: Store) ->
     assert {c["verdict"] for c in failed["criteria"]} == {"ungraded"}
 
 
-def test_length_adjusted_score_shows_in_both_documents(tmp_path: Path) -> None:
+def test_overall_score_length_adjusted_shows_in_both_documents(tmp_path: Path) -> None:
     store = Store(tmp_path / "len.db")
     _write_run(store, "len", scoring={"length_penalty": 0.1, "length_center": 12})
     flat = RunView.open(store, "len").score().metrics()
     document = aggregate_scores(store, "len")
     by_ref = {m["metric_ref"]: m["aggregation"]["scores"][0] for m in document["metrics"]}
-    assert by_ref["healthbench/length_adjusted_score"]["score"] == flat["length_adjusted_score"]
+    key = "overall_score_length_adjusted"
+    assert by_ref[f"healthbench/{key}"]["score"] == flat[key]
     row = next(iter_row_scores(store, "len"))
-    assert "healthbench/length_adjusted_score" in row["metrics"]
+    assert "healthbench/overall_score_length_adjusted" in row["metrics"]
     store.close()
 
 

@@ -96,7 +96,7 @@ def test_mean_is_clipped_but_per_sample_values_are_not(
     assert 0.0 <= boot.ci_lower <= boot.ci_upper <= 1.0
 
 
-def test_length_adjusted_score_by_hand(
+def test_overall_score_length_adjusted_by_hand(
     make_conversation: ConversationFactory, make_sample: SampleFactory
 ) -> None:
     half = make_conversation([(5, []), (5, [])], prompt_id="half")
@@ -108,10 +108,10 @@ def test_length_adjusted_score_by_hand(
     options = ScoringOptions(n_resamples=20, length_penalty=0.1, length_center=1000)
     result = score_run(samples, options)
     # half: 0.5 - 0.1 * (1500 - 1000) / 500 = 0.4; quarter: 0.25 - 0.1 * (500 - 1000) / 500 = 0.35
-    per_sample = [m["length_adjusted_score"] for m in result.per_sample if m]
+    per_sample = [m["overall_score_length_adjusted"] for m in result.per_sample if m]
     assert per_sample == pytest.approx([0.4, 0.35], abs=1e-15)
-    assert result.stats["length_adjusted_score"].mean == pytest.approx(0.375, abs=1e-15)
-    assert result.metrics()["length_adjusted_score:n_samples"] == 2
+    assert result.stats["overall_score_length_adjusted"].mean == pytest.approx(0.375, abs=1e-15)
+    assert result.metrics()["overall_score_length_adjusted:n_samples"] == 2
 
 
 def test_length_adjusted_mean_is_clipped_at_one(
@@ -121,13 +121,48 @@ def test_length_adjusted_mean_is_clipped_at_one(
     options = ScoringOptions(n_resamples=20, length_penalty=0.5, length_center=1000)
     result = score_run([make_sample(full, [True], completion="")], options)
     # 1.0 + 0.5 * 1000 / 500 = 2.0 per sample; the run's mean is clipped to 1.0
-    assert result.per_sample[0] is not None and result.per_sample[0]["length_adjusted_score"] == 2.0
-    assert result.stats["length_adjusted_score"].mean == 1.0
+    assert result.per_sample[0] is not None and result.per_sample[0]["overall_score_length_adjusted"] == 2.0
+    assert result.stats["overall_score_length_adjusted"].mean == 1.0
 
 
-def test_length_penalty_needs_a_center(run: list[GradedSample]) -> None:
-    with pytest.raises(ValueError, match="explicit length center"):
-        score_run(run, ScoringOptions(length_penalty=0.1))
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (ScoringOptions(length_penalty=0.1), "needs both"),
+        (ScoringOptions(length_center=2000), "needs both"),
+        (ScoringOptions(length_penalty=-0.1, length_center=2000), ">= 0"),
+        (ScoringOptions(length_penalty=0.1, length_center=-1), ">= 0"),
+    ],
+)
+def test_length_adjustment_needs_both_settings_non_negative(
+    run: list[GradedSample], options: ScoringOptions, message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        score_run(run, options)
+
+
+def test_length_adjustment_with_professional_defaults_by_hand(
+    make_conversation: ConversationFactory, make_sample: SampleFactory
+) -> None:
+    # upstream Professional: center 2,000 characters, 0.0147 per 500 characters
+    conv = make_conversation([(4, []), (4, []), (-2, [])], prompt_id="p")
+    samples = [
+        make_sample(conv, [True, False, False], completion="a" * 3000),  # 0.5 - 0.0147 * 2 = 0.4706
+        make_sample(conv, [True, True, True], completion="b" * 1000, repeat=1),  # 0.75 + 0.0147 * 2 = 0.7794
+        make_sample(conv, [False, False, False], completion="c" * 2000, repeat=2),  # 0.0 - 0 = 0.0
+    ]
+    options = ScoringOptions(n_resamples=0, length_penalty=0.0147, length_center=2000)
+    per_sample = [m["overall_score_length_adjusted"] for m in score_run(samples, options).per_sample if m]
+    assert per_sample == pytest.approx([0.4706, 0.7794, 0.0], abs=1e-12)
+    metrics = score_run(samples, options).metrics()
+    assert metrics["overall_score_length_adjusted"] == pytest.approx((0.4706 + 0.7794) / 3, abs=1e-12)
+    assert list(metrics)[:5] == [
+        "overall_score",
+        "overall_score:n_samples",
+        "overall_score:bootstrap_std",
+        "overall_score:ci_lower",
+        "overall_score:ci_upper",
+    ]
 
 
 def test_error_rate_is_one_minus_the_score_with_flipped_ci(run: list[GradedSample]) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -45,9 +45,18 @@ class ScoringConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     n_resamples: int = Field(default=DEFAULT_RESAMPLES, ge=0)
     seed: int = DEFAULT_SEED
-    length_penalty: float | None = None
-    length_center: float | None = None
+    # overall_score_length_adjusted: --length-adjustment-penalty-per-500-chars / --length-adjustment-center
+    length_penalty: float | None = Field(default=None, ge=0)
+    length_center: float | None = Field(default=None, ge=0)
     workers: int = Field(default=2, ge=1)  # bootstrap threads; the numbers do not depend on it
+
+    @model_validator(mode="after")
+    def _length_adjustment_together(self) -> ScoringConfig:
+        if (self.length_penalty is None) != (self.length_center is None):
+            raise ValueError(
+                "--length-adjustment-center and --length-adjustment-penalty-per-500-chars go together"
+            )
+        return self
 
 
 class RunConfig(BaseModel):
@@ -67,6 +76,9 @@ class RunConfig(BaseModel):
     judge: ModelConfig = Field(default_factory=lambda: ModelConfig(spec=OFFLINE_MODEL))
     grader_template: str | None = None
     judge_structured_output: bool | None = None  # None: on for local models, off otherwise
+    # baselines (runner/completions.py): grade the dataset's completions, no candidate model
+    completions: Literal["physician", "references"] | None = None
+    group: str | None = None  # physician group; None: every group present
     # reference profiles (healthbench.profiles): the profile's layer goes under every explicit setting
     profile: str | None = None
     judge_sees_system_message: bool = False  # the judge's conversation starts with the candidate's

@@ -9,10 +9,8 @@ from healthbench.cli.app import console, say
 from healthbench.runner.estimate import RoleEstimate, total_cost
 
 
-def print_estimate(
-    n_items: int, n_repeats: int, rows: list[RoleEstimate], *, unit: str = "conversations"
-) -> None:
-    table = Table(title=Text(f"dry run: {n_items} {unit} × {n_repeats} repeats (no call made)"))
+def print_estimate(title: str, rows: list[RoleEstimate]) -> None:
+    table = Table(title=Text(title))
     table.add_column("role")
     table.add_column("model", overflow="fold")  # long names wrap, never cut
     for column in ("calls", "input\ntokens", "output\ntokens", "est. cost\n(USD)"):

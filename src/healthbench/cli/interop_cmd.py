@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from healthbench.cli.app import app, console, handles_errors, say
+from healthbench.cli.options import LengthCenter, LengthPenalty, length_adjustment
 from healthbench.data.sources import sha256_of
 from healthbench.errors import ConfigError
 from healthbench.results.metrics_out import write_metrics
@@ -56,6 +57,8 @@ def import_allresults(
         int, typer.Option("--n-resamples", min=0, help="Bootstrap resamples (0 = no std / CI).")
     ] = DEFAULT_RESAMPLES,
     cache: Annotated[Path | None, typer.Option("--cache-dir", help="Download cache for --dataset.")] = None,
+    length_center: LengthCenter = None,
+    length_penalty: LengthPenalty = None,
     store: Annotated[
         Path | None,
         typer.Option(
@@ -74,13 +77,16 @@ def import_allresults(
     """
     if name is not None and store is None:
         raise ConfigError("--name names the run kept with --store; give --store too")
+    center, penalty = length_adjustment(length_center, length_penalty)
     rescored = rescore_allresults(
         file,
         data=data or [],
         dataset=dataset,
         cache=cache,
         allow_untagged=allow_untagged,
-        options=ScoringOptions(n_resamples=n_resamples, seed=seed),
+        options=ScoringOptions(
+            n_resamples=n_resamples, seed=seed, length_center=center, length_penalty=penalty
+        ),
     )
     run_score, a = rescored.run_score, rescored.agreement
     render_summary(run_score, title=f"{file.name} (re-scored)", console=console)

@@ -303,7 +303,7 @@ def meta_eval_command(
         )
         if dry_run:
             n_rows, rows = meta_dry_run(cfg)
-            print_estimate(n_rows, cfg.n_repeats, rows, unit="rows")
+            print_estimate(f"dry run: {n_rows} rows × {cfg.n_repeats} repeats (no call made)", rows)
             return
         name = name or new_run_name("meta")
         with (

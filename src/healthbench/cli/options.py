@@ -139,6 +139,19 @@ DryRun = Annotated[
     bool, typer.Option("--dry-run", help="Print calls, tokens and estimated cost; call nothing.")
 ]
 Strict = Annotated[bool, typer.Option("--strict", help="Fail (exit 1) if any criterion is left ungraded.")]
+LengthCenter = _opt(
+    float,
+    "--length-adjustment-center",
+    min=0,
+    help="Also report overall_score_length_adjusted = score - penalty*(len(response)-center)/500, "
+    "center in characters (give --length-adjustment-penalty-per-500-chars too).",
+)
+LengthPenalty = _opt(
+    float,
+    "--length-adjustment-penalty-per-500-chars",
+    min=0,
+    help="Penalty per 500 characters beyond --length-adjustment-center (the two go together).",
+)
 Prices = _opt(Path, "--prices", help="JSON/TOML price overrides (USD per million tokens).")
 CacheDir = _opt(
     Path, "--cache-dir", help="Dataset download cache (default $HEALTHBENCH_CACHE_DIR or the user cache dir)."
@@ -190,6 +203,15 @@ def model_layer(
         "settings": {k: v for k, v in settings.items() if v is not None},
     }
     return {k: v for k, v in layer.items() if v not in (None, {})}
+
+
+def length_adjustment(center: float | None, penalty: float | None) -> tuple[float | None, float | None]:
+    """The length adjustment's (center, penalty) from their two flags, which go together."""
+    if (center is None) != (penalty is None):
+        raise ConfigError(
+            "--length-adjustment-center and --length-adjustment-penalty-per-500-chars go together"
+        )
+    return center, penalty
 
 
 def how_layer(

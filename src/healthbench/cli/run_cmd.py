@@ -11,6 +11,7 @@ from rich.text import Text
 
 from healthbench.cli.app import app, console, err_console, handles_errors, say
 from healthbench.cli.continuable import continuable, refuse_with_resume, resume_command
+from healthbench.cli.correction_view import render_correction
 from healthbench.cli.dry_run import print_estimate
 from healthbench.cli.options import (
     AllResultsOpt,
@@ -27,6 +28,8 @@ from healthbench.cli.options import (
     JudgeRetries,
     JudgeSystemMessage,
     JudgeTemperature,
+    LengthCenter,
+    LengthPenalty,
     MaxConnections,
     MaxOutage,
     MaxRetries,
@@ -47,14 +50,23 @@ from healthbench.cli.options import (
 )
 from healthbench.cli.progress import DownloadBar, run_progress
 from healthbench.config import OFFLINE_MODEL, RunConfig, build_config, load_config_file
+from healthbench.data.professional import (
+    PROFESSIONAL,
+    describe_professional,
+    professional_defaults,
+    resolve_format,
+)
 from healthbench.errors import ConfigError, RunError, StoreMissingError
 from healthbench.results.aggregate import aggregate_document, write_aggregate_scores
+from healthbench.results.correction import corrected_scores
 from healthbench.results.metrics_out import write_metrics
 from healthbench.results.rows import iter_row_scores, write_row_scores
 from healthbench.results.simple_evals import write_allresults
 from healthbench.results.summary import render_summary
 from healthbench.results.views import RunView
 from healthbench.runner import run as runner
+from healthbench.runner.completions import estimate_baselines, run_baselines
+from healthbench.scoring.run_score import RunScore
 from healthbench.store import RunRecord, Store
 
 SMOKE_WARNING = (
@@ -76,7 +88,7 @@ def _report(
     counters_line: str | None = None,
     aggregate_out: Path | None = None,
     row_scores_out: Path | None = None,
-) -> None:
+) -> RunScore:
     view = RunView.of(store, run).require_kind("eval")
     options = view.scoring_options(seed=seed, n_resamples=n_resamples)
     samples = view.graded_samples()
@@ -112,11 +124,14 @@ def _report(
         if strict:
             raise RunError(f"--strict: {message}")
         say(f"warning: {message}", style="yellow", stderr=True)
+    return score
 
 
 def _dry_run(store: Store, config: RunConfig, name: str | None) -> None:
     n_conversations, rows = runner.dry_run(store, config, name)
-    print_estimate(n_conversations, config.n_repeats, rows)
+    print_estimate(
+        f"dry run: {n_conversations} conversations × {config.n_repeats} repeats (no call made)", rows
+    )
 
 
 @app.command("run")
@@ -193,6 +208,14 @@ def run_command(
         Path | None,
         typer.Option("--data", help="A local JSONL file in HealthBench format instead of the download."),
     ] = None,
+    data_format: Annotated[
+        str | None,
+        typer.Option(
+            "--format",
+            help="Format of --data: classic or professional (HealthBench Professional: upstream's grader "
+            "and length adjustment by default). Default: detected from the file.",
+        ),
+    ] = None,
     limit: Annotated[
         int | None,
         typer.Option(
@@ -233,15 +256,26 @@ def run_command(
     judge_retries: JudgeRetries = None,
     prices: Prices = None,
     cache_dir: CacheDir = None,
-    length_penalty: Annotated[
-        float | None,
-        typer.Option("--length-penalty", help="Also report score - penalty*(len(answer)-center)/500."),
-    ] = None,
-    length_center: Annotated[
-        float | None, typer.Option("--length-center", help="Center (characters) for --length-penalty.")
-    ] = None,
+    length_center: LengthCenter = None,
+    length_penalty: LengthPenalty = None,
     seed: SeedOpt = None,
     n_resamples: ResamplesOpt = None,
+    completions: Annotated[
+        str | None,
+        typer.Option(
+            "--completions",
+            help="Grade the dataset's own completions instead of a model's: physician (the physicians' "
+            "ideal completions) or references (the 4 reference model completions they saw). No --model.",
+        ),
+    ] = None,
+    group: Annotated[
+        str | None,
+        typer.Option(
+            "--group",
+            help="Physician group for --completions: 'Group 1' / no_reference, 'Group 2' / "
+            "aug_2024_reference, 'Group 3' / apr_2025_reference (default: each group, one run each).",
+        ),
+    ] = None,
     dry_run: DryRun = False,
     strict: Strict = False,
     metrics_out: MetricsOutOpt = None,
@@ -336,6 +370,8 @@ def run_command(
         ),
         "grader_template": str(grader_template) if grader_template else None,
         "judge_structured_output": judge_json,
+        "completions": completions,
+        "group": group,
         "profile": profile,
         "scoring": {
             "seed": seed,
@@ -346,7 +382,29 @@ def run_command(
         **how,
     }
     defaults: dict[str, Any] = {"model": {"spec": OFFLINE_MODEL}, "judge": {"spec": OFFLINE_MODEL}}
-    cfg = build_config(load_config_file(config) if config else {}, flags, defaults=defaults)
+    file_layer = load_config_file(config) if config else {}
+    data_file = data or (Path(file_layer["data"]) if isinstance(file_layer.get("data"), str) else None)
+    professional = resolve_format(data_format, data_file) == PROFESSIONAL
+    upstream = (
+        professional_defaults(judge_given=judge is not None or "judge" in file_layer) if professional else {}
+    )
+    cfg = build_config(file_layer, flags, defaults={**defaults, **upstream})
+    if professional:
+        scoring = cfg.scoring
+        line = describe_professional(
+            cfg.judge.spec, cfg.judge.settings.reasoning_effort, scoring.length_center, scoring.length_penalty
+        )
+        console.print(Text(line))
+    if cfg.completions is not None:
+        if model is not None or base_url is not None:
+            raise RunError("--completions grades the dataset's completions: no --model or --base-url")
+        if dry_run:
+            for planned in estimate_baselines(s, cfg, name):
+                title = f"dry run of {planned.run_name}: {planned.completions} completions × {cfg.n_repeats} repeats"
+                print_estimate(f"{title} (no call made)", planned.rows)
+            return
+        _run_baselines(s, cfg, name, metrics_out, allresults_out, strict)
+        return
     if dry_run:
         _dry_run(s, cfg, name)
         return
@@ -356,6 +414,47 @@ def run_command(
             cfg, store=s, name=name, progress=progress, download_progress=DownloadBar(err_console)
         )
     _finish(s, outcome, metrics_out, allresults_out, None, None, strict, store_flag=store)
+
+
+def _run_baselines(
+    s: Store,
+    cfg: RunConfig,
+    name: str | None,
+    metrics_out: Path | None,
+    allresults_out: Path | None,
+    strict: bool,
+) -> None:
+    """One baseline run per group; with several groups, each output file gets the group's short name."""
+    with run_progress(console, label="completions given") as progress:
+        results = run_baselines(
+            cfg, store=s, name=name, progress=progress, download_progress=DownloadBar(err_console)
+        )
+    for result in results:
+        group, selection = result.group, result.selection
+        console.print(
+            Text(
+                f"{result.outcome.run.name}: {cfg.completions} completions of {group.name} "
+                f"({group.short_name}): {result.outcome.run.config['dataset']['conversations']} graded of "
+                f"{len(selection.rows)} completions from {selection.matching} rows; "
+                f"{selection.skipped} rows of the group have none (skipped)"
+            )
+        )
+        suffix = "" if len(results) == 1 else group.short_name
+        _finish(
+            s,
+            result.outcome,
+            _suffixed(metrics_out, suffix),
+            _suffixed(allresults_out, suffix),
+            None,
+            None,
+            strict,
+        )
+
+
+def _suffixed(path: Path | None, suffix: str) -> Path | None:
+    if path is None or not suffix:
+        return path
+    return path.with_name(f"{path.stem}-{suffix}{path.suffix}")
 
 
 def _finish(
@@ -466,7 +565,10 @@ def regrade_command(
         overrides["profile"] = profile
     if dry_run:
         config, rows = runner.regrade_dry_run(s, source, layer or None, overrides)
-        print_estimate(len(s.load_items(s.require_run(source).id)), config.n_repeats, rows)
+        n_conversations = len(s.load_items(s.require_run(source).id))
+        print_estimate(
+            f"dry run: {n_conversations} conversations × {config.n_repeats} repeats (no call made)", rows
+        )
         return
     name = name or runner.new_run_name("regrade")
     with (
@@ -510,13 +612,18 @@ def runs_command(store: StoreOpt = None) -> None:
             run.name,
             run.kind,
             run.status,
-            view.model_spec or "-",
+            view.model_spec or _completions_label(view.config),
             view.judge_spec,
             dataset_label(run.config.get("dataset") or {}),
             run.created_at[:19],
         )
         table.add_row(*(Text(cell) for cell in cells))  # user text is shown literally
     console.print(table)
+
+
+def _completions_label(config: RunConfig) -> str:
+    """What a run without a candidate model graded (a baseline run's completions), else "-"."""
+    return f"{config.completions} completions" if config.completions else "-"
 
 
 @app.command("results")
@@ -528,6 +635,14 @@ def results_command(
     n_resamples: ResamplesOpt = None,
     metrics_out: MetricsOutOpt = None,
     allresults_out: AllResultsOpt = None,
+    correct_with: Annotated[
+        str | None,
+        typer.Option(
+            "--correct-with",
+            help="A stored meta-eval run of the same judge: also report scores corrected for the judge's "
+            "measured errors (docs/correction.md).",
+        ),
+    ] = None,
     aggregate_out: Annotated[
         Path | None,
         typer.Option(
@@ -548,7 +663,10 @@ def results_command(
     run = s.require_run(name)
     if run.kind != "eval":
         raise RunError(f"run {name!r} is a {run.kind} run; use `healthbench meta-eval --resume {name}`")
-    _report(
+    correction = None
+    if correct_with is not None:  # before any output: a refused meta-eval run leaves no partial file
+        correction = corrected_scores(s, name, correct_with, n_resamples=n_resamples, seed=seed)
+    score = _report(
         s,
         run,
         metrics_out=metrics_out,
@@ -559,3 +677,9 @@ def results_command(
         aggregate_out=aggregate_out,
         row_scores_out=row_scores_out,
     )
+    if correction is not None:
+        render_correction(
+            correction, title=f"run {name} corrected with meta-eval run {correct_with}", console=console
+        )
+        if metrics_out is not None:
+            write_metrics(metrics_out, {**score.metrics(), **correction.metrics()})

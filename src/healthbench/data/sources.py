@@ -18,6 +18,7 @@ import httpx
 import platformdirs
 
 from healthbench.atomic import atomic_writer
+from healthbench.data.professional import read_conversations
 from healthbench.data.schema import Conversation, MetaEvalRecord, Record, decode_lines, parse_lines
 from healthbench.errors import DataError, DownloadError
 
@@ -164,7 +165,7 @@ def load_conversations(
     if variant in META_VARIANTS:
         raise DataError(f"{variant!r} is a meta-eval dataset; use `healthbench meta-eval`")
     source = resolve(variant, data=data, cache=cache, progress=progress)
-    return source, read_records(source.path, Conversation)
+    return source, read_conversations(source.path)  # classic or HealthBench Professional
 
 
 def load_meta_eval(

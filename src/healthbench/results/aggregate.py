@@ -3,7 +3,7 @@
     {"job": NAME, "metrics": [{"metric_ref": "healthbench/<key>", "aggregation": {"scores": [SCORE]}}]}
 
 One metric per key of the run's scores (``overall_score``, every ``axis:``, ``theme:``, ``level:``,
-``cluster:``, ``physician_agreed_category:`` key, ``length_adjusted_score`` when configured); SCORE
+``cluster:``, ``physician_agreed_category:`` key, ``overall_score_length_adjusted`` when configured); SCORE
 holds NeMo's range-score figures of the key's per-sample values (`healthbench.scoring.range_stats`)
 and the HealthBench figures: ``score`` (the clipped mean, as ``--metrics-out``), ``bootstrap_std``,
 ``ci_lower``, ``ci_upper``, ``n_samples`` and ``ungraded_criteria``.

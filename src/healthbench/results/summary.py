@@ -1,5 +1,6 @@
-"""The terminal summary of a run: overall score with its CI, then themes, then axes, then the
-ungraded count. `summary_rows` gives the same content as plain rows (for tests and other renderers)."""
+"""The terminal summary of a run: overall score with its CI, then themes, then axes (then
+HealthBench Professional's task tags), then the ungraded count. `summary_rows` gives the same content
+as plain rows (for tests and other renderers)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,16 @@ from rich.text import Text
 from healthbench.scoring.rubric import OVERALL
 from healthbench.scoring.run_score import ERROR_RATE, LENGTH_ADJUSTED, RunScore
 
-Section = Literal["overall", "theme", "axis"]
+Section = Literal["overall", "theme", "axis", "use_case", "type", "difficulty", "specialty"]
+# sections after the overall rows, by key prefix; the last four are HealthBench Professional's task tags
+_SECTIONS: tuple[tuple[str, Section, str], ...] = (
+    ("theme:", "theme", "By theme"),
+    ("axis:", "axis", "By axis"),
+    ("use_case:", "use_case", "By use case"),
+    ("type:", "type", "By type"),
+    ("difficulty:", "difficulty", "By difficulty"),
+    ("specialty:", "specialty", "By specialty"),
+)
 
 
 @dataclass(frozen=True)
@@ -34,8 +44,8 @@ class SummaryRow:
 
 
 def summary_rows(run_score: RunScore) -> list[SummaryRow]:
-    """Overall score (plus length-adjusted score and error rate when computed), then ``theme:*`` and
-    ``axis:*`` keys, each section sorted by name."""
+    """Overall score (plus length-adjusted score and error rate when computed), then ``theme:*``,
+    ``axis:*`` and HealthBench Professional's task-tag keys, each section sorted by name."""
     rows: list[SummaryRow] = []
     for key in (OVERALL, LENGTH_ADJUSTED):
         stats = run_score.stats.get(key)
@@ -55,8 +65,7 @@ def summary_rows(run_score: RunScore) -> list[SummaryRow]:
                 overall.n_samples,
             )
         )
-    sections: tuple[tuple[str, Section], ...] = (("theme:", "theme"), ("axis:", "axis"))
-    for prefix, section in sections:
+    for prefix, section, _ in _SECTIONS:
         for key in sorted(k for k in run_score.stats if k.startswith(prefix)):
             stats = run_score.stats[key]
             rows.append(SummaryRow(section, key, stats.mean, stats.ci_lower, stats.ci_upper, stats.n_samples))
@@ -76,13 +85,12 @@ def render_summary(run_score: RunScore, *, title: str, console: Console) -> None
     rows = summary_rows(run_score)
     if not rows:
         console.print(Text(f"{title}: no graded samples, so no score", style="bold"))
-    for section, heading in (("overall", title), ("theme", "By theme"), ("axis", "By axis")):
+    for section, heading in (("overall", title), *((name, heading) for _, name, heading in _SECTIONS)):
         chosen = [row for row in rows if row.section == section]
         if not chosen:
             continue
         table = Table(title=Text(heading), title_justify="left", title_style="bold")
-        name = "theme" if section == "theme" else "axis" if section == "axis" else "metric"
-        table.add_column(name, overflow="fold")  # long names wrap at 80 columns, never cut
+        table.add_column("metric" if section == "overall" else section, overflow="fold")  # wrap, never cut
         table.add_column("score", justify="right", no_wrap=True)
         table.add_column(level, justify="right", no_wrap=True)
         table.add_column("n", justify="right", no_wrap=True)

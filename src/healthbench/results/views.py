@@ -150,7 +150,7 @@ class RunView:
                 for item_id, record in page:
                     conversation = Conversation.model_validate(record)
                     sample = samples.get((item_id, repeat))
-                    yield StoredSample(_graded(conversation, repeat, sample, verdicts), sample)
+                    yield StoredSample(_graded(item_id, conversation, repeat, sample, verdicts), sample)
 
     def graded_samples(self) -> list[GradedSample]:
         """Every graded sample of the run, in `iter_samples` order (what `score_run` takes)."""
@@ -195,14 +195,16 @@ class RunView:
 
 
 def _graded(
+    item_id: str,
     conversation: Conversation,
     repeat: int,
     sample: SampleRow | None,
     grades: Mapping[tuple[str, int], tuple[str, str | None]],
 ) -> GradedSample:
-    """A stored sample and its grades as the scoring core takes them (missing grade = ungraded)."""
+    """A stored sample and its grades as the scoring core takes them (missing grade = ungraded). The
+    item id is the prompt id, except in baseline runs (one item per graded completion)."""
     n = len(conversation.rubrics)
-    found = [grades.get((conversation.prompt_id, index), ("ungraded", None)) for index in range(n)]
+    found = [grades.get((item_id, index), ("ungraded", None)) for index in range(n)]
     ok = sample is not None and sample.error is None
     verdicts = tuple(VERDICTS[status] for status, _ in found)
     return GradedSample(

@@ -123,16 +123,26 @@ def prepare_eval(
         return prepare_eval(store, config, name, download_progress=download_progress, environ=environ)
 
 
-def eval_work(conversations: Sequence[Conversation], n_repeats: int) -> list[WorkItem]:
+def stored_item_ids(store: Store, run: RunRecord) -> list[str]:
+    """A run's item ids in order: the prompt ids, or one id per graded completion in a baseline run."""
+    return [item_id for item_id, _ in store.load_items(run.id)]
+
+
+def eval_work(
+    conversations: Sequence[Conversation], n_repeats: int, *, item_ids: Sequence[str] | None = None
+) -> list[WorkItem]:
+    """One work item per (repeat, conversation); ``item_ids`` are the stored ids when they are not the
+    prompt ids (a baseline run grades several completions of one conversation)."""
+    ids = list(item_ids) if item_ids is not None else [c.prompt_id for c in conversations]
     return [
         WorkItem(
-            item_id=c.prompt_id,
+            item_id=item_id,
             repeat=r,
             messages=tuple({"role": m.role, "content": m.content} for m in c.prompt),
             criteria=tuple(str(item) for item in c.rubrics),
         )
         for r in range(n_repeats)
-        for c in conversations
+        for item_id, c in zip(ids, conversations, strict=True)
     ]
 
 
@@ -299,7 +309,8 @@ def _finish_eval(
     progress: ProgressSink | None,
     environ: Mapping[str, str] | None,
 ) -> RunOutcome:
-    work = eval_work(RunView.of(store, run).conversations(), config.n_repeats)
+    conversations = RunView.of(store, run).conversations()
+    work = eval_work(conversations, config.n_repeats, item_ids=stored_item_ids(store, run))
     # a regrade has no candidate: its answers were copied from the parent run
     return run_to_end(
         store, run, config, work, with_candidate=run.parent_run is None, progress=progress, environ=environ
@@ -411,8 +422,10 @@ def dry_run(store: Store, config: RunConfig, name: str | None) -> tuple[int, lis
     """Conversations and the estimated calls, tokens and cost still needed (no call is made); an
     existing run ``name`` counts only what it has not done yet."""
     existing = store.get_run(name) if name else None
+    item_ids = None
     if existing is not None:
         conversations = RunView.of(store, existing).conversations()
+        item_ids = stored_item_ids(store, existing)
         done_samples = set(store.sample_progress(existing.id))
         done_grades = {
             k for k, (status, _) in store.grade_progress(existing.id).items() if status != "ungraded"
@@ -423,7 +436,7 @@ def dry_run(store: Store, config: RunConfig, name: str | None) -> tuple[int, lis
         done_samples, done_grades = set(), set()
     model = config.model
     rows = estimate(
-        eval_work(conversations, config.n_repeats),
+        eval_work(conversations, config.n_repeats, item_ids=item_ids),
         candidate=model.parsed() if model else None,
         answer_tokens=model.settings.max_tokens if model else None,
         judge=config.judge.parsed(),

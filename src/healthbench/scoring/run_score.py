@@ -25,7 +25,7 @@ from healthbench.scoring.stats import (
     flatten,
 )
 
-LENGTH_ADJUSTED = "length_adjusted_score"
+LENGTH_ADJUSTED = "overall_score_length_adjusted"  # simple-evals' key
 ERROR_RATE = "error_rate"
 
 
@@ -110,9 +110,8 @@ def sample_metrics(sample: GradedSample, options: ScoringOptions) -> dict[str, f
     metrics = conversation_metrics(sample.conversation, sample.verdicts)
     if metrics is None:
         return None
-    if options.length_penalty is not None:
-        if options.length_center is None:
-            raise ValueError("a length penalty needs an explicit length center")
+    if _length_adjustment_on(options):
+        assert options.length_penalty is not None and options.length_center is not None
         metrics[LENGTH_ADJUSTED] = length_adjusted(
             metrics[OVERALL],
             len(sample.completion),
@@ -127,7 +126,7 @@ def metric_keys(sample: GradedSample, options: ScoringOptions) -> list[str]:
     ungraded sample would have counted towards."""
     placeholder = (Verdict.NOT_MET,) * len(sample.conversation.rubrics)
     keys = list(conversation_metrics(sample.conversation, placeholder) or {})
-    if options.length_penalty is not None:
+    if _length_adjustment_on(options):
         keys.append(LENGTH_ADJUSTED)
     return keys
 
@@ -143,7 +142,7 @@ def score_run(samples: Sequence[GradedSample], options: ScoringOptions | None = 
     table = batch_metrics([s.conversation for s in samples], [s.verdicts for s in samples])
     per_sample = table.per_conversation
     graded = [m for m in per_sample if m is not None]
-    if options.length_penalty is not None and graded:
+    if _length_adjustment_on(options) and graded:
         _add_length_adjusted(samples, per_sample, options)
     stats = aggregate_columns(
         _run_columns(table.columns, graded, options),
@@ -166,9 +165,7 @@ def _add_length_adjusted(
     samples: Sequence[GradedSample], per_sample: list[dict[str, float] | None], options: ScoringOptions
 ) -> None:
     """Add `LENGTH_ADJUSTED` to every graded sample's metrics, as `sample_metrics` does."""
-    if options.length_center is None:
-        raise ValueError("a length penalty needs an explicit length center")
-    assert options.length_penalty is not None
+    assert options.length_penalty is not None and options.length_center is not None
     for sample, metrics in zip(samples, per_sample, strict=True):
         if metrics is not None:
             metrics[LENGTH_ADJUSTED] = length_adjusted(
@@ -179,13 +176,25 @@ def _add_length_adjusted(
             )
 
 
+def _length_adjustment_on(options: ScoringOptions) -> bool:
+    """Whether `LENGTH_ADJUSTED` is computed: center and penalty given together, both >= 0."""
+    penalty, center = options.length_penalty, options.length_center
+    if (penalty is None) != (center is None):
+        raise ValueError("the length adjustment needs both its center and its penalty per 500 characters")
+    if penalty is None or center is None:
+        return False
+    if penalty < 0 or center < 0:
+        raise ValueError("the length adjustment's center and penalty must be >= 0")
+    return True
+
+
 def _run_columns(
     columns: dict[str, Column], graded: list[dict[str, float]], options: ScoringOptions
 ) -> dict[str, Column]:
     """The aggregated keys as columns, in the first-seen order of simple-evals' rows (each graded
     sample's metrics followed by ``score``): ``score`` (and the length-adjusted score) come right
     after the first graded sample's keys."""
-    extra = [LENGTH_ADJUSTED] if options.length_penalty is not None else []
+    extra = [LENGTH_ADJUSTED] if _length_adjustment_on(options) else []
     if not graded:
         return {}
     if any(key in columns for key in [*extra, "score"]):  # a tag with one of these names: go by rows

@@ -1,0 +1,291 @@
+"""Baselines: the dataset's own completions graded by the judge instead of a candidate model's.
+
+simple-evals grades the physicians' ideal completions (``--run_mode=physician_completions``) and the
+four reference model completions the physicians saw (``physician_completion_references``), one
+physician group at a time. The rows carry them in ``ideal_completions_data``. Rows are chosen as
+simple-evals does: the rows of the group, each expanded to its completion(s) (4 references per row),
+then ``--limit`` draws ``random.Random(0).sample`` from the expanded list.
+
+A baseline run is an ordinary eval run (same engine, cache, store, resume, scores and exports) whose
+completions are written into the store when the run is created, so the engine only grades. One run
+per group: ``<name>-<short group name>`` when no ``--group`` is given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from healthbench.config import RunConfig
+from healthbench.data.schema import Conversation
+from healthbench.data.sources import DatasetFile, DownloadProgress, load_conversations
+from healthbench.data.subset import select
+from healthbench.errors import ConfigError, DataError, RunError
+from healthbench.grading.template import load_template
+from healthbench.models.pricing import PriceTable
+from healthbench.results.views import RunView
+from healthbench.runner.engine import WorkItem
+from healthbench.runner.estimate import RoleEstimate, estimate
+from healthbench.runner.progress import ProgressSink
+from healthbench.runner.run import (
+    RunOutcome,
+    check_same_settings,
+    eval_work,
+    new_run_name,
+    run_to_end,
+    stored_item_ids,
+    stored_record,
+)
+from healthbench.store.db import now
+from healthbench.store.runs import RunRecord, Store
+
+PHYSICIAN = "physician"
+REFERENCES = "references"
+REFERENCES_PER_ROW = 4  # simple-evals asserts four reference completions per row
+
+
+@dataclass(frozen=True)
+class Group:
+    """A physician group of the HealthBench rows (simple-evals' PHYSICIAN_COMPLETION_MODES)."""
+
+    name: str  # as the rows write it in ideal_completions_group
+    short_name: str
+    has_references: bool
+    description: str
+
+
+GROUPS: tuple[Group, ...] = (
+    Group("Group 1", "no_reference", False, "physicians wrote without reference completions"),
+    Group("Group 2", "aug_2024_reference", True, "physicians saw Aug/Sep 2024 model completions"),
+    Group("Group 3", "apr_2025_reference", True, "physicians saw Apr 2025 model completions"),
+    Group("professional", "professional", False, "HealthBench Professional physician responses"),
+)
+
+
+def find_group(text: str) -> Group:
+    """A group by its name ("Group 1"), number ("1") or short name ("no_reference")."""
+    wanted = text.strip().lower()
+    for group in GROUPS:
+        if wanted in (group.name.lower(), group.short_name, group.name.lower().removeprefix("group ")):
+            return group
+    known = ", ".join(f"{g.name!r} ({g.short_name})" for g in GROUPS)
+    raise ConfigError(f"unknown physician group {text!r}; known: {known}")
+
+
+@dataclass(frozen=True)
+class BaselineRow:
+    """One completion to grade: a dataset row, which of its completions, and the text."""
+
+    conversation: Conversation
+    completion: str
+    item_id: str
+    example_tags: list[str] = field(default_factory=list)
+
+    @property
+    def prompt_id(self) -> str:
+        return self.conversation.prompt_id
+
+
+@dataclass(frozen=True)
+class Selection:
+    rows: list[BaselineRow]
+    matching: int  # dataset rows of the group
+    skipped: int  # dataset rows without completions for the group
+
+
+def baseline_rows(conversations: Sequence[Conversation], mode: str, group: Group) -> Selection:
+    """The completions of ``group`` to grade in ``mode`` (physician or references), in dataset order."""
+    if mode not in (PHYSICIAN, REFERENCES):
+        raise ConfigError(f"--completions must be {PHYSICIAN} or {REFERENCES}, got {mode!r}")
+    if mode == REFERENCES and not group.has_references:
+        raise ConfigError(f"{group.name} ({group.short_name}) has no reference completions")
+    matching = [c for c in conversations if _group_of(c) == group.name]
+    rows: list[BaselineRow] = []
+    for conversation in matching:
+        data = conversation.ideal_completions_data or {}
+        tags = list(conversation.example_tags)
+        if mode == PHYSICIAN:
+            text = data.get("ideal_completion")
+            if isinstance(text, str):
+                rows.append(BaselineRow(conversation, text, conversation.prompt_id, tags))
+            continue
+        references = data.get("ideal_completions_ref_completions")
+        if isinstance(references, list) and len(references) == REFERENCES_PER_ROW:
+            rows.extend(
+                BaselineRow(conversation, text, f"{conversation.prompt_id}#ref{k}", tags)
+                for k, text in enumerate(references)
+                if isinstance(text, str)
+            )
+    kept = {row.prompt_id for row in rows}
+    return Selection(rows, len(matching), len(matching) - len(kept))
+
+
+def _group_of(conversation: Conversation) -> str | None:
+    data = conversation.ideal_completions_data
+    group = data.get("ideal_completions_group") if data else None
+    return group if isinstance(group, str) else None
+
+
+def groups_to_run(config: RunConfig, conversations: Sequence[Conversation]) -> list[Group]:
+    """``--group`` if given; else every group present in the data that can run in this mode."""
+    if config.group is not None:
+        return [find_group(config.group)]
+    present = {_group_of(c) for c in conversations}
+    usable = [
+        g for g in GROUPS if g.name in present and (config.completions == PHYSICIAN or g.has_references)
+    ]
+    if not usable:
+        raise DataError(f"no row of the dataset has {config.completions} completions of any group")
+    return usable
+
+
+def prepare_baseline(
+    store: Store,
+    config: RunConfig,
+    name: str,
+    group: Group,
+    dataset_file: tuple[DatasetFile, Sequence[Conversation]],
+) -> tuple[RunRecord, Selection]:
+    """The baseline run ``name`` for ``group`` of the loaded ``dataset_file``: created with its
+    completions, or the existing one (same settings)."""
+    assert config.completions is not None
+    source, conversations = dataset_file
+    selection = baseline_rows(conversations, config.completions, group)
+    if not selection.rows:
+        raise DataError(
+            f"no row has {config.completions} completions for {group.name} ({group.short_name})",
+            path=str(source.path),
+        )
+    chosen = select(selection.rows, limit=config.limit, ids=config.ids, themes=config.themes)
+    existing = store.get_run(name)
+    if existing is not None:
+        check_same_settings(existing, config)
+        if len(store.sample_progress(existing.id)) < len(chosen) * config.n_repeats:  # stopped when created
+            _write_completions(store, existing.id, chosen, config.n_repeats)
+        return existing, selection
+    dataset = {
+        "variant": config.dataset,
+        "source": source.source,
+        "path": str(source.path),
+        "sha256": source.sha256,
+        "conversations": len(chosen),
+        "completions": config.completions,
+        "group": group.name,
+        "rows_without_completions": selection.skipped,
+    }
+    template = load_template(config.grader_template)
+    record = stored_record(config, kind="eval", dataset=dataset, template_sha=template.sha256)
+    items = [(row.item_id, row.conversation.model_dump(mode="json")) for row in chosen]
+    run = store.create_run(name, "eval", record, items)
+    _write_completions(store, run.id, chosen, config.n_repeats)
+    return run, selection
+
+
+def _write_completions(store: Store, run_id: int, rows: Sequence[BaselineRow], n_repeats: int) -> None:
+    """The completions to grade, stored as the run's samples (upserts: writing twice changes nothing)."""
+    store.write([("samples", _sample_row(run_id, row, r)) for r in range(n_repeats) for row in rows])
+
+
+def _sample_row(run_id: int, row: BaselineRow, repeat: int) -> dict[str, Any]:
+    return {
+        "run_id": run_id,
+        "item_id": row.item_id,
+        "repeat": repeat,
+        "completion": row.completion,
+        "messages": [m.model_dump() for m in row.conversation.prompt],
+        "usage": None,
+        "cost": None,
+        "cached": False,
+        "error": None,
+        "created_at": now(),
+    }
+
+
+@dataclass(frozen=True)
+class BaselineOutcome:
+    group: Group
+    outcome: RunOutcome
+    selection: Selection
+
+
+def run_baselines(
+    config: RunConfig,
+    *,
+    store: Store,
+    name: str | None = None,
+    progress: ProgressSink | None = None,
+    environ: Mapping[str, str] | None = None,
+    download_progress: DownloadProgress | None = None,
+) -> list[BaselineOutcome]:
+    """Grade the dataset's ``config.completions`` for each group (``config.group`` or all), one run each."""
+    mode = config.completions
+    if mode is None:
+        raise ConfigError("a baseline run needs --completions physician or references")
+    # no candidate (the completions are given); the group by its canonical name, however it was written
+    group_name = find_group(config.group).name if config.group is not None else None
+    config = config.model_copy(update={"model": None, "group": group_name})
+    loaded = load_conversations(
+        config.dataset, data=config.data, cache=config.cache_dir, progress=download_progress
+    )
+    groups = groups_to_run(config, loaded[1])
+    base = name or new_run_name(mode)
+    outcomes: list[BaselineOutcome] = []
+    for group in groups:
+        run_name = base if config.group is not None else f"{base}-{group.short_name}"
+        run, selection = prepare_baseline(store, config, run_name, group, loaded)
+        if run.parent_run is not None:
+            raise RunError(f"run {run_name!r} is a regrade, not a baseline run")
+        conversations = RunView.of(store, run).conversations()
+        work = eval_work(conversations, config.n_repeats, item_ids=stored_item_ids(store, run))
+        outcome = run_to_end(
+            store, run, config, work, with_candidate=False, progress=progress, environ=environ
+        )
+        outcomes.append(BaselineOutcome(group, outcome, selection))
+    return outcomes
+
+
+@dataclass(frozen=True)
+class BaselineEstimate:
+    run_name: str
+    completions: int
+    rows: list[RoleEstimate]
+
+
+def estimate_baselines(store: Store, config: RunConfig, name: str | None) -> list[BaselineEstimate]:
+    """``--dry-run`` of `run_baselines`: the judge calls, tokens and cost each group's run still needs."""
+    mode = config.completions
+    if mode is None:
+        raise ConfigError("a baseline run needs --completions physician or references")
+    _, conversations = load_conversations(config.dataset, data=config.data, cache=config.cache_dir)
+    base = name or f"{mode}-<generated>"
+    out: list[BaselineEstimate] = []
+    for group in groups_to_run(config, conversations):
+        run_name = base if config.group is not None else f"{base}-{group.short_name}"
+        rows = baseline_rows(conversations, mode, group).rows
+        chosen = select(rows, limit=config.limit, ids=config.ids, themes=config.themes) if rows else []
+        existing = store.get_run(run_name)
+        done = store.grade_progress(existing.id) if existing is not None else {}
+        work = [
+            WorkItem(
+                item_id=row.item_id,
+                repeat=r,
+                messages=tuple({"role": m.role, "content": m.content} for m in row.conversation.prompt),
+                criteria=tuple(str(item) for item in row.conversation.rubrics),
+                fixed_completion=row.completion,
+            )
+            for r in range(config.n_repeats)
+            for row in chosen
+        ]
+        estimates = estimate(
+            work,
+            candidate=None,
+            answer_tokens=None,
+            judge=config.judge.parsed(),
+            template=load_template(config.grader_template),
+            prices=PriceTable.load(config.prices),
+            done_samples=set(),
+            done_grades={key for key, (status, _) in done.items() if status != "ungraded"},
+        )
+        out.append(BaselineEstimate(run_name, len(chosen), estimates))
+    return out

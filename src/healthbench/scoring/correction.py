@@ -1,0 +1,325 @@
+"""Judge-error-corrected scores: a run's verdicts corrected for the judge's measured misclassification.
+
+The meta-eval gives, per rubric category, how often the judge says "met" when physicians say met
+(sensitivity, Se) and "not met" when they say not met (specificity, Sp). Rogan–Gladen turns an observed
+met rate p into the true rate (p + Sp − 1) / (Se + Sp − 1). Applied criterion by criterion, each
+verdict v ∈ {0, 1} becomes (v − (1 − Sp)) / (Se + Sp − 1): unbiased for the criterion's true status
+given Se and Sp, and, summed over a category's criteria, exactly Rogan–Gladen on that category's met
+rate. Scores are linear in the verdicts, so the corrected conversation score, theme and axis scores are
+the usual ratios with those corrected values in place of 0/1 (a conversation's value is not clipped;
+each run figure is the clipped mean, as for raw scores).
+
+Which Se/Sp a criterion uses: its ``cluster:`` category's, when the meta-eval has at least
+``min_rows`` rows with truth "met" and as many with "not met" in it and Se + Sp > 1 + ``epsilon``;
+otherwise the estimate pooled over every meta-eval row (the documented fallback). If the pooled
+estimate itself fails those tests there is no corrected score: `CorrectionError` says why.
+
+Uncertainty: one bootstrap draws the run's conversations (with replacement) and the meta-eval rows
+(with replacement, through the multinomial of their category × truth × judge cells, which is the same
+distribution for these statistics) together, recomputing Se, Sp and every corrected score per draw;
+the CI is the percentile interval of the clipped means. A draw where a used Se + Sp ≤ 1 + epsilon
+makes the CI undefined (reported as unstable), never silently dropped.
+
+Truth is the physicians' majority on a row; ties and rows the judge left ungraded are left out.
+Everything here is pure: arrays in, numbers out, randomness from the seed argument.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from healthbench.data.schema import Conversation
+from healthbench.scoring.rubric import OVERALL, Verdict
+
+DEFAULT_MIN_ROWS = 30  # meta-eval rows per truth value (met / not met) for a category's own estimate
+DEFAULT_EPSILON = 0.05  # Se + Sp must exceed 1 + epsilon (else the judge is too close to chance)
+POOLED = "pooled"
+
+FloatArray = npt.NDArray[np.float64]
+
+
+class CorrectionError(ValueError):
+    """The correction is undefined or unstable for these inputs; the message says why."""
+
+
+@dataclass(frozen=True)
+class JudgeCells:
+    """Meta-eval rows counted per category and cell: columns tp, fn, tn, fp (truth × judge)."""
+
+    categories: tuple[str, ...]
+    counts: npt.NDArray[np.int64]  # (categories, 4)
+    dropped_rows: int = 0  # ties among physicians or ungraded by the judge
+
+    @property
+    def pooled(self) -> npt.NDArray[np.int64]:
+        return np.asarray(self.counts.sum(axis=0), dtype=np.int64)
+
+
+def judge_cells(
+    categories: Sequence[str], physician_labels: Sequence[Sequence[bool]], judge: Sequence[bool | None]
+) -> JudgeCells:
+    """Count meta-eval rows by category and (truth = physicians' majority, judge) cell."""
+    if not len(categories) == len(physician_labels) == len(judge):
+        raise ValueError("categories, physician labels and judge labels differ in length")
+    names = sorted(set(categories))
+    index = {name: i for i, name in enumerate(names)}
+    counts = np.zeros((len(names), 4), dtype=np.int64)
+    dropped = 0
+    for category, labels, verdict in zip(categories, physician_labels, judge, strict=True):
+        positive = sum(labels)
+        if verdict is None or 2 * positive == len(labels):
+            dropped += 1
+            continue
+        truth = 2 * positive > len(labels)
+        cell = (0 if verdict else 1) if truth else (2 if not verdict else 3)
+        counts[index[category], cell] += 1
+    return JudgeCells(tuple(names), counts, dropped)
+
+
+def rates(counts: npt.NDArray[np.int64] | FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Sensitivity tp / (tp + fn) and specificity tn / (tn + fp) along the last axis (NaN if no row)."""
+    c = np.asarray(counts, dtype=np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return c[..., 0] / (c[..., 0] + c[..., 1]), c[..., 2] / (c[..., 2] + c[..., 3])
+
+
+@dataclass(frozen=True)
+class ErrorModel:
+    """Which Se/Sp each criterion uses: ``used`` categories their own, every other one the pooled."""
+
+    used: tuple[str, ...]  # categories with their own estimate, in `JudgeCells.categories` order
+    fallback: tuple[tuple[str, str], ...]  # (category, why it falls back to the pooled estimate)
+    sensitivity: dict[str, float]  # per used category and POOLED
+    specificity: dict[str, float]
+
+    def slot(self, category: str | None) -> int:
+        """The parameter column of a criterion: its category's if used, else the pooled one (last)."""
+        if category is not None and category in self.used:
+            return self.used.index(category)
+        return len(self.used)
+
+
+def error_model(
+    cells: JudgeCells, *, min_rows: int = DEFAULT_MIN_ROWS, epsilon: float = DEFAULT_EPSILON
+) -> ErrorModel:
+    """Choose per-category or pooled estimates; `CorrectionError` if even the pooled one is unusable."""
+    pooled = cells.pooled
+    why = _unusable(pooled, min_rows, epsilon)
+    if why is not None:
+        raise CorrectionError(f"no corrected score: over all {int(pooled.sum())} meta-eval rows, {why}")
+    se, sp = rates(cells.counts)
+    used: list[str] = []
+    fallback: list[tuple[str, str]] = []
+    for k, name in enumerate(cells.categories):
+        reason = _unusable(cells.counts[k], min_rows, epsilon)
+        if reason is None:
+            used.append(name)
+        else:
+            fallback.append((name, reason))
+    pooled_se, pooled_sp = rates(pooled)
+    sensitivity = {name: float(se[cells.categories.index(name)]) for name in used}
+    specificity = {name: float(sp[cells.categories.index(name)]) for name in used}
+    sensitivity[POOLED], specificity[POOLED] = float(pooled_se), float(pooled_sp)
+    return ErrorModel(tuple(used), tuple(fallback), sensitivity, specificity)
+
+
+def _unusable(counts: npt.NDArray[np.int64], min_rows: int, epsilon: float) -> str | None:
+    positives, negatives = int(counts[0] + counts[1]), int(counts[2] + counts[3])
+    if positives < min_rows or negatives < min_rows:
+        return f"too few rows ({positives} met, {negatives} not met by physicians; {min_rows} of each needed)"
+    se, sp = rates(counts)
+    if float(se + sp) <= 1 + epsilon:
+        return (
+            f"sensitivity + specificity = {float(se + sp):.3f} <= 1 + {epsilon:g}: the judge is too close "
+            "to chance to be corrected"
+        )
+    return None
+
+
+@dataclass(frozen=True)
+class KeyTable:
+    """One key's conversations and, per conversation and parameter slot, the sums the score needs:
+    ``met`` = Σ weight · verdict and ``weight`` = Σ weight, weight = points / the key's positive points."""
+
+    rows: npt.NDArray[np.intp]  # positions among the graded conversations
+    met: FloatArray  # (len(rows), slots)
+    weight: FloatArray
+
+
+def key_tables(
+    conversations: Sequence[Conversation], verdicts: Sequence[Sequence[Verdict]], model: ErrorModel
+) -> dict[str, KeyTable]:
+    """Per key (overall, example tags, rubric tags with positive points), its `KeyTable`. Conversations
+    with an ungraded criterion are left out, as in the raw scores."""
+    slots = len(model.used) + 1
+    rows: dict[str, list[int]] = {}
+    met: dict[str, list[FloatArray]] = {}
+    weight: dict[str, list[FloatArray]] = {}
+    position = 0
+    for conversation, conversation_verdicts in zip(conversations, verdicts, strict=True):
+        if Verdict.UNGRADED in conversation_verdicts:
+            continue
+        groups: dict[str, list[int]] = {OVERALL: list(range(len(conversation.rubrics)))}
+        for i, item in enumerate(conversation.rubrics):
+            for tag in dict.fromkeys(item.tags):
+                groups.setdefault(tag, []).append(i)
+        for key, items in groups.items():
+            sums = _sums(conversation, conversation_verdicts, items, model, slots)
+            if sums is None:
+                continue
+            for name in [key, *conversation.example_tags] if key == OVERALL else [key]:
+                rows.setdefault(name, []).append(position)
+                met.setdefault(name, []).append(sums[0])
+                weight.setdefault(name, []).append(sums[1])
+        position += 1
+    return {
+        key: KeyTable(np.asarray(rows[key], dtype=np.intp), np.vstack(met[key]), np.vstack(weight[key]))
+        for key in rows
+    }
+
+
+def _sums(
+    conversation: Conversation,
+    verdicts: Sequence[Verdict],
+    items: list[int],
+    model: ErrorModel,
+    slots: int,
+) -> tuple[FloatArray, FloatArray] | None:
+    rubric = conversation.rubrics
+    possible = sum(rubric[i].points for i in items if rubric[i].points > 0)
+    if possible <= 0:
+        return None
+    met, weight = np.zeros(slots), np.zeros(slots)
+    for i in items:
+        item = rubric[i]
+        slot = model.slot(next((t for t in item.tags if t.startswith("cluster:")), None))
+        w = item.points / possible
+        weight[slot] += w
+        if verdicts[i] is Verdict.MET:
+            met[slot] += w
+    return met, weight
+
+
+@dataclass(frozen=True)
+class CorrectedKey:
+    """A key's raw and corrected run figures (clipped means) and the corrected percentile CI."""
+
+    raw: float
+    corrected: float
+    ci_lower: float | None  # None: no bootstrap, or unstable (see `CorrectionResult.unstable_draws`)
+    ci_upper: float | None
+    n_samples: int
+
+
+@dataclass(frozen=True)
+class CorrectionResult:
+    keys: dict[str, CorrectedKey]
+    model: ErrorModel
+    cells: JudgeCells
+    n_resamples: int
+    unstable_draws: int  # bootstrap draws where a used Se + Sp fell to 1 + epsilon or below
+
+    def metrics(self) -> dict[str, float | int | None]:
+        """Flat keys (documented in docs/metrics.md and docs/correction.md)."""
+        flat: dict[str, float | int | None] = {}
+        for key, value in self.keys.items():
+            flat[f"corrected:{key}"] = value.corrected
+            flat[f"corrected:{key}:ci_lower"] = value.ci_lower
+            flat[f"corrected:{key}:ci_upper"] = value.ci_upper
+            flat[f"corrected:{key}:n_samples"] = value.n_samples
+        for name in (*self.model.used, POOLED):
+            flat[f"judge_sensitivity:{name}"] = self.model.sensitivity[name]
+            flat[f"judge_specificity:{name}"] = self.model.specificity[name]
+        flat["corrected:unstable_draws"] = self.unstable_draws
+        return flat
+
+
+def correct(
+    tables: dict[str, KeyTable],
+    n_conversations: int,
+    cells: JudgeCells,
+    model: ErrorModel,
+    *,
+    n_resamples: int = 1000,
+    seed: int = 0,
+    confidence: float = 0.95,
+    epsilon: float = DEFAULT_EPSILON,
+) -> CorrectionResult:
+    """Raw and corrected figures for every key, with the joint bootstrap CI (see the module doc)."""
+    se_point, sp_point = _parameters(model)
+    rng = np.random.default_rng(np.random.SeedSequence(seed))
+    unstable = 0
+    draws: FloatArray | None = None
+    if n_resamples > 0:
+        conv_counts = rng.multinomial(
+            n_conversations, np.full(n_conversations, 1 / n_conversations), n_resamples
+        )
+        se_draw, sp_draw = _parameter_draws(cells, model, n_resamples, rng)
+        bad = ~((se_draw + sp_draw) > 1 + epsilon)  # NaN (a cell without rows) counts as unstable
+        unstable = int(np.count_nonzero(bad.any(axis=1)))
+        draws = conv_counts.astype(np.float64)
+    keys: dict[str, CorrectedKey] = {}
+    for key, table in tables.items():
+        met, weight, n = table.met.sum(0), table.weight.sum(0), len(table.rows)
+        raw = _clip(_corrected_means(met, weight, n, np.ones_like(se_point), np.ones_like(sp_point)))
+        corrected = _clip(_corrected_means(met, weight, n, se_point, sp_point))
+        lower = upper = None
+        if draws is not None and unstable == 0:
+            cols = np.flatnonzero(table.weight.any(axis=0) | table.met.any(axis=0))  # the key's slots
+            w = draws if len(table.rows) == n_conversations else draws[:, table.rows]
+            means = _corrected_means(
+                w @ table.met[:, cols],
+                w @ table.weight[:, cols],
+                w.sum(axis=1),
+                se_draw[:, cols],
+                sp_draw[:, cols],
+            )
+            means = np.clip(means, 0.0, 1.0)
+            alpha = (1 - confidence) / 2
+            if np.isfinite(means).any():
+                lower, upper = (float(q) for q in np.nanquantile(means, [alpha, 1 - alpha]))
+        keys[key] = CorrectedKey(raw, corrected, lower, upper, n)
+    return CorrectionResult(keys, model, cells, n_resamples, unstable)
+
+
+def resample_counts(n: int, n_resamples: int, rng: np.random.Generator) -> npt.NDArray[np.intp]:
+    """How often each of ``n`` items is drawn in each of ``n_resamples`` draws of ``n`` with replacement."""
+    picks = rng.integers(0, n, size=(n_resamples, n)) + n * np.arange(n_resamples)[:, None]
+    return np.bincount(picks.ravel(), minlength=n * n_resamples).reshape(n_resamples, n)
+
+
+def _parameters(model: ErrorModel) -> tuple[FloatArray, FloatArray]:
+    names = [*model.used, POOLED]
+    return (
+        np.array([model.sensitivity[n] for n in names]),
+        np.array([model.specificity[n] for n in names]),
+    )
+
+
+def _parameter_draws(
+    cells: JudgeCells, model: ErrorModel, n: int, rng: np.random.Generator
+) -> tuple[FloatArray, FloatArray]:
+    """Se and Sp of every parameter slot for ``n`` bootstrap draws of the meta-eval rows."""
+    total = int(cells.counts.sum())
+    flat = cells.counts.reshape(-1).astype(np.float64)
+    drawn = rng.multinomial(total, flat / total, n).reshape(n, *cells.counts.shape)
+    used = [cells.categories.index(name) for name in model.used]
+    slots = np.concatenate([drawn[:, used, :], drawn.sum(axis=1, keepdims=True)], axis=1)
+    return rates(slots)
+
+
+def _corrected_means(
+    met: FloatArray, weight: FloatArray, n: FloatArray | int, se: FloatArray, sp: FloatArray
+) -> FloatArray:
+    """Σ_slots (met − weight · (1 − Sp)) / (Se + Sp − 1), divided by the number of conversations."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        total = ((met - weight * (1 - sp)) / (se + sp - 1)).sum(axis=-1)
+        return np.asarray(total / n, dtype=np.float64)
+
+
+def _clip(value: float | FloatArray) -> float:
+    return float(np.clip(value, 0.0, 1.0))
