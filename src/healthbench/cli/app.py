@@ -20,6 +20,7 @@ from rich.text import Text
 from typer import _click as click  # typer's own click (typer >= 0.24 vendors it)
 from typer.core import TyperCommand, TyperGroup
 
+from healthbench import __version__
 from healthbench.errors import HealthBenchError
 
 
@@ -93,6 +94,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     cls=LazyGroup,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 
 
@@ -108,10 +110,30 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
+def say(text: str, *, style: str | None = None, stderr: bool = False) -> None:
+    """Print user-provided text literally (never read as rich markup), unwrapped so it stays copyable."""
+    (err_console if stderr else console).print(Text(text, style=style or ""), soft_wrap=True)
+
+
 def fail(message: str, code: int = 1) -> typer.Exit:
-    """Print one line on stderr (the message literally, never as markup) and return the Exit to raise."""
+    """Print one line on stderr and return the Exit to raise (the message is printed literally)."""
     err_console.print(Text.assemble(("error:", "bold red"), " ", message), highlight=False, soft_wrap=True)
     return typer.Exit(code)
+
+
+def _version(value: bool) -> None:
+    if value:
+        console.print(Text(f"healthbench {__version__}"))
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    """Run, grade and analyse HealthBench on any chat model."""
 
 
 def handles_errors(func: Callable[P, R]) -> Callable[P, R]:

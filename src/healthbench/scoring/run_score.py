@@ -24,6 +24,7 @@ from healthbench.scoring.rubric import (
 )
 from healthbench.scoring.stats import (
     DEFAULT_RESAMPLES,
+    DEFAULT_SEED,
     Column,
     KeyStats,
     aggregate_columns,
@@ -64,7 +65,7 @@ class ScoringOptions:
     """How to aggregate: bootstrap size and seed, CI level, and the optional extra keys."""
 
     n_resamples: int = DEFAULT_RESAMPLES
-    seed: int = 0
+    seed: int = DEFAULT_SEED
     confidence: float = 0.95
     length_penalty: float | None = None
     length_center: float | None = None
