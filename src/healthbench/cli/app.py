@@ -98,11 +98,6 @@ app = typer.Typer(
 )
 
 
-@app.callback()
-def _root() -> None:
-    """Run, grade and analyse HealthBench on any chat model."""
-
-
 console = Console()
 err_console = Console(stderr=True)
 
