@@ -9,17 +9,11 @@ import typer
 
 from healthbench.cli.app import app, console, handles_errors, say
 from healthbench.cli.options import LengthCenter, LengthPenalty, length_adjustment
-from healthbench.data.sources import sha256_of
 from healthbench.errors import ConfigError
-from healthbench.results.metrics_out import write_metrics
 from healthbench.results.rescore import rescore_allresults
-from healthbench.results.simple_evals import write_allresults
 from healthbench.results.summary import render_summary
-from healthbench.runner.imported import store_imported
-from healthbench.runner.run import new_run_name
 from healthbench.scoring.run_score import ScoringOptions
 from healthbench.scoring.stats import DEFAULT_RESAMPLES, DEFAULT_SEED
-from healthbench.store import Store
 
 
 @app.command("import")
@@ -103,10 +97,20 @@ def import_allresults(
             style="yellow",
         )
     if metrics_out is not None:
+        from healthbench.results.metrics_out import write_metrics
+
         say(f"metrics: {write_metrics(metrics_out, run_score.metrics())}")
     if export is not None:
+        from healthbench.results.simple_evals import write_allresults
+
         say(f"export: {write_allresults(export, rescored.stored.samples, run_score, html=html)}")
     if store is not None:
+        # Imported here: the store (SQLAlchemy) and the runner are not needed to re-score a file.
+        from healthbench.data.sources import sha256_of
+        from healthbench.runner.imported import store_imported
+        from healthbench.runner.run import new_run_name
+        from healthbench.store import Store
+
         source = {"source": "local", "path": str(file), "sha256": sha256_of(file)}
         run = store_imported(
             Store(store), name or new_run_name("import"), rescored.stored.samples, source=source

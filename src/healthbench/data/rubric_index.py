@@ -23,7 +23,7 @@ _QUOTE = ord('"')
 _OBJECT_OR_NULL = (ord("{"), ord("n"))
 
 
-class Message(msgspec.Struct):
+class Message(msgspec.Struct, gc=False):
     """A chat message whose content is kept as raw JSON: checked to be a string (`is_text`), never
     decoded, as no score depends on it (decoding every text is most of the reading time)."""
 
@@ -36,13 +36,13 @@ def is_text(raw: msgspec.Raw) -> bool:
     return memoryview(raw)[0] == _QUOTE
 
 
-class _RubricItem(msgspec.Struct):
+class _RubricItem(msgspec.Struct, gc=False):
     criterion: str
     points: Points
     tags: list[str] = msgspec.field(default_factory=list)
 
 
-class _Line(msgspec.Struct):
+class _Line(msgspec.Struct, gc=False):
     prompt: list[Message]
     prompt_id: str
     rubrics: list[_RubricItem]

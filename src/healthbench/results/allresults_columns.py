@@ -23,14 +23,14 @@ from healthbench.data.rubric_index import IndexedConversation, Message, Points, 
 from healthbench.scoring.rubric import MetricTable, Verdict, columns_metrics
 
 
-class _Item(msgspec.Struct):
+class _Item(msgspec.Struct, gc=False):
     criterion: str
     points: Points
     tags: list[str]
     criteria_met: bool | None
 
 
-class _Example(msgspec.Struct):
+class _Example(msgspec.Struct, gc=False):
     prompt_id: str
     rubric_items: list[_Item]
     prompt: list[Message]
@@ -38,11 +38,11 @@ class _Example(msgspec.Struct):
     usage: dict[str, Any] | None = None
 
 
-class _Metadata(msgspec.Struct):
+class _Metadata(msgspec.Struct, gc=False):
     example_level_metadata: list[_Example]
 
 
-class _File(msgspec.Struct):
+class _File(msgspec.Struct, gc=False):
     metadata: _Metadata
     score: float | None = None
     metrics: dict[str, Any] = msgspec.field(default_factory=dict)

@@ -19,6 +19,7 @@ from healthbench.data.rubric_index import read_rubric_index
 from healthbench.data.schema import Conversation
 from healthbench.data.sources import load_conversations, resolve
 from healthbench.errors import DataError
+from healthbench.gc_paused import gc_paused
 from healthbench.results.allresults_columns import read_columns
 from healthbench.results.simple_evals import AllResults, load_allresults
 from healthbench.scoring.run_score import RunScore, ScoringOptions, score_run, score_table
@@ -62,7 +63,8 @@ def rescore_allresults(
     (module doc for ``with_samples``)."""
     options = options or ScoringOptions()
     if not with_samples:
-        fast = _rescore_columns(path, data, dataset, cache, allow_untagged, options)
+        with gc_paused():  # the decoded files are ~10^5 acyclic objects
+            fast = _rescore_columns(path, data, dataset, cache, allow_untagged, options)
         if fast is not None:
             return fast
     conversations = join_datasets(data, dataset, cache)
