@@ -18,7 +18,7 @@ from typing import Annotated
 import msgspec
 
 Points = Annotated[int, msgspec.Meta(ge=-10, le=10)] | Annotated[float, msgspec.Meta(ge=-10, le=10)]
-Criterion = tuple[str, float, tuple[str, ...]]  # (criterion, points, tags)
+Criterion = tuple[str, float, list[str]]  # (criterion, points, tags)
 _QUOTE = ord('"')
 _OBJECT_OR_NULL = (ord("{"), ord("n"))
 
@@ -57,7 +57,7 @@ _DECODER = msgspec.json.Decoder(list[_Line])
 @dataclass(frozen=True)
 class IndexedConversation:
     example_tags: tuple[str, ...]
-    rubric: tuple[Criterion, ...]
+    rubric: list[Criterion]  # compared whole with a file's rubric (lists: no copy per item)
 
 
 def read_rubric_index(paths: Sequence[str | os.PathLike[str]]) -> dict[str, IndexedConversation] | None:
@@ -79,7 +79,7 @@ def read_rubric_index(paths: Sequence[str | os.PathLike[str]]) -> dict[str, Inde
             seen.add(line.prompt_id)
             entry = IndexedConversation(
                 tuple(line.example_tags),
-                tuple((item.criterion, item.points, tuple(item.tags)) for item in line.rubrics),
+                [(item.criterion, item.points, item.tags) for item in line.rubrics],
             )
             known = index.setdefault(line.prompt_id, entry)
             if known.rubric != entry.rubric:

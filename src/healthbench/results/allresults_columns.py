@@ -97,7 +97,7 @@ def read_columns(
                 return None
             example_tags.append(())
         else:
-            if known.rubric != tuple((i.criterion, i.points, tuple(i.tags)) for i in items):
+            if known.rubric != [(i.criterion, i.points, i.tags) for i in items]:
                 return None
             example_tags.append(known.example_tags)
         n_items.append(len(items))
