@@ -89,7 +89,9 @@ def read_columns(
         items = example.rubric_items
         if not example.prompt or len(example.completion) != 1 or not items:
             return None
-        if not all(is_text(m.content) for m in (*example.prompt, *example.completion)):
+        if not is_text(example.completion[0].content) or not all(
+            [is_text(m.content) for m in example.prompt]
+        ):
             return None
         known = dataset.get(example.prompt_id) if dataset is not None else None
         if known is None:
