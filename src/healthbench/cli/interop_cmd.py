@@ -54,10 +54,10 @@ def import_allresults(
     length_center: LengthCenter = None,
     length_penalty: LengthPenalty = None,
     store: Annotated[
-        Path | None,
+        str | None,
         typer.Option(
             "--store",
-            help="Also keep the imported run in this run store (then regrade, analyse or serve it like any run).",
+            help="Also keep the imported run in this run store, a path or SQLAlchemy URL (then regrade, analyse or serve it like any run).",
         ),
     ] = None,
     name: Annotated[
@@ -81,7 +81,7 @@ def import_allresults(
         options=ScoringOptions(
             n_resamples=n_resamples, seed=seed, length_center=center, length_penalty=penalty
         ),
-        with_samples=export is not None,
+        with_samples=export is not None or store is not None,
     )
     run_score, a = rescored.run_score, rescored.agreement
     render_summary(run_score, title=f"{file.name} (re-scored)", console=console)
@@ -112,7 +112,6 @@ def import_allresults(
         from healthbench.store import Store
 
         source = {"source": "local", "path": str(file), "sha256": sha256_of(file)}
-        run = store_imported(
-            Store(store), name or new_run_name("import"), rescored.stored.samples, source=source
-        )
-        say(f"stored as run {run.name} in {store}")
+        target = Store(store)
+        run = store_imported(target, name or new_run_name("import"), rescored.stored.samples, source=source)
+        say(f"stored as run {run.name} in {target.url}")
