@@ -9,8 +9,9 @@ from collections.abc import Callable
 import pytest
 from rich.console import Console
 
+from healthbench.cli.summary_view import render_summary
 from healthbench.data.schema import Conversation
-from healthbench.results.summary import SummaryRow, render_summary, summary_rows
+from healthbench.results.summary import SummaryRow, summary_rows
 from healthbench.scoring.rubric import OVERALL
 from healthbench.scoring.run_score import GradedSample, RunScore, ScoringOptions, sample_metrics, score_run
 from healthbench.scoring.stats import aggregate
