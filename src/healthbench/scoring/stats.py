@@ -29,6 +29,7 @@ __all__ = [
     "aggregate_groups",
     "bootstrap_columns",
     "bootstrap_means",
+    "clip_unit",
     "clipped_mean",
     "collect",
     "columns_of",
@@ -59,9 +60,14 @@ class Column:
     values: Floats
 
 
+def clip_unit(values: npt.ArrayLike, out: Floats | None = None) -> Floats:
+    """Means clipped to [0, 1], as simple-evals clips every mean (into ``out`` when given)."""
+    return np.clip(values, 0.0, 1.0, out=out)
+
+
 def clipped_mean(values: npt.ArrayLike) -> float:
     """simple-evals' ``np.clip(np.mean(values), 0, 1)``."""
-    return float(np.clip(np.mean(np.asarray(values, dtype=np.float64)), 0, 1))
+    return float(clip_unit(np.mean(np.asarray(values, dtype=np.float64))))
 
 
 def collect(per_conversation: Iterable[Mapping[str, float]]) -> dict[str, list[float]]:
@@ -220,7 +226,7 @@ def bootstrap_columns(
         columns, n_rows, n_resamples=n_resamples, seed=seed, workers=workers, workspace=workspace
     )
     np.divide(out, [c.values.size for c in columns], out=out)
-    np.clip(out, 0.0, 1.0, out=out)
+    clip_unit(out, out=out)
     return out
 
 
