@@ -33,7 +33,7 @@ import numpy as np
 import numpy.typing as npt
 
 from healthbench.data.schema import Conversation
-from healthbench.scoring.rubric import OVERALL, Verdict
+from healthbench.scoring.rubric import OVERALL, Verdict, possible_points
 from healthbench.scoring.stats import clip_unit
 
 DEFAULT_MIN_ROWS = 30  # meta-eval rows per truth value (met / not met) for a category's own estimate
@@ -191,7 +191,7 @@ def _sums(
     slots: int,
 ) -> tuple[FloatArray, FloatArray] | None:
     rubric = conversation.rubrics
-    possible = sum(rubric[i].points for i in items if rubric[i].points > 0)
+    possible = possible_points(rubric[i] for i in items)
     if possible <= 0:
         return None
     met, weight = np.zeros(slots), np.zeros(slots)
