@@ -29,7 +29,8 @@ from healthbench.models.limits import ConnectionLimits, ConnectionPool
 from healthbench.results.views import RunView
 from healthbench.runner.progress import RunCounters
 from healthbench.runner.run import eval_work, execute, prepare_eval
-from healthbench.service.operations import job_config
+from healthbench.service.offline import label_metrics, run_import
+from healthbench.service.operations import job_body, job_config
 from healthbench.service.schemas import StatusDetails
 from healthbench.store.jobs import JobRecord, JobStore
 from healthbench.store.runs import Store
@@ -174,7 +175,11 @@ class JobWorkers:
         self.jobs.log(job.id, f"job failed: {message}")
 
     async def _execute(self, job: JobRecord, pool: ConnectionPool, sink: StatusSink) -> None:
-        config = job_config(job.spec, await asyncio.to_thread(self.jobs.uploads, job.id))
+        uploads = await asyncio.to_thread(self.jobs.uploads, job.id)
+        if job.spec.get("kind", "eval") != "eval":
+            await asyncio.to_thread(self._offline, job, uploads)
+            return
+        config = job_config(job.spec, uploads)
         run = await asyncio.to_thread(prepare_eval, self.store, config, job.run_name, environ=self.environ)
         conversations = await asyncio.to_thread(RunView.of(self.store, run).conversations)
         work = eval_work(conversations, config.n_repeats)
@@ -186,6 +191,17 @@ class JobWorkers:
             self.jobs.log(job.id, f"{counters.samples_failed} samples failed")
         if counters.ungraded:
             self.jobs.log(job.id, f"{counters.ungraded} criteria ungraded")
+
+    def _offline(self, job: JobRecord, uploads: dict[str, str]) -> None:
+        """An offline job: no model call, so no progress to report but the end."""
+        body = job_body(job.spec, uploads)
+        if body.kind == "import":
+            details = run_import(self.store, job.run_name, body, self.jobs.drop_run)
+            self.jobs.set_details(job.id, details)
+            self.jobs.log(job.id, f"imported {details['samples_done']} graded samples as run {job.run_name}")
+        else:
+            label_metrics(body)  # checked once more: the meta-eval dataset may have changed since
+            self.jobs.set_details(job.id, StatusDetails(progress=100.0).model_dump())
 
     async def _heartbeat(self, job: JobRecord, work: asyncio.Task[None]) -> None:
         """Renew the lease; cancel the job's task when it is cancelled or no longer ours."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -20,8 +19,9 @@ from healthbench.results.rows import iter_row_scores
 from healthbench.results.simple_evals import write_allresults
 from healthbench.results.views import RunView
 from healthbench.service.errors import ServiceError
+from healthbench.service.offline import UploadError, check_offline, label_metrics
 from healthbench.service.schemas import (
-    DOCUMENTS,
+    KIND_DOCUMENTS,
     TERMINAL,
     Job,
     JobCreate,
@@ -34,11 +34,13 @@ from healthbench.service.schemas import (
     ResultRef,
     StatusDetails,
 )
+from healthbench.service.uploads import upload_path
 from healthbench.store.jobs import ACTIVE, DuplicateJob, JobRecord, JobStore
 from healthbench.store.runs import RunRecord, Store
 
 UPLOAD_LABEL = "data_jsonl"
-UPLOAD_FIELDS = ("data_jsonl", "grader_template")  # stored apart from the job row (see job_uploads)
+# stored apart from the job row (see job_uploads)
+UPLOAD_FIELDS = ("data_jsonl", "grader_template", "allresults_json", "labels_jsonl")
 MEDIA_TYPES = {
     "aggregate-scores": "application/json",
     "row-scores": "application/jsonl",
@@ -47,27 +49,21 @@ MEDIA_TYPES = {
 }
 
 
-def upload_path(text: str, suffix: str) -> Path:
-    """Where an uploaded file is kept for a job: named by its content, so a restarted (or another)
-    service process writes the same path and the run's settings stay the same."""
-    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
-    path = Path(tempfile.gettempdir()) / "healthbench-uploads" / f"{digest}{suffix}"
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temp = path.with_name(f".{path.name}.{secrets.token_hex(4)}")
-        temp.write_text(text, encoding="utf-8")
-        temp.replace(path)
-    return path
+def job_body(spec: Mapping[str, Any], uploads: Mapping[str, str] | None = None) -> JobCreate:
+    """The request body of a job from its stored spec and uploads."""
+    return JobCreate.model_validate({k: v for k, v in spec.items() if k != "uploads"} | dict(uploads or {}))
 
 
 def job_config(spec: Mapping[str, Any], uploads: Mapping[str, str] | None = None) -> RunConfig:
-    """The run config of a job's stored request body and uploads (written back to their files)."""
-    body = JobCreate.model_validate({k: v for k, v in spec.items() if k != "uploads"} | dict(uploads or {}))
+    """The run config of an eval job's stored request body and uploads (written back to their files)."""
+    body = job_body(spec, uploads)
+    assert body.model is not None and body.judge is not None  # JobCreate checks it for eval jobs
     data = str(upload_path(body.data_jsonl, ".jsonl")) if body.data_jsonl is not None else None
     template = str(upload_path(body.grader_template, ".txt")) if body.grader_template is not None else None
     retry = RetryPolicy(max_retries=body.max_retries) if body.max_retries is not None else RetryPolicy()
+    dataset: dict[str, Any] = {"dataset": body.dataset} if body.dataset is not None else {}  # or the default
     return RunConfig(
-        dataset=body.dataset,
+        **dataset,
         data=data,
         limit=body.limit,
         n_repeats=body.repeats,
@@ -130,8 +126,13 @@ class JobService:
         name = body.name or f"job-{secrets.token_hex(6)}"
         body = body.model_copy(update={"name": name})
         uploads = {f: getattr(body, f) for f in UPLOAD_FIELDS if getattr(body, f) is not None}
-        config = job_config(body.model_dump(mode="json", exclude=set(UPLOAD_FIELDS)), uploads)
-        _validate(config)
+        if body.kind == "eval":
+            _validate(job_config(body.model_dump(mode="json", exclude=set(UPLOAD_FIELDS)), uploads))
+        else:
+            try:
+                check_offline(body)
+            except UploadError as exc:
+                raise ServiceError(422, str(exc)) from None
         spec = body.model_dump(mode="json", exclude_none=True, exclude=set(UPLOAD_FIELDS))
         if uploads:  # shown as their SHA-256 (the text is kept in its own table)
             spec["uploads"] = {f: hashlib.sha256(t.encode("utf-8")).hexdigest() for f, t in uploads.items()}
@@ -186,10 +187,17 @@ class JobService:
         self.jobs.delete(record)
 
     # -- results ----------------------------------------------------------------------------------
-    def _finished_run(self, workspace: str, name: str) -> RunRecord:
+    def _completed(self, workspace: str, name: str, document: str) -> JobRecord:
         record = self._job(workspace, name)
         if record.status != "completed":
             raise ServiceError(409, f"job {name!r} is {record.status}; results exist once it is completed")
+        kind = record.spec.get("kind", "eval")
+        if document not in KIND_DOCUMENTS[kind]:
+            raise ServiceError(404, f"job {name!r} ({kind}) has no {document} result")
+        return record
+
+    def _finished_run(self, workspace: str, name: str, document: str) -> RunRecord:
+        record = self._completed(workspace, name, document)
         run = self.store.get_run(record.run_name)
         if run is None:
             raise ServiceError(404, f"job {name!r} has no stored run")
@@ -197,24 +205,27 @@ class JobService:
 
     def results(self, workspace: str, name: str) -> ResultList:
         record = self._job(workspace, name)
-        names = DOCUMENTS if record.status == "completed" else ()
+        names = KIND_DOCUMENTS[record.spec.get("kind", "eval")] if record.status == "completed" else ()
         return ResultList(data=[ResultRef(name=n, media_type=MEDIA_TYPES[n]) for n in names])
 
     def metrics(self, workspace: str, name: str) -> dict[str, Any]:
-        view = RunView.of(self.store, self._finished_run(workspace, name))
+        record = self._completed(workspace, name, "metrics")
+        if record.spec.get("kind") == "meta-eval-labels":  # scored again: deterministic, nothing stored
+            return label_metrics(job_body(record.spec, self.jobs.uploads(record.id)))
+        view = RunView.of(self.store, self._finished_run(workspace, name, "metrics"))
         return dict(json_safe(dict(view.score().metrics())))
 
     def allresults_file(self, workspace: str, name: str, folder: Path) -> Path:
         """The simple-evals ``_allresults.json`` of the job, written into ``folder``."""
-        view = RunView.of(self.store, self._finished_run(workspace, name))
+        view = RunView.of(self.store, self._finished_run(workspace, name, "allresults"))
         samples = view.graded_samples()
         return write_allresults(folder / f"{name}_allresults.json", samples, view.score_samples(samples))
 
     def aggregate_scores(self, workspace: str, name: str) -> dict[str, Any]:
-        run = self._finished_run(workspace, name)
+        run = self._finished_run(workspace, name, "aggregate-scores")
         document = aggregate_scores(self.store, run.name)
         return {**document, "job": name}
 
     def row_scores(self, workspace: str, name: str) -> Iterator[dict[str, Any]]:
-        run = self._finished_run(workspace, name)
+        run = self._finished_run(workspace, name, "row-scores")
         return iter(iter_row_scores(self.store, run.name))

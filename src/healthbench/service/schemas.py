@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from healthbench.models.base import ModelSettings
 
@@ -13,6 +13,12 @@ JobStatusName = Literal["created", "pending", "active", "completed", "error", "c
 TERMINAL: frozenset[str] = frozenset({"completed", "error", "cancelled"})
 DOCUMENTS: tuple[str, ...] = ("aggregate-scores", "row-scores", "allresults", "metrics")
 MAX_UPLOAD_CHARS = 50_000_000
+JobKind = Literal["eval", "import", "meta-eval-labels"]
+KIND_DOCUMENTS: dict[str, tuple[str, ...]] = {
+    "eval": DOCUMENTS,
+    "import": DOCUMENTS,
+    "meta-eval-labels": ("metrics",),
+}
 
 
 class ModelRef(BaseModel):
@@ -25,17 +31,36 @@ class ModelRef(BaseModel):
 
 
 class JobCreate(BaseModel):
-    """An online job: answer the dataset with ``model`` and grade the answers with ``judge``."""
+    """A job. ``eval`` (online): answer the dataset with ``model`` and grade the answers with ``judge``.
+    ``import`` (offline): store and score an uploaded simple-evals ``_allresults.json``.
+    ``meta-eval-labels`` (offline): score an uploaded judge label file against the meta-eval dataset."""
 
     model_config = ConfigDict(extra="forbid")
     name: str | None = Field(default=None, pattern=NAME_PATTERN, description="unique in the workspace")
     description: str | None = Field(default=None, max_length=1000)
-    dataset: Literal["full", "hard", "consensus", "demo"] = "demo"
-    data_jsonl: str | None = Field(
-        default=None, max_length=MAX_UPLOAD_CHARS, description="uploaded HealthBench JSONL (replaces dataset)"
+    kind: JobKind = Field(default="eval", description="eval (online), import or meta-eval-labels (offline)")
+    dataset: Literal["full", "hard", "consensus", "demo"] | None = Field(
+        default=None,
+        description="eval: the dataset (default demo); import: the dataset joined for example tags",
     )
-    model: ModelRef
-    judge: ModelRef
+    data_jsonl: str | None = Field(
+        default=None,
+        max_length=MAX_UPLOAD_CHARS,
+        description="uploaded HealthBench JSONL (replaces dataset; the meta-eval JSONL for meta-eval-labels)",
+    )
+    allresults_json: str | None = Field(
+        default=None, max_length=MAX_UPLOAD_CHARS, description="import: the uploaded _allresults.json"
+    )
+    allow_untagged: bool = Field(
+        default=False, description="import: keep examples absent from the dataset, without example tags"
+    )
+    labels_jsonl: str | None = Field(
+        default=None,
+        max_length=MAX_UPLOAD_CHARS,
+        description='meta-eval-labels: JSONL lines {"completion_id", "rubric", "criteria_met"}',
+    )
+    model: ModelRef | None = Field(default=None, description="eval: the candidate model")
+    judge: ModelRef | None = Field(default=None, description="eval: the judge model")
     limit: int | None = Field(default=None, ge=1, le=1_000_000)
     repeats: int = Field(default=1, ge=1, le=100)
     concurrency: int = Field(default=64, ge=1, le=4096, description="model calls in flight for this job")
@@ -43,6 +68,25 @@ class JobCreate(BaseModel):
         default=None, max_length=200_000, description="grader prompt text with both placeholders"
     )
     max_retries: int | None = Field(default=None, ge=0, le=100)
+
+    @model_validator(mode="after")
+    def _fields_of_kind(self) -> JobCreate:
+        needed, unused = KIND_FIELDS[self.kind]
+        for field in needed:
+            if getattr(self, field) is None:
+                raise ValueError(f"a job of kind {self.kind!r} needs {field}")
+        for field in unused:
+            if getattr(self, field) != type(self).model_fields[field].default:
+                raise ValueError(f"{field} does not apply to a job of kind {self.kind!r}")
+        return self
+
+
+_ONLINE = ("model", "judge", "repeats", "concurrency", "grader_template", "max_retries")
+KIND_FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {  # (needed, refused)
+    "eval": (("model", "judge"), ("allresults_json", "allow_untagged", "labels_jsonl")),
+    "import": (("allresults_json",), (*_ONLINE, "limit", "labels_jsonl")),
+    "meta-eval-labels": (("labels_jsonl",), (*_ONLINE, "dataset", "allresults_json", "allow_untagged")),
+}
 
 
 class StatusDetails(BaseModel):
