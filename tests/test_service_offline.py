@@ -191,8 +191,11 @@ def one_example_changed(text: str, **change: Any) -> str:
 @pytest.mark.parametrize(
     ("body", "expected"),
     [
-        ({"kind": "import"}, "a job of kind 'import' needs allresults_json"),
-        ({"kind": "import", "allresults_json": "{}", "model": {"spec": "x"}}, "model does not apply"),
+        ({"kind": "import"}, "body.allresults_json: a job of kind 'import' needs allresults_json"),
+        (
+            {"kind": "import", "allresults_json": "{}", "model": {"spec": "x"}},
+            "body.model: model does not apply",
+        ),
         ({"kind": "import", "allresults_json": "{}", "limit": 3}, "limit does not apply"),
         ({"kind": "meta-eval-labels"}, "needs labels_jsonl"),
         ({"kind": "meta-eval-labels", "labels_jsonl": "", "dataset": "hard"}, "dataset does not apply"),

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from healthbench.models.base import ModelSettings
 
@@ -74,11 +75,19 @@ class JobCreate(BaseModel):
         needed, unused = KIND_FIELDS[self.kind]
         for field in needed:
             if getattr(self, field) is None:
-                raise ValueError(f"a job of kind {self.kind!r} needs {field}")
+                raise _field_error(field, f"a job of kind {self.kind!r} needs {field}")
         for field in unused:
             if getattr(self, field) != type(self).model_fields[field].default:
-                raise ValueError(f"{field} does not apply to a job of kind {self.kind!r}")
+                raise _field_error(field, f"{field} does not apply to a job of kind {self.kind!r}")
         return self
+
+
+def _field_error(field: str, message: str) -> ValidationError:
+    """A validation error located at ``field`` (so the 422 names it), raised by a model validator."""
+    error = PydanticCustomError("job_kind", message)
+    return ValidationError.from_exception_data(
+        "JobCreate", [InitErrorDetails(type=error, loc=(field,), input=None)]
+    )
 
 
 _ONLINE = ("model", "judge", "repeats", "concurrency", "grader_template", "max_retries")
