@@ -10,16 +10,17 @@ from pathlib import Path
 from typing import Any
 
 from healthbench.config import ModelConfig, RunConfig
-from healthbench.data.sources import load_conversations
+from healthbench.data.sources import load_conversations, load_meta_eval
 from healthbench.errors import HealthBenchError
 from healthbench.models.limits import RetryPolicy
 from healthbench.results.aggregate import aggregate_scores
+from healthbench.results.meta_results import score_meta_run
 from healthbench.results.metrics_out import json_safe
 from healthbench.results.rows import iter_row_scores
 from healthbench.results.simple_evals import write_allresults
 from healthbench.results.views import RunView
 from healthbench.service.errors import ServiceError
-from healthbench.service.offline import UploadError, check_offline, label_metrics
+from healthbench.service.offline import META_EVAL_VARIANT, UploadError, check_offline, label_metrics
 from healthbench.service.schemas import (
     KIND_DOCUMENTS,
     TERMINAL,
@@ -29,6 +30,7 @@ from healthbench.service.schemas import (
     JobLogs,
     JobStatus,
     LogEntry,
+    ModelRef,
     Page,
     ResultList,
     ResultRef,
@@ -54,34 +56,66 @@ def job_body(spec: Mapping[str, Any], uploads: Mapping[str, str] | None = None) 
     return JobCreate.model_validate({k: v for k, v in spec.items() if k != "uploads"} | dict(uploads or {}))
 
 
-def job_config(spec: Mapping[str, Any], uploads: Mapping[str, str] | None = None) -> RunConfig:
-    """The run config of an eval job's stored request body and uploads (written back to their files)."""
-    body = job_body(spec, uploads)
-    assert body.model is not None and body.judge is not None  # JobCreate checks it for eval jobs
-    data = str(upload_path(body.data_jsonl, ".jsonl")) if body.data_jsonl is not None else None
+def _model(ref: ModelRef | None) -> ModelConfig | None:
+    return (
+        ModelConfig(spec=ref.spec, base_url=ref.base_url, settings=ref.settings) if ref is not None else None
+    )
+
+
+def _judge_side(body: JobCreate) -> dict[str, Any]:
+    """The settings of a job's judging: judge, template, connections and retries."""
     template = str(upload_path(body.grader_template, ".txt")) if body.grader_template is not None else None
     retry = RetryPolicy(max_retries=body.max_retries) if body.max_retries is not None else RetryPolicy()
+    return {
+        "judge": _model(body.judge),
+        "grader_template": template,
+        "max_connections": body.concurrency,
+        "retry": retry,
+    }
+
+
+def job_config(spec: Mapping[str, Any], uploads: Mapping[str, str] | None = None) -> RunConfig:
+    """The run config of an eval or meta-eval job's stored request body and uploads (written back to
+    their files)."""
+    body = job_body(spec, uploads)
+    data = str(upload_path(body.data_jsonl, ".jsonl")) if body.data_jsonl is not None else None
     dataset: dict[str, Any] = {"dataset": body.dataset} if body.dataset is not None else {}  # or the default
+    if body.kind == "meta-eval":
+        dataset = {"dataset": META_EVAL_VARIANT}
     return RunConfig(
         **dataset,
         data=data,
         limit=body.limit,
         n_repeats=body.repeats,
-        model=ModelConfig(spec=body.model.spec, base_url=body.model.base_url, settings=body.model.settings),
-        judge=ModelConfig(spec=body.judge.spec, base_url=body.judge.base_url, settings=body.judge.settings),
-        grader_template=template,
-        max_connections=body.concurrency,
-        retry=retry,
+        model=_model(body.model),
+        **_judge_side(body),
     )
 
 
-def _validate(config: RunConfig) -> None:
+def regrade_overrides(spec: Mapping[str, Any], uploads: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The settings a regrade job changes in its source run's config (see `regrade_config`)."""
+    body = job_body(spec, uploads)
+    side = _judge_side(body)
+    overrides = {
+        "judge": side["judge"].model_dump(mode="json", exclude_unset=True),
+        "max_connections": body.concurrency,
+    }
+    if body.grader_template is not None:
+        overrides["grader_template"] = side["grader_template"]
+    if body.max_retries is not None:
+        overrides["retry"] = side["retry"].model_dump(mode="json")
+    return overrides
+
+
+def _validate(config: RunConfig, kind: str) -> None:
     """Fail at creation, not later in a worker: models must parse, uploaded data must read."""
     try:
         for role in (config.model, config.judge):
             if role is not None:
                 role.parsed()
-        if config.data is not None:
+        if config.data is not None and kind == "meta-eval":
+            load_meta_eval(data=config.data)
+        elif config.data is not None:
             load_conversations(config.dataset, data=config.data)
     except HealthBenchError as exc:
         message = str(exc)
@@ -126,8 +160,11 @@ class JobService:
         name = body.name or f"job-{secrets.token_hex(6)}"
         body = body.model_copy(update={"name": name})
         uploads = {f: getattr(body, f) for f in UPLOAD_FIELDS if getattr(body, f) is not None}
-        if body.kind == "eval":
-            _validate(job_config(body.model_dump(mode="json", exclude=set(UPLOAD_FIELDS)), uploads))
+        if body.kind in ("eval", "meta-eval"):
+            config = job_config(body.model_dump(mode="json", exclude=set(UPLOAD_FIELDS)), uploads)
+            _validate(config, body.kind)
+        elif body.kind == "regrade":
+            self._check_source(workspace, body)
         else:
             try:
                 check_offline(body)
@@ -147,6 +184,24 @@ class JobService:
                 409, f"a job named {name!r} already exists in workspace {workspace!r}"
             ) from None
         return to_job(record)
+
+    def _check_source(self, workspace: str, body: JobCreate) -> None:
+        """A regrade's source must be a completed job with answers; its judge must parse."""
+        assert body.source is not None and body.judge is not None  # JobCreate checks it
+        source = self.jobs.get(workspace, body.source)
+        if source is None:
+            raise ServiceError(422, f"source: no job named {body.source!r} in workspace {workspace!r}")
+        kind = source.spec.get("kind", "eval")
+        if kind not in ("eval", "regrade", "import") or source.status != "completed":
+            raise ServiceError(
+                422,
+                f"source: job {body.source!r} is a {source.status} {kind} job; a regrade needs a "
+                "completed eval, regrade or import job",
+            )
+        try:
+            _model(body.judge).parsed()  # type: ignore[union-attr]
+        except HealthBenchError as exc:
+            raise ServiceError(422, str(exc)) from None
 
     def list(self, workspace: str, *, status: str | None, offset: int, limit: int) -> JobList:
         records, total = self.jobs.list(workspace, status=status, offset=offset, limit=limit)
@@ -212,6 +267,9 @@ class JobService:
         record = self._completed(workspace, name, "metrics")
         if record.spec.get("kind") == "meta-eval-labels":  # scored again: deterministic, nothing stored
             return label_metrics(job_body(record.spec, self.jobs.uploads(record.id)))
+        if record.spec.get("kind") == "meta-eval":
+            run = self._finished_run(workspace, name, "metrics")
+            return dict(json_safe(dict(score_meta_run(self.store, run).metrics)))
         view = RunView.of(self.store, self._finished_run(workspace, name, "metrics"))
         return dict(json_safe(dict(view.score().metrics())))
 

@@ -14,9 +14,11 @@ JobStatusName = Literal["created", "pending", "active", "completed", "error", "c
 TERMINAL: frozenset[str] = frozenset({"completed", "error", "cancelled"})
 DOCUMENTS: tuple[str, ...] = ("aggregate-scores", "row-scores", "allresults", "metrics")
 MAX_UPLOAD_CHARS = 50_000_000
-JobKind = Literal["eval", "import", "meta-eval-labels"]
+JobKind = Literal["eval", "regrade", "meta-eval", "import", "meta-eval-labels"]
 KIND_DOCUMENTS: dict[str, tuple[str, ...]] = {
     "eval": DOCUMENTS,
+    "regrade": DOCUMENTS,
+    "meta-eval": ("metrics",),
     "import": DOCUMENTS,
     "meta-eval-labels": ("metrics",),
 }
@@ -32,14 +34,21 @@ class ModelRef(BaseModel):
 
 
 class JobCreate(BaseModel):
-    """A job. ``eval`` (online): answer the dataset with ``model`` and grade the answers with ``judge``.
-    ``import`` (offline): store and score an uploaded simple-evals ``_allresults.json``.
-    ``meta-eval-labels`` (offline): score an uploaded judge label file against the meta-eval dataset."""
+    """A job. Online: ``eval`` answers the dataset with ``model`` and grades the answers with ``judge``;
+    ``regrade`` grades the answers of the completed job ``source`` with ``judge``; ``meta-eval`` grades
+    the meta-eval dataset's completions with ``judge``. Offline: ``import`` stores and scores an uploaded
+    simple-evals ``_allresults.json``; ``meta-eval-labels`` scores an uploaded judge label file against
+    the meta-eval dataset."""
 
     model_config = ConfigDict(extra="forbid")
     name: str | None = Field(default=None, pattern=NAME_PATTERN, description="unique in the workspace")
     description: str | None = Field(default=None, max_length=1000)
-    kind: JobKind = Field(default="eval", description="eval (online), import or meta-eval-labels (offline)")
+    kind: JobKind = Field(
+        default="eval", description="eval, regrade, meta-eval (online); import, meta-eval-labels (offline)"
+    )
+    source: str | None = Field(
+        default=None, pattern=NAME_PATTERN, description="regrade: the completed job whose answers are graded"
+    )
     dataset: Literal["full", "hard", "consensus", "demo"] | None = Field(
         default=None,
         description="eval: the dataset (default demo); import: the dataset joined for example tags",
@@ -91,10 +100,16 @@ def _field_error(field: str, message: str) -> ValidationError:
 
 
 _ONLINE = ("model", "judge", "repeats", "concurrency", "grader_template", "max_retries")
+_OFFLINE = ("allresults_json", "allow_untagged", "labels_jsonl")
 KIND_FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {  # (needed, refused)
-    "eval": (("model", "judge"), ("allresults_json", "allow_untagged", "labels_jsonl")),
-    "import": (("allresults_json",), (*_ONLINE, "limit", "labels_jsonl")),
-    "meta-eval-labels": (("labels_jsonl",), (*_ONLINE, "dataset", "allresults_json", "allow_untagged")),
+    "eval": (("model", "judge"), (*_OFFLINE, "source")),
+    "regrade": (("source", "judge"), (*_OFFLINE, "model", "dataset", "data_jsonl", "limit", "repeats")),
+    "meta-eval": (("judge",), (*_OFFLINE, "model", "dataset", "source")),
+    "import": (("allresults_json",), (*_ONLINE, "limit", "labels_jsonl", "source")),
+    "meta-eval-labels": (
+        ("labels_jsonl",),
+        (*_ONLINE, "dataset", "allresults_json", "allow_untagged", "source"),
+    ),
 }
 
 
