@@ -1,6 +1,6 @@
 """Offline jobs: an uploaded simple-evals ``_allresults.json`` stored and scored as a run, and an
 uploaded meta-eval label file scored, with no model call; through `Client.local` (SQLite and
-PostgreSQL) and over HTTP (ASGI), and every bad upload refused at creation with a 422."""
+PostgreSQL), over HTTP (ASGI) and through a real `healthbench serve`, and every bad upload refused at creation with a 422."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 from test_service_jobs import check_against_core
+from test_service_process import token_for
 
 from healthbench.client import Client, ServiceError
 from healthbench.data.sources import load_conversations, load_meta_eval
@@ -25,6 +26,7 @@ from healthbench.service.auth import create_token
 from healthbench.service.jobs import JobWorkers
 from healthbench.service.operations import JobService
 from healthbench.store.runs import Store
+from healthbench.testing.service_process import service_process
 
 FIXTURES = Path(__file__).parent / "fixtures"
 META = FIXTURES / "meta_eval_small.jsonl"
@@ -233,3 +235,28 @@ def test_bad_label_line_names_the_line(http: TestClient, headers: dict[str, str]
     message = error_of(http.post(JOBS, json=body, headers=headers))
     assert message.startswith("labels_jsonl:2 field 'criteria_met'"), message
     assert http.get(JOBS, headers=headers).json()["pagination"]["total"] == 0  # nothing was created
+
+
+def test_offline_jobs_through_the_real_service(
+    tmp_path: Path, allresults: tuple[str, list[GradedSample]]
+) -> None:
+    text, samples = allresults
+    labels, label_values = labels_of()
+    store = str(tmp_path / "s.db")
+    token = token_for(store, ["default"])
+    with service_process(store) as service, Client(service.url, token=token) as client:
+        jobs = client.evaluation.benchmark_jobs
+        jobs.create(name="imp", kind="import", dataset="demo", allresults_json=text)
+        jobs.create(name="lab", kind="meta-eval-labels", labels_jsonl=labels, data_jsonl=META.read_text())
+        with pytest.raises(ServiceError) as refused:
+            jobs.create(name="bad", kind="import", allresults_json="[]")
+        assert refused.value.status == 422 and refused.value.message.startswith("allresults_json: expected")
+        assert client.wait_until_done("imp", interval=0.1, timeout=60).status == "completed"
+        assert client.wait_until_done("lab", interval=0.1, timeout=60).status == "completed"
+        imported = jobs.results.metrics.download(name="imp")
+        scored = jobs.results.metrics.download(name="lab")
+    assert imported["overall_score"] == pytest.approx(
+        score_run(samples).metrics()["overall_score"], abs=1e-12
+    )
+    _, records = load_meta_eval(data=META)
+    assert scored == json_safe(dict(meta_metrics(records, label_values).metrics))
