@@ -1,6 +1,7 @@
 """Offline jobs: an uploaded simple-evals ``_allresults.json`` stored and scored as a run, and an
 uploaded meta-eval label file scored, with no model call; through `Client.local` (SQLite and
-PostgreSQL), over HTTP (ASGI) and through a real `healthbench serve`, and every bad upload refused at creation with a 422."""
+PostgreSQL), over HTTP (ASGI) and through a real `healthbench serve`; every bad upload is refused
+at creation with a 422."""
 
 from __future__ import annotations
 
