@@ -87,6 +87,7 @@ def import_allresults(
         options=ScoringOptions(
             n_resamples=n_resamples, seed=seed, length_center=center, length_penalty=penalty
         ),
+        with_samples=export is not None,
     )
     run_score, a = rescored.run_score, rescored.agreement
     render_summary(run_score, title=f"{file.name} (re-scored)", console=console)
@@ -97,7 +98,7 @@ def import_allresults(
     if rescored.untagged:
         effect = "cover only the joined examples" if rescored.joined else "are left out"
         say(
-            f"{rescored.untagged} of {len(rescored.stored.samples)} examples have no dataset entry, so no "
+            f"{rescored.untagged} of {rescored.n_samples} examples have no dataset entry, so no "
             f"example tags: their theme: and physician_agreed_category: metrics {effect} (see --data, --dataset)",
             style="yellow",
         )

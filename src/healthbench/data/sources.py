@@ -13,14 +13,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import httpx
 import platformdirs
 
 from healthbench.atomic import atomic_writer
 from healthbench.data.professional import read_conversations
 from healthbench.data.schema import Conversation, MetaEvalRecord, Record, decode_lines, parse_lines
 from healthbench.errors import DataError, DownloadError
+
+if TYPE_CHECKING:
+    import httpx  # imported by `download` only: loading it costs more than reading a dataset
 
 META_VARIANTS: tuple[str, ...] = ("meta_eval", "demo_meta_eval")
 
@@ -115,6 +118,8 @@ def download(
 ) -> str:
     """GET ``url`` into ``target`` atomically (temp file + rename); returns and records its sha256.
     ``progress`` (if given) is called after every chunk; nothing is drawn otherwise."""
+    import httpx
+
     digest = hashlib.sha256()
     try:
         with (
