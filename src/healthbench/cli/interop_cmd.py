@@ -9,9 +9,9 @@ import typer
 
 from healthbench.cli.app import app, console, handles_errors, say
 from healthbench.cli.options import LengthCenter, LengthPenalty, length_adjustment
+from healthbench.cli.summary_view import render_summary
 from healthbench.errors import ConfigError
 from healthbench.results.rescore import rescore_allresults
-from healthbench.results.summary import render_summary
 from healthbench.scoring.run_score import ScoringOptions
 from healthbench.scoring.stats import DEFAULT_RESAMPLES, DEFAULT_SEED
 
