@@ -9,6 +9,7 @@ from typing import ParamSpec, TypeVar
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from healthbench.errors import HealthBenchError
 
@@ -29,7 +30,7 @@ R = TypeVar("R")
 
 def fail(message: str, code: int = 1) -> typer.Exit:
     """Print one line on stderr and return the Exit to raise."""
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    err_console.print(Text("error: ", style="bold red") + Text(message), highlight=False, soft_wrap=True)
     return typer.Exit(code)
 
 

@@ -15,6 +15,7 @@ from healthbench.cli.options import (
     AllResultsOpt,
     CacheDir,
     ConfigFile,
+    Executor,
     GraderTemplate,
     JudgeBaseUrl,
     JudgeExtraBody,
@@ -32,6 +33,7 @@ from healthbench.cli.options import (
     MetricsOutOpt,
     Prices,
     Profile,
+    RayAddress,
     ResamplesOpt,
     SeedOpt,
     StoreOpt,
@@ -47,6 +49,7 @@ from healthbench.data.professional import (
     resolve_format,
 )
 from healthbench.errors import RunError, StoreMissingError
+from healthbench.executors.ray import require_ray
 from healthbench.results.aggregate import aggregate_document, write_aggregate_scores
 from healthbench.results.correction import corrected_scores
 from healthbench.results.metrics_out import write_metrics
@@ -273,6 +276,8 @@ def run_command(
     judge_retries: JudgeRetries = None,
     prices: Prices = None,
     cache_dir: CacheDir = None,
+    executor: Executor = None,
+    ray_address: RayAddress = None,
     length_center: LengthCenter = None,
     length_penalty: LengthPenalty = None,
     seed: SeedOpt = None,
@@ -312,7 +317,11 @@ def run_command(
         cache_dir=cache_dir,
         rpm=rpm,
         tpm=tpm,
+        executor=executor,
+        ray_address=ray_address,
     )
+    if executor == "ray" and not dry_run:
+        require_ray()
     if resume is not None:
         if dry_run:
             _dry_run(s, RunView.open(s, resume).config, resume)
