@@ -104,6 +104,7 @@ def test_request_bodies_are_the_local_engines(server: str) -> None:
     assert endpoint.body(messages, None) == local.build_body(messages, None)
     assert endpoint.qps == 10
     assert endpoint.max_retries == 12
+    assert (endpoint.batch_size, endpoint.concurrency) == (64, 1)  # default 64 connections: one actor
 
 
 @needs_ray
@@ -209,4 +210,4 @@ def test_killed_driver_resumes_with_the_same_metrics(
     assert resumed.run.status == "finished"
     # lost: at most one uncommitted batch plus the requests in flight in the pipeline
     print(f"calls repeated after the kill: {extra}")
-    assert 0 <= extra <= ray_executor.COMMIT_EVERY + 4 * ray_executor.BATCH_SIZE * 4
+    assert 0 <= extra <= ray_executor.COMMIT_EVERY + 4 * ray_executor.MAX_BATCH

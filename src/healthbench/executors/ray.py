@@ -48,7 +48,7 @@ from healthbench.store.writer import Op
 
 INSTALL_HINT = "--executor ray needs Ray Data: pip install 'healthbench[ray]'"
 COMMIT_EVERY = 64  # results per store transaction: the most a killed driver can lose, with calls in flight
-BATCH_SIZE = 16  # requests per Ray batch (sent at once by one HTTP actor)
+MAX_BATCH = 64  # requests per Ray batch, sent at once by one HTTP actor; more connections: more actors
 
 
 def require_ray() -> None:
@@ -75,6 +75,7 @@ class Endpoint:
     qps: int | None  # requests per second per HTTP actor (ray.data.llm takes whole numbers)
     max_retries: int
     retry_wait: float
+    batch_size: int
 
     def body(self, messages: list[dict[str, str]], schema: dict[str, Any] | None) -> dict[str, Any]:
         """The JSON body the local engine would send (`chat_body`, not a copy)."""
@@ -91,7 +92,7 @@ class Endpoint:
             max_retries=self.max_retries,
             base_retry_wait_time_in_s=self.retry_wait,
             concurrency=self.concurrency,
-            batch_size=BATCH_SIZE,
+            batch_size=self.batch_size,
         )
         return build_processor(config, preprocess=_to_payload, postprocess=_from_response)
 
@@ -113,14 +114,16 @@ def endpoint_for(
             "(serve it behind an OpenAI-compatible server and pass --base-url)"
         )
     rpm = config.requests_per_minute
+    batch = min(MAX_BATCH, config.max_connections)
     return Endpoint(
         spec=spec,
         settings=settings,
         api_key=resolve_api_key(spec, environ),
-        concurrency=max(1, config.max_connections // (4 * BATCH_SIZE)),
+        concurrency=max(1, config.max_connections // batch),
         qps=max(1, int(rpm / 60)) if rpm else None,
         max_retries=config.retry.max_retries,
         retry_wait=config.retry.initial_delay,
+        batch_size=batch,
     )
 
 
