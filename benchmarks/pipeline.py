@@ -93,7 +93,7 @@ def one(url: str, data: Path, concurrency: int, latency: float, workdir: Path) -
     )
     reset_stats(url)
     cpu0, t0 = cpu_seconds(), time.perf_counter()
-    outcome = run_eval(cfg, store=store, name="bench", show_progress=False)
+    outcome = run_eval(cfg, store=store, name="bench")
     wall, cpu = time.perf_counter() - t0, cpu_seconds() - cpu0
     calls = fetch_stats(url)["requests"]
     assert outcome.counters.ungraded == 0 and calls == outcome.counters.calls
@@ -102,7 +102,7 @@ def one(url: str, data: Path, concurrency: int, latency: float, workdir: Path) -
     best = structural_ceiling(criteria, concurrency) * latency
     reset_stats(url)
     t1 = time.perf_counter()
-    again = run_eval(cfg, store=store, name="bench", show_progress=False)
+    again = run_eval(cfg, store=store, name="bench")
     rerun = time.perf_counter() - t1
     rerun_calls = fetch_stats(url)["requests"]
     assert again.counters.calls == 0

@@ -58,7 +58,7 @@ def judge_says_met(index: int, n_per_truth: int = 40) -> bool:
 
 def stored_meta_run(store: Store, path: Path, judge: dict, name: str = "meta") -> None:
     config = build_config({"dataset": "meta_eval", "data": str(path), "judge": judge, "model": None})
-    run = prepare_meta_eval(store, config.model_copy(update={"model": None}), name, show_progress=False)
+    run = prepare_meta_eval(store, config.model_copy(update={"model": None}), name)
     records = RunView.of(store, run).meta_records()
     grades = [
         (

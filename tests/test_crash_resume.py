@@ -56,8 +56,6 @@ def command(url: str, data: Path, store: Path | str) -> list[str]:
         "-m",
         "healthbench",
         "run",
-        "--dataset",
-        "full",
         "--data",
         str(data),
         "--model",
@@ -94,7 +92,7 @@ def test_kill_9_five_times_then_resume(tmp_path: Path, store_target: str) -> Non
             }
         )
         reset_stats(url)
-        clean = run_eval(cfg, store=clean_store, name="crash", show_progress=False)
+        clean = run_eval(cfg, store=clean_store, name="crash")
         clean_calls = fetch_stats(url)["requests"]
         assert clean_calls == 60 + 600
 

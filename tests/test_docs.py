@@ -8,11 +8,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-import healthbench.cli  # noqa: F401
+import healthbench.cli
 from healthbench.cli.app import app
 from healthbench.cli.reference import _commands, render
 
 ROOT = Path(__file__).resolve().parents[1]
+healthbench.cli.load_all()  # commands load lazily; the reference covers them all
 
 
 def test_cli_reference_is_up_to_date() -> None:

@@ -53,7 +53,7 @@ def test_pipeline_matches_core_on_fixture(server: str, store_target: str) -> Non
         }
     )
     reset_stats(server)
-    outcome = run_meta_eval(cfg, store=store, name="meta", show_progress=False)
+    outcome = run_meta_eval(cfg, store=store, name="meta")
     records = read_records(FIXTURE, MetaEvalRecord)
     assert fetch_stats(server)["judge"] == 2 * len(records)  # repeats are independent judgements
     _, labels = stored_labels(store, outcome.run)
@@ -63,7 +63,7 @@ def test_pipeline_matches_core_on_fixture(server: str, store_target: str) -> Non
     assert outcome.run.kind == "meta_eval" and outcome.run.status == "finished"
     # re-running the finished run makes no call
     reset_stats(server)
-    run_meta_eval(cfg, store=store, name="meta", show_progress=False)
+    run_meta_eval(cfg, store=store, name="meta")
     assert fetch_stats(server)["requests"] == 0
 
 
@@ -75,8 +75,6 @@ def test_cli_judge_run_and_labels_file_agree(server: str, tmp_path: Path) -> Non
             "meta-eval",
             "--data",
             str(FIXTURE),
-            "--dataset",
-            "meta_eval",
             "--judge",
             "j",
             "--judge-base-url",
@@ -103,8 +101,6 @@ def test_cli_judge_run_and_labels_file_agree(server: str, tmp_path: Path) -> Non
             "meta-eval",
             "--data",
             str(FIXTURE),
-            "--dataset",
-            "meta_eval",
             "--labels",
             str(labels_file),
             "--metrics-out",

@@ -232,7 +232,7 @@ def test_meta_eval_under_a_profile_sends_the_rubric_without_points(
 ) -> None:
     reset_stats(server)
     run_cli(
-        "meta-eval", "--profile", "inspect", "--judge-base-url", server, "--dataset", "meta_eval",
+        "meta-eval", "--profile", "inspect", "--judge-base-url", server,
         "--data", str(fixtures_dir / "meta_eval_small.jsonl"), "--limit", "3",
         "--grader-template", str(files["template"]), "--store", str(files["store"]),
     )  # fmt: skip

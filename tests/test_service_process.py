@@ -88,7 +88,6 @@ def test_kill_9_mid_job_then_restart_gives_the_same_numbers(tmp_path: Path) -> N
             job_config(job.spec | {"name": "crash"}),
             store=reference,
             name="default/crash",
-            show_progress=False,
         )
         expected = aggregate_scores(reference, "default/crash")
         reference.close()

@@ -58,7 +58,7 @@ class BrokenStream(httpx.SyncByteStream):
 
 def test_download_writes_file_and_records_sha256(tmp_path: Path) -> None:
     server = Server()
-    source = resolve("hard", cache=tmp_path, show_progress=False, transport=server.transport)
+    source = resolve("hard", cache=tmp_path, transport=server.transport)
     expected = hashlib.sha256(BODY).hexdigest()
     assert server.urls == [OFFICIAL_URLS["hard"]]
     assert source.path == tmp_path / OFFICIAL_URLS["hard"].rsplit("/", 1)[1]
@@ -73,9 +73,9 @@ def test_download_writes_file_and_records_sha256(tmp_path: Path) -> None:
 
 def test_cache_is_reused_without_a_request(tmp_path: Path) -> None:
     first = Server()
-    resolve("full", cache=tmp_path, show_progress=False, transport=first.transport)
+    resolve("full", cache=tmp_path, transport=first.transport)
     second = Server(status=500)
-    again = resolve("full", cache=tmp_path, show_progress=False, transport=second.transport)
+    again = resolve("full", cache=tmp_path, transport=second.transport)
     assert len(first.urls) == 1 and second.urls == []
     assert again.sha256 == hashlib.sha256(BODY).hexdigest()
 
@@ -84,14 +84,14 @@ def test_cache_dir_env_is_honoured(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv(CACHE_ENV, str(tmp_path / "env-cache"))
     assert cache_dir() == tmp_path / "env-cache"
     assert cache_dir(tmp_path / "explicit") == tmp_path / "explicit"
-    source = resolve("consensus", show_progress=False, transport=Server().transport)
+    source = resolve("consensus", transport=Server().transport)
     assert source.path.parent == tmp_path / "env-cache"
     assert source.path.read_bytes() == BODY
 
 
 def test_http_error_is_a_one_line_download_error(tmp_path: Path) -> None:
     with pytest.raises(DownloadError) as caught:
-        resolve("full", cache=tmp_path, show_progress=False, transport=Server(status=404).transport)
+        resolve("full", cache=tmp_path, transport=Server(status=404).transport)
     message = str(caught.value)
     assert "\n" not in message
     assert OFFICIAL_URLS["full"] in message
@@ -102,7 +102,7 @@ def test_http_error_is_a_one_line_download_error(tmp_path: Path) -> None:
 def test_interrupted_download_leaves_no_partial_file(tmp_path: Path) -> None:
     transport = httpx.MockTransport(lambda request: httpx.Response(200, stream=BrokenStream()))
     with pytest.raises(DownloadError, match="ReadError"):
-        resolve("meta_eval", cache=tmp_path, show_progress=False, transport=transport)
+        resolve("meta_eval", cache=tmp_path, transport=transport)
     assert list(tmp_path.iterdir()) == []
 
 

@@ -19,6 +19,10 @@ from typing import Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
+    "load_inputs": "healthbench.analysis.inputs",
+    "analyze": "healthbench.analysis.analyze",
+    "write_analysis": "healthbench.analysis.analyze",
+    "compare_runs": "healthbench.analysis.compare",
     "Conversation": "healthbench.data.schema",
     "MetaEvalRecord": "healthbench.data.schema",
     "RubricItem": "healthbench.data.schema",
@@ -46,6 +50,7 @@ _EXPORTS = {
     "iter_row_scores": "healthbench.results.rows",
     "read_allresults": "healthbench.results.simple_evals",
     "write_allresults": "healthbench.results.simple_evals",
+    "build_report": "healthbench.analysis.report",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -10,9 +10,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from healthbench.errors import ConfigError
-from healthbench.models.base import ModelSettings, ModelSpec, parse_model_spec
+from healthbench.grading.verdict import DEFAULT_JUDGE_RETRIES
+from healthbench.models.base import DEFAULT_MAX_CONNECTIONS, ModelSettings, ModelSpec, parse_model_spec
 from healthbench.models.limits import RetryPolicy
 from healthbench.profiles import profile_layer
+from healthbench.scoring.stats import DEFAULT_RESAMPLES, DEFAULT_SEED
 
 OFFLINE_MODEL = "local/smollm2"
 
@@ -41,8 +43,8 @@ class ModelConfig(BaseModel):
 
 class ScoringConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-    n_resamples: int = Field(default=1000, ge=0)
-    seed: int = 0
+    n_resamples: int = Field(default=DEFAULT_RESAMPLES, ge=0)
+    seed: int = DEFAULT_SEED
     # overall_score_length_adjusted: --length-adjustment-penalty-per-500-chars / --length-adjustment-center
     length_penalty: float | None = Field(default=None, ge=0)
     length_center: float | None = Field(default=None, ge=0)
@@ -81,11 +83,11 @@ class RunConfig(BaseModel):
     profile: str | None = None
     judge_sees_system_message: bool = False  # the judge's conversation starts with the candidate's
     # how: may differ between sessions of the same run
-    max_connections: int = Field(default=64, gt=0)
+    max_connections: int = Field(default=DEFAULT_MAX_CONNECTIONS, gt=0)
     requests_per_minute: float | None = Field(default=None, gt=0)
     tokens_per_minute: float | None = Field(default=None, gt=0)
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
-    judge_retries: int = Field(default=3, ge=0)
+    judge_retries: int = Field(default=DEFAULT_JUDGE_RETRIES, ge=0)
     prices: str | None = None
     cache_dir: str | None = None
     scoring: ScoringConfig = Field(default_factory=ScoringConfig)

@@ -54,3 +54,13 @@ class StoreError(HealthBenchError):
 
 class StoreMissingError(StoreError):
     """A read-only command was pointed at a store that does not exist (nothing is created for it)."""
+
+
+class OutageError(FatalModelError):
+    """An endpoint that answered earlier has failed every call for longer than the allowed outage."""
+
+
+class Terminated(KeyboardInterrupt):
+    """The process got SIGTERM: handled like Ctrl-C (the run is marked interrupted, work is kept)."""
+
+    exit_code = 143

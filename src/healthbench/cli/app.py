@@ -1,17 +1,91 @@
-"""The typer application every command module registers on, and the one place errors become exits."""
+"""The typer application every command module registers on, and the one place errors become exits.
+
+Command modules are imported lazily (`LazyGroup`): ``healthbench --help`` lists every command from
+`healthbench.cli.COMMANDS` without importing any of them, and ``healthbench CMD`` imports only the
+module that defines CMD. A module imported by other means (tests, plugins) simply registers as usual.
+"""
 
 from __future__ import annotations
 
+import importlib
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import wraps
-from typing import ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 import typer
 from rich.console import Console
 from rich.text import Text
+from typer import _click as click  # typer's own click (typer >= 0.24 vendors it)
+from typer.core import TyperCommand, TyperGroup
 
+from healthbench import __version__
 from healthbench.errors import HealthBenchError
+
+
+@dataclass(frozen=True)
+class LazyCommand:
+    """Where a command is defined and its one-line summary (shown by ``healthbench --help``; a test
+    checks it is the command's own first paragraph)."""
+
+    module: str
+    summary: str
+
+
+class LazyGroup(TyperGroup):
+    """A typer group that imports a command's module only when the command is used (module doc)."""
+
+    _listing = False  # True while the group's own help lists the commands
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(self.commands) | set(_lazy_commands()))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.commands:
+            return self.commands[cmd_name]
+        spec = _lazy_commands().get(cmd_name)
+        if spec is None:
+            return None
+        if self._listing:
+            return TyperCommand(name=cmd_name, help=spec.summary, short_help=spec.summary)
+        importlib.import_module(spec.module)
+        command = _built(cmd_name)
+        if command is not None:
+            self.commands[cmd_name] = command
+        return command
+
+    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The group's own help, in click's plain layout: typer's rich layout imports rich.markdown
+        and pygments, which alone take longer than the 0.3 s ``healthbench --help`` may take."""
+        self._listing = True
+        try:
+            click.Command.format_help(self, ctx, formatter)
+        finally:
+            self._listing = False
+
+
+def _lazy_commands() -> dict[str, LazyCommand]:
+    from healthbench.cli import COMMANDS
+
+    return COMMANDS
+
+
+def _built(name: str) -> click.Command | None:
+    """The click command (or group) registered on `app` under ``name``, if any."""
+    settings: dict[str, Any] = {
+        "pretty_exceptions_short": app.pretty_exceptions_short,
+        "rich_markup_mode": app.rich_markup_mode,
+    }
+    for info in app.registered_commands:
+        callback_name = info.callback.__name__ if info.callback else ""
+        if (info.name or typer.main.get_command_name(callback_name)) == name:
+            return typer.main.get_command_from_info(info, **settings)
+    for group in app.registered_groups:
+        if group.name == name:
+            return typer.main.get_group_from_info(group, suggest_commands=app.suggest_commands, **settings)
+    return None
+
 
 app = typer.Typer(
     name="healthbench",
@@ -19,7 +93,10 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    cls=LazyGroup,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
+
 
 console = Console()
 err_console = Console(stderr=True)
@@ -28,10 +105,30 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
+def say(text: str, *, style: str | None = None, stderr: bool = False) -> None:
+    """Print user-provided text literally (never read as rich markup), unwrapped so it stays copyable."""
+    (err_console if stderr else console).print(Text(text, style=style or ""), soft_wrap=True)
+
+
 def fail(message: str, code: int = 1) -> typer.Exit:
-    """Print one line on stderr and return the Exit to raise."""
-    err_console.print(Text("error: ", style="bold red") + Text(message), highlight=False, soft_wrap=True)
+    """Print one line on stderr and return the Exit to raise (the message is printed literally)."""
+    err_console.print(Text.assemble(("error:", "bold red"), " ", message), highlight=False, soft_wrap=True)
     return typer.Exit(code)
+
+
+def _version(value: bool) -> None:
+    if value:
+        console.print(Text(f"healthbench {__version__}"))
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    """Run, grade and analyse HealthBench on any chat model."""
 
 
 def handles_errors(func: Callable[P, R]) -> Callable[P, R]:

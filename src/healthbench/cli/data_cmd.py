@@ -11,7 +11,8 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from healthbench.cli.app import app, console, handles_errors
+from healthbench.cli.app import app, console, err_console, handles_errors, say
+from healthbench.cli.progress import DownloadBar
 from healthbench.data.schema import Conversation, MetaEvalRecord
 from healthbench.data.sources import (
     DEMO_FILES,
@@ -20,9 +21,9 @@ from healthbench.data.sources import (
     DatasetFile,
     cache_dir,
     read_records,
+    require_file,
     resolve,
 )
-from healthbench.errors import DataError
 
 data_app = typer.Typer(
     help="Download, describe and validate HealthBench dataset files.",
@@ -38,11 +39,6 @@ CacheDir = Annotated[
         help="Where downloads are kept (default: $HEALTHBENCH_CACHE_DIR or the user cache directory).",
     ),
 ]
-
-
-def _say(text: str) -> None:
-    """One plain line: no markup, no highlighting, never wrapped (paths stay copyable)."""
-    console.print(text, highlight=False, markup=False, soft_wrap=True)
 
 
 def _is_meta(variant: str | None, path: Path | None) -> bool:
@@ -69,12 +65,12 @@ def download(
     cache: CacheDir = None,
 ) -> None:
     """Download an official dataset once (cached), validate it, print its path and sha256."""
-    source = resolve(variant, cache=cache)
+    source = resolve(variant, cache=cache, progress=DownloadBar(err_console))
     records = _count(source, meta=variant in META_VARIANTS)
-    _say(f"{source.variant}: {source.path}")
-    _say(f"source: {source.source}")
-    _say(f"sha256: {source.sha256}")
-    _say(f"records: {records}")
+    say(f"{source.variant}: {source.path}")
+    say(f"source: {source.source}")
+    say(f"sha256: {source.sha256}")
+    say(f"records: {records}")
 
 
 @data_app.command("info")
@@ -93,13 +89,13 @@ def info(
     if variant is None and data is None:
         _list_variants(cache)
         return
-    source = resolve(variant or "local", data=data, cache=cache)
+    source = resolve(variant or "local", data=data, cache=cache, progress=DownloadBar(err_console))
     meta = _is_meta(variant, data)
     meta_rows = read_records(source.path, MetaEvalRecord) if meta else []
     conversations = [] if meta else read_records(source.path, Conversation)
-    _say(f"path: {source.path}")
-    _say(f"source: {source.source}")
-    _say(f"sha256: {source.sha256}")
+    say(f"path: {source.path}")
+    say(f"source: {source.source}")
+    say(f"sha256: {source.sha256}")
     if meta:
         _describe_meta(meta_rows)
     else:
@@ -115,10 +111,9 @@ def validate(
     ] = False,
 ) -> None:
     """Parse every line of FILE; print 'ok: N records' or the first problem (file, line, field)."""
-    if not file.is_file():
-        raise DataError("file not found", path=str(file))
+    require_file(file)
     count = _count(DatasetFile("local", file, "local", ""), meta=meta_eval)
-    _say(f"ok: {count} records")
+    say(f"ok: {count} records")
 
 
 def _count(source: DatasetFile, *, meta: bool) -> int:
@@ -130,14 +125,14 @@ def _count(source: DatasetFile, *, meta: bool) -> int:
 
 def _describe_conversations(records: list[Conversation]) -> None:
     criteria = sum(len(r.rubrics) for r in records)
-    _say(f"conversations: {len(records)}")
-    _say(f"criteria: {criteria}")
+    say(f"conversations: {len(records)}")
+    say(f"criteria: {criteria}")
     themes = Counter(theme for r in records for theme in r.themes)
     table = Table(title="Conversations by theme", title_justify="left")
-    table.add_column("theme")
+    table.add_column("theme", overflow="fold")
     table.add_column("conversations", justify="right")
     for theme, count in sorted(themes.items()):
-        table.add_row(theme, str(count))
+        table.add_row(Text(theme), str(count))
     untagged = sum(1 for r in records if not r.themes)
     if untagged:
         table.add_row("(no theme)", str(untagged))
@@ -147,14 +142,14 @@ def _describe_conversations(records: list[Conversation]) -> None:
 def _describe_meta(records: list[MetaEvalRecord]) -> None:
     labels = sum(len(r.binary_labels) for r in records)
     physicians = {p for r in records for p in r.anonymized_physician_ids}
-    _say(f"rows: {len(records)}")
-    _say(f"labels: {labels} from {len(physicians)} physicians")
+    say(f"rows: {len(records)}")
+    say(f"labels: {labels} from {len(physicians)} physicians")
     categories = Counter(r.category for r in records)
     table = Table(title="Rows by category", title_justify="left")
-    table.add_column("category")
+    table.add_column("category", overflow="fold")
     table.add_column("rows", justify="right")
     for category, count in sorted(categories.items()):
-        table.add_row(category, str(count))
+        table.add_row(Text(category), str(count))
     console.print(table)
 
 

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 from pydantic import ValidationError
 
-from healthbench.cli.app import app, console, handles_errors
+from healthbench.cli.app import app, handles_errors, say
 from healthbench.errors import ConfigError
 
 
@@ -48,6 +48,8 @@ def fake_server(
     ] = None,
 ) -> None:
     """Run an OpenAI- and Anthropic-compatible fake model server (deterministic answers, injected faults)."""
+    if not 0 <= port <= 65535:
+        raise ConfigError(f"--port {port}: a TCP port is between 0 and 65535 (0 picks a free one)")
     import uvicorn
 
     from healthbench.testing.fake_server import FakeServerConfig, FaultMix, create_app, uvicorn_config
@@ -76,9 +78,5 @@ def fake_server(
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         raise ConfigError(f"fake-server option {where}: {first['msg']}") from None
-    console.print(
-        f"fake model server on http://{host}:{port}/v1 (stats: http://{host}:{port}/stats)",
-        soft_wrap=True,
-        highlight=False,
-    )
+    say(f"fake model server on http://{host}:{port}/v1 (stats: http://{host}:{port}/stats)")
     uvicorn.Server(uvicorn_config(create_app(config), host, port)).run()

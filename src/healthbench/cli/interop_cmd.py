@@ -7,14 +7,19 @@ from typing import Annotated
 
 import typer
 
-from healthbench.cli.app import app, console, handles_errors
+from healthbench.cli.app import app, console, handles_errors, say
 from healthbench.cli.options import LengthCenter, LengthPenalty, length_adjustment
+from healthbench.data.sources import sha256_of
+from healthbench.errors import ConfigError
 from healthbench.results.metrics_out import write_metrics
 from healthbench.results.rescore import rescore_allresults
 from healthbench.results.simple_evals import write_allresults
 from healthbench.results.summary import render_summary
+from healthbench.runner.imported import store_imported
+from healthbench.runner.run import new_run_name
 from healthbench.scoring.run_score import ScoringOptions
-from healthbench.scoring.stats import DEFAULT_RESAMPLES
+from healthbench.scoring.stats import DEFAULT_RESAMPLES, DEFAULT_SEED
+from healthbench.store import Store
 
 
 @app.command("import")
@@ -47,19 +52,31 @@ def import_allresults(
         Path | None, typer.Option("--export", help="Write the re-scored _allresults.json here.")
     ] = None,
     html: Annotated[bool, typer.Option("--html", help="Include short per-sample HTML in --export.")] = False,
-    seed: Annotated[int, typer.Option("--seed", help="Bootstrap seed.")] = 0,
+    seed: Annotated[int, typer.Option("--seed", help="Bootstrap seed.")] = DEFAULT_SEED,
     n_resamples: Annotated[
         int, typer.Option("--n-resamples", min=0, help="Bootstrap resamples (0 = no std / CI).")
     ] = DEFAULT_RESAMPLES,
     cache: Annotated[Path | None, typer.Option("--cache-dir", help="Download cache for --dataset.")] = None,
     length_center: LengthCenter = None,
     length_penalty: LengthPenalty = None,
+    store: Annotated[
+        Path | None,
+        typer.Option(
+            "--store",
+            help="Also keep the imported run in this run store (then regrade, analyse or serve it like any run).",
+        ),
+    ] = None,
+    name: Annotated[
+        str | None, typer.Option("--name", help="Name of the stored run with --store (default generated).")
+    ] = None,
 ) -> None:
     """Re-score FILE (simple-evals' rules, our bootstrap), print the summary, write the outputs.
 
     The file stores no example tags: theme: and physician_agreed_category: metrics need the dataset,
     given by --data and/or --dataset and joined on prompt_id (rubrics must match).
     """
+    if name is not None and store is None:
+        raise ConfigError("--name names the run kept with --store; give --store too")
     center, penalty = length_adjustment(length_center, length_penalty)
     rescored = rescore_allresults(
         file,
@@ -70,26 +87,28 @@ def import_allresults(
         options=ScoringOptions(
             n_resamples=n_resamples, seed=seed, length_center=center, length_penalty=penalty
         ),
+        with_samples=export is not None,
     )
     run_score, a = rescored.run_score, rescored.agreement
     render_summary(run_score, title=f"{file.name} (re-scored)", console=console)
-    _say(
+    say(
         f"agreement with the file: {a.equal}/{a.compared} means and n_samples equal, top-level score "
         f"{'equal' if a.same_score else 'differs'} (bootstrap std not compared: it is random)"
     )
     if rescored.untagged:
         effect = "cover only the joined examples" if rescored.joined else "are left out"
-        _say(
-            f"{rescored.untagged} of {len(rescored.stored.samples)} examples have no dataset entry, so no "
+        say(
+            f"{rescored.untagged} of {rescored.n_samples} examples have no dataset entry, so no "
             f"example tags: their theme: and physician_agreed_category: metrics {effect} (see --data, --dataset)",
             style="yellow",
         )
     if metrics_out is not None:
-        _say(f"metrics: {write_metrics(metrics_out, run_score.metrics())}")
+        say(f"metrics: {write_metrics(metrics_out, run_score.metrics())}")
     if export is not None:
-        _say(f"export: {write_allresults(export, rescored.stored.samples, run_score, html=html)}")
-
-
-def _say(text: str, style: str | None = None) -> None:
-    """One plain line: no markup, no highlighting, never wrapped (paths stay copyable)."""
-    console.print(text, style=style, highlight=False, markup=False, soft_wrap=True)
+        say(f"export: {write_allresults(export, rescored.stored.samples, run_score, html=html)}")
+    if store is not None:
+        source = {"source": "local", "path": str(file), "sha256": sha256_of(file)}
+        run = store_imported(
+            Store(store), name or new_run_name("import"), rescored.stored.samples, source=source
+        )
+        say(f"stored as run {run.name} in {store}")

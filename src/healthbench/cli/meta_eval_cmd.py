@@ -7,11 +7,15 @@ from typing import Annotated
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
-from healthbench.cli.app import app, console, err_console, handles_errors
+from healthbench.cli.app import app, console, err_console, handles_errors, say
+from healthbench.cli.continuable import continuable, refuse_with_resume, resume_command
+from healthbench.cli.dry_run import print_estimate
 from healthbench.cli.options import (
     CacheDir,
     ConfigFile,
+    DryRun,
     GraderTemplate,
     JudgeBaseUrl,
     JudgeExtraBody,
@@ -23,21 +27,29 @@ from healthbench.cli.options import (
     JudgeSystemMessage,
     JudgeTemperature,
     MaxConnections,
+    MaxOutage,
     MaxRetries,
     MetricsOutOpt,
     Prices,
     Profile,
+    Rpm,
     StoreOpt,
+    Strict,
+    Timeout,
+    Tpm,
+    base_urls,
     how_layer,
     model_layer,
     split_list,
 )
+from healthbench.cli.progress import DownloadBar, run_progress
 from healthbench.config import OFFLINE_MODEL, build_config, load_config_file
+from healthbench.errors import ConfigError, RunError
 from healthbench.results.meta_results import score_label_file, score_meta_run
 from healthbench.results.metrics_out import write_metrics
 from healthbench.results.views import RunView
-from healthbench.runner.meta_eval import resume_meta_eval, run_meta_eval
-from healthbench.runner.progress import RichProgress
+from healthbench.runner.meta_eval import meta_dry_run, resume_meta_eval, run_meta_eval
+from healthbench.runner.run import new_run_name
 from healthbench.scoring.meta import DEFAULT_MIN_PHYSICIAN_RATINGS, GroupSummary, MetaEvalResult
 from healthbench.store import Store
 
@@ -46,8 +58,8 @@ def _fmt(value: float | None, digits: int = 3) -> str:
     return "—" if value is None else f"{value:.{digits}f}"
 
 
-def render_meta(result: MetaEvalResult, *, title: str) -> None:
-    table = Table(title=title)
+def render_meta(result: MetaEvalResult, *, title: str, min_physician_ratings: int) -> None:
+    table = Table(title=Text(title))
     for column in (
         "scope",
         "judge F1 balanced",
@@ -57,11 +69,16 @@ def render_meta(result: MetaEvalResult, *, title: str) -> None:
         "n pairs",
         "rows",
     ):
-        table.add_column(column, justify="left" if column == "scope" else "right")
+        # numbers keep their width; long category names fold at 80 columns instead of being cut
+        if column == "scope":
+            table.add_column(column, overflow="fold", ratio=1)
+        else:
+            header = {"judge F1 balanced": "judge F1\nbalanced", "physician mean": "physician\nmean"}
+            table.add_column(header.get(column, column), justify="right", no_wrap=True)
 
     def add(row: GroupSummary) -> None:
         table.add_row(
-            row.name,
+            Text(row.name),
             _fmt(row.judge_f1_balanced),
             _fmt(row.physician_f1_balanced_mean),
             _fmt(row.percentile, 1),
@@ -74,9 +91,20 @@ def render_meta(result: MetaEvalResult, *, title: str) -> None:
     for row in result.categories:
         add(row)
     console.print(table)
+    if any(row.physician_f1_balanced_mean is None for row in [result.overall, *result.categories]):
+        console.print(  # prose: wrapped at the terminal's width
+            Text(
+                f"— in physician mean: no physician in that scope has more than {min_physician_ratings} "
+                "rating pairs to compare (see --min-physician-ratings), so there is no baseline"
+            )
+        )
     ungraded = result.metrics.get("ungraded_rows") or 0
     if ungraded:
-        err_console.print(f"[yellow]warning:[/] {ungraded} rows ungraded (left out of the judge's numbers)")
+        say(
+            f"warning: {ungraded} rows ungraded (left out of the judge's numbers)",
+            style="yellow",
+            stderr=True,
+        )
 
 
 @app.command("meta-eval")
@@ -151,15 +179,61 @@ def meta_eval_command(
     config: ConfigFile = None,
     store: StoreOpt = None,
     max_connections: MaxConnections = None,
+    rpm: Rpm = None,
+    tpm: Tpm = None,
+    timeout: Timeout = None,
     max_retries: MaxRetries = None,
+    max_outage: MaxOutage = None,
     judge_retries: JudgeRetries = None,
     prices: Prices = None,
     cache_dir: CacheDir = None,
+    dry_run: DryRun = False,
+    strict: Strict = False,
     metrics_out: MetricsOutOpt = None,
 ) -> None:
     """Grade the meta-eval rows with a judge and measure its agreement with physicians."""
+    if min_physician_ratings < 0:
+        raise ConfigError(f"--min-physician-ratings must be 0 or more, not {min_physician_ratings}")
+    if dataset is not None and data is not None:
+        raise ConfigError("--dataset and --data both name the data; give one")
+    judge_flags = {
+        "--judge": judge,
+        "--judge-base-url": judge_base_url,
+        "--judge-api-key-env": judge_api_key_env,
+        "--judge-temperature": judge_temperature,
+        "--judge-max-tokens": judge_max_tokens,
+        "--judge-reasoning-effort": judge_reasoning_effort,
+        "--judge-extra-body": judge_extra_body,
+        "--judge-json": judge_json,
+        "--judge-system-message": judge_system_message,
+        "--profile": profile,
+        "--timeout": timeout,
+        "--grader-template": grader_template,
+    }
     variant = dataset or "demo_meta_eval"
     if labels is not None:
+        unused = {  # nothing is graded, stored or resumed: these flags would be silently ignored
+            **judge_flags,
+            "--resume": resume,
+            "--name": name,
+            "--store": store,
+            "--config": config,
+            "--n-repeats": n_repeats,
+            "--max-connections": max_connections,
+            "--rpm": rpm,
+            "--tpm": tpm,
+            "--max-retries": max_retries,
+            "--max-outage": max_outage,
+            "--judge-retries": judge_retries,
+            "--prices": prices,
+            "--dry-run": dry_run or None,
+            "--strict": strict or None,
+        }
+        given = [flag for flag, value in unused.items() if value is not None]
+        if given:
+            raise ConfigError(
+                f"--labels scores labels made elsewhere, no judge is called; drop {', '.join(given)}"
+            )
         result = score_label_file(
             labels,
             variant,
@@ -169,7 +243,7 @@ def meta_eval_command(
             categories=split_list(category),
             min_physician_ratings=min_physician_ratings,
         )
-        _output(result, f"meta-eval of labels in {labels.name}", metrics_out)
+        _output(result, f"meta-eval of labels in {labels.name}", metrics_out, min_physician_ratings)
         return
     s = Store(store)
     how = how_layer(
@@ -178,9 +252,28 @@ def meta_eval_command(
         judge_retries=judge_retries,
         prices=prices,
         cache_dir=cache_dir,
+        rpm=rpm,
+        tpm=tpm,
+        max_outage=max_outage,
     )
     if resume is not None:
-        with RichProgress(console, label="rows (fixed answers)") as progress:
+        refuse_with_resume(
+            {
+                "--dry-run": dry_run,
+                **judge_flags,
+                "--dataset": dataset,
+                "--data": data,
+                "--limit": limit,
+                "--category": category,
+                "--n-repeats": n_repeats,
+                "--name": name,
+                "--config": config,
+            }
+        )
+        with (
+            continuable(s, resume, kind="meta_eval", store_flag=store),
+            run_progress(console, label="rows (fixed answers)") as progress,
+        ):
             outcome = resume_meta_eval(resume, store=s, overrides=how, progress=progress)
     else:
         flags = {
@@ -191,12 +284,13 @@ def meta_eval_command(
             "n_repeats": n_repeats,
             "judge": model_layer(
                 judge,
-                judge_base_url,
+                base_urls(None, None, judge, judge_base_url)[1],
                 judge_api_key_env,
                 judge_temperature,
                 judge_max_tokens,
                 judge_reasoning_effort,
                 judge_extra_body,
+                timeout,
                 system=judge_system_message,
             ),
             "grader_template": str(grader_template) if grader_template else None,
@@ -207,26 +301,50 @@ def meta_eval_command(
         cfg = build_config(
             load_config_file(config) if config else {}, flags, defaults={"judge": {"spec": OFFLINE_MODEL}}
         )
-        with RichProgress(console, label="rows (fixed answers)") as progress:
-            outcome = run_meta_eval(cfg, store=s, name=name, progress=progress)
+        if dry_run:
+            n_rows, rows = meta_dry_run(cfg)
+            print_estimate(f"dry run: {n_rows} rows × {cfg.n_repeats} repeats (no call made)", rows)
+            return
+        name = name or new_run_name("meta")
+        with (
+            continuable(s, name, kind="meta_eval", store_flag=store),
+            run_progress(console, label="rows (fixed answers)") as progress,
+        ):
+            outcome = run_meta_eval(
+                cfg, store=s, name=name, progress=progress, download_progress=DownloadBar(err_console)
+            )
     result = score_meta_run(s, outcome.run, min_physician_ratings=min_physician_ratings)
     c = outcome.counters
-    console.print(
+    say(
         f"{c.calls} judge calls ({c.cache_hits} from cache) in {c.elapsed:.1f}s · "
         f"{c.input_tokens + c.output_tokens:,} tokens · ${c.cost:.4f}"
     )
     view = RunView.of(s, outcome.run)
     judge_spec = view.judge_spec
     title = f"meta-eval run {outcome.run.name} · judge {judge_spec} · {view.describe_provenance()}"
-    _output(result, title, metrics_out, view.provenance())
+    _output(result, title, metrics_out, min_physician_ratings, view.provenance())
     if judge_spec.startswith("local/"):
-        err_console.print("[yellow]note:[/] a 135M local judge is a smoke test of the pipeline, not a judge.")
+        say(
+            "note: a 135M local judge is a smoke test of the pipeline, not a judge.",
+            style="yellow",
+            stderr=True,
+        )
+    ungraded = result.metrics.get("ungraded_rows") or 0
+    if strict and ungraded:
+        raise RunError(
+            f"--strict: {ungraded} rows ungraded; continue with: "
+            f"{resume_command(outcome.run.name, kind='meta_eval', store=store)}"
+        )
 
 
 def _output(
-    result: MetaEvalResult, title: str, metrics_out: Path | None, about: dict[str, str | None] | None = None
+    result: MetaEvalResult,
+    title: str,
+    metrics_out: Path | None,
+    min_physician_ratings: int,
+    about: dict[str, str | None] | None = None,
 ) -> None:
-    render_meta(result, title=title)
+    render_meta(result, title=title, min_physician_ratings=min_physician_ratings)
     if metrics_out is not None:
         write_metrics(metrics_out, result.metrics, about)
-        console.print(f"metrics written to {metrics_out}")
+        say(f"metrics written to {metrics_out}")

@@ -9,6 +9,15 @@ from typing import Annotated, Any
 import typer
 
 from healthbench.errors import ConfigError
+from healthbench.grading.verdict import DEFAULT_JUDGE_RETRIES
+from healthbench.models.base import (
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_TIMEOUT,
+    env_base_url,
+    provider_prefix,
+)
+from healthbench.models.limits import DEFAULT_MAX_OUTAGE, DEFAULT_MAX_RETRIES
+from healthbench.scoring.stats import DEFAULT_RESAMPLES, DEFAULT_SEED
 
 StoreOpt = Annotated[
     str | None,  # not a Path: Path() would mangle URLs (sqlite:////x.db -> sqlite:/x.db)
@@ -31,10 +40,13 @@ AllResultsOpt = Annotated[
     typer.Option("--allresults-out", help="Write a simple-evals `_allresults.json` export of the run."),
 ]
 SeedOpt = Annotated[
-    int | None, typer.Option("--seed", help="Bootstrap seed (default 0).", show_default=False)
+    int | None, typer.Option("--seed", help=f"Bootstrap seed (default {DEFAULT_SEED}).", show_default=False)
 ]
 ResamplesOpt = Annotated[
-    int | None, typer.Option("--n-resamples", help="Bootstrap resamples (default 1000).", show_default=False)
+    int | None,
+    typer.Option(
+        "--n-resamples", help=f"Bootstrap resamples (default {DEFAULT_RESAMPLES}).", show_default=False
+    ),
 ]
 
 
@@ -94,7 +106,7 @@ MaxConnections = _opt(
     int,
     "--max-connections",
     show_default=False,
-    help="Concurrent model calls, candidate and judge together (default 64).",
+    help=f"Concurrent model calls, candidate and judge together (default {DEFAULT_MAX_CONNECTIONS}).",
 )
 Executor = _opt(
     str,
@@ -110,11 +122,36 @@ RayAddress = _opt(
     help="Ray cluster to join with --executor ray (e.g. ray://head:10001 or auto; default: a new local Ray).",
 )
 MaxRetries = _opt(
-    int, "--max-retries", show_default=False, help="Retries of a failed call (429, 5xx, timeouts; default 8)."
+    int,
+    "--max-retries",
+    show_default=False,
+    help=f"Retries of a failed call (429, 5xx, timeouts; default {DEFAULT_MAX_RETRIES}).",
+)
+MaxOutage = _opt(
+    float,
+    "--max-outage",
+    show_default=False,
+    help="Stop the run (resumable) when an endpoint that answered before has failed every call for "
+    f"this many seconds (default {DEFAULT_MAX_OUTAGE:g}).",
 )
 JudgeRetries = _opt(
-    int, "--judge-retries", show_default=False, help="Re-asks when a judge answer does not parse (default 3)."
+    int,
+    "--judge-retries",
+    show_default=False,
+    help=f"Re-asks when a judge answer does not parse (default {DEFAULT_JUDGE_RETRIES}).",
 )
+Timeout = _opt(
+    float,
+    "--timeout",
+    show_default=False,
+    help=f"Per-request timeout in seconds for every model (default {DEFAULT_TIMEOUT:g}).",
+)
+Rpm = _opt(float, "--rpm", help="Requests per minute per endpoint.")
+Tpm = _opt(float, "--tpm", help="Tokens per minute per endpoint.")
+DryRun = Annotated[
+    bool, typer.Option("--dry-run", help="Print calls, tokens and estimated cost; call nothing.")
+]
+Strict = Annotated[bool, typer.Option("--strict", help="Fail (exit 1) if any criterion is left ungraded.")]
 LengthCenter = _opt(
     float,
     "--length-adjustment-center",
@@ -132,6 +169,22 @@ Prices = _opt(Path, "--prices", help="JSON/TOML price overrides (USD per million
 CacheDir = _opt(
     Path, "--cache-dir", help="Dataset download cache (default $HEALTHBENCH_CACHE_DIR or the user cache dir)."
 )
+
+
+def base_urls(
+    model: str | None, base_url: str | None, judge: str | None, judge_base_url: str | None
+) -> tuple[str | None, str | None]:
+    """The candidate's and the judge's endpoints as the SDKs would pick them: a flag wins, then
+    $OPENAI_BASE_URL / $ANTHROPIC_BASE_URL; a judge given as a bare model name with no
+    --judge-base-url asks the candidate's --base-url (one local server serving both)."""
+    model_url = base_url or (env_base_url(model) if model else None)
+    judge_url = judge_base_url
+    if judge_url is None and judge is not None:
+        if provider_prefix(judge) is None and base_url is not None:
+            judge_url = base_url
+        else:
+            judge_url = env_base_url(judge)
+    return model_url, judge_url
 
 
 def model_layer(
@@ -183,6 +236,7 @@ def how_layer(
     cache_dir: Path | None = None,
     rpm: float | None = None,
     tpm: float | None = None,
+    max_outage: float | None = None,
     executor: str | None = None,
     ray_address: str | None = None,
 ) -> dict[str, Any]:
@@ -191,7 +245,10 @@ def how_layer(
         "max_connections": max_connections,
         "requests_per_minute": rpm,
         "tokens_per_minute": tpm,
-        "retry": {"max_retries": max_retries} if max_retries is not None else None,
+        "retry": {
+            k: v for k, v in {"max_retries": max_retries, "max_outage": max_outage}.items() if v is not None
+        }
+        or None,
         "judge_retries": judge_retries,
         "prices": str(prices) if prices else None,
         "cache_dir": str(cache_dir) if cache_dir else None,

@@ -40,6 +40,9 @@ def _option_row(param: Any) -> str:
 
 
 def render() -> str:
+    from healthbench.cli import load_all
+
+    load_all()
     root = typer.main.get_command(app)
     lines = [
         "# CLI reference",

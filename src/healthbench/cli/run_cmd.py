@@ -9,12 +9,15 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from healthbench.cli.app import app, console, err_console, handles_errors
+from healthbench.cli.app import app, console, err_console, handles_errors, say
+from healthbench.cli.continuable import continuable, refuse_with_resume, resume_command
 from healthbench.cli.correction_view import render_correction
+from healthbench.cli.dry_run import print_estimate
 from healthbench.cli.options import (
     AllResultsOpt,
     CacheDir,
     ConfigFile,
+    DryRun,
     Executor,
     GraderTemplate,
     JudgeBaseUrl,
@@ -29,18 +32,25 @@ from healthbench.cli.options import (
     LengthCenter,
     LengthPenalty,
     MaxConnections,
+    MaxOutage,
     MaxRetries,
     MetricsOutOpt,
     Prices,
     Profile,
     RayAddress,
     ResamplesOpt,
+    Rpm,
     SeedOpt,
     StoreOpt,
+    Strict,
+    Timeout,
+    Tpm,
+    base_urls,
     how_layer,
     model_layer,
     split_list,
 )
+from healthbench.cli.progress import DownloadBar, run_progress
 from healthbench.config import OFFLINE_MODEL, RunConfig, build_config, load_config_file
 from healthbench.data.professional import (
     PROFESSIONAL,
@@ -48,7 +58,7 @@ from healthbench.data.professional import (
     professional_defaults,
     resolve_format,
 )
-from healthbench.errors import RunError, StoreMissingError
+from healthbench.errors import ConfigError, RunError, StoreMissingError
 from healthbench.executors.ray import require_ray
 from healthbench.results.aggregate import aggregate_document, write_aggregate_scores
 from healthbench.results.correction import corrected_scores
@@ -59,8 +69,6 @@ from healthbench.results.summary import render_summary
 from healthbench.results.views import RunView
 from healthbench.runner import run as runner
 from healthbench.runner.completions import estimate_baselines, run_baselines
-from healthbench.runner.estimate import RoleEstimate, total_cost
-from healthbench.runner.progress import RichProgress
 from healthbench.scoring.run_score import RunScore
 from healthbench.store import RunRecord, Store
 
@@ -89,26 +97,28 @@ def _report(
     samples = view.graded_samples()
     score = view.score_samples(samples, options)
     judge = view.judge_spec
-    render_summary(
-        score, title=f"run {run.name} · judge {judge} · {view.describe_provenance()}", console=console
-    )
+    missing, expected = runner.unanswered(store, run)
+    title = f"run {run.name} · judge {judge} · {view.describe_provenance()}"
+    if missing:  # never shown as if it were the run's score
+        title = f"PARTIAL: {expected - missing} of {expected} conversations answered, not the run's score · {title}"
+    render_summary(score, title=title, console=console)
     if counters_line:
-        console.print(counters_line)
+        say(counters_line)
     if judge.startswith("local/"):
-        err_console.print(f"[yellow]note:[/] {SMOKE_WARNING}")
+        say(f"note: {SMOKE_WARNING}", style="yellow", stderr=True)
     if metrics_out is not None:
         write_metrics(metrics_out, score.metrics(), view.provenance())
-        _say(f"metrics written to {metrics_out}")
+        say(f"metrics written to {metrics_out}")
     if allresults_out is not None:
         write_allresults(allresults_out, samples, score, provenance=view.provenance())
-        _say(f"simple-evals export written to {allresults_out}")
+        say(f"simple-evals export written to {allresults_out}")
     if aggregate_out is not None:
         write_aggregate_scores(aggregate_out, aggregate_document(run.name, samples, score))
-        _say(f"aggregate scores written to {aggregate_out}")
+        say(f"aggregate scores written to {aggregate_out}")
     if row_scores_out is not None:
         del samples  # the rows stream from the store
         _, count = write_row_scores(row_scores_out, iter_row_scores(store, run.name, options))
-        _say(f"{count} row scores written to {row_scores_out}")
+        say(f"{count} row scores written to {row_scores_out}")
     if score.ungraded_criteria:
         message = (
             f"{score.ungraded_criteria} criteria ungraded in {score.ungraded_samples} conversations "
@@ -116,35 +126,14 @@ def _report(
         )
         if strict:
             raise RunError(f"--strict: {message}")
-        err_console.print(f"[yellow]warning:[/] {message}")
+        say(f"warning: {message}", style="yellow", stderr=True)
     return score
 
 
 def _dry_run(store: Store, config: RunConfig, name: str | None) -> None:
     n_conversations, rows = runner.dry_run(store, config, name)
-    _print_estimate(
+    print_estimate(
         f"dry run: {n_conversations} conversations × {config.n_repeats} repeats (no call made)", rows
-    )
-
-
-def _print_estimate(title: str, rows: list[RoleEstimate]) -> None:
-    table = Table(title=Text(title))
-    for column in ("role", "model", "calls", "input tokens", "output tokens", "est. cost (USD)"):
-        table.add_column(column, justify="right" if column not in ("role", "model") else "left")
-    for r in rows:
-        table.add_row(
-            r.role,
-            r.model,
-            f"{r.calls:,}",
-            f"{r.input_tokens:,}",
-            f"{r.output_tokens:,}",
-            "unknown price" if r.cost is None else f"{r.cost:,.2f}",
-        )
-    console.print(table)
-    total = total_cost(rows)
-    console.print(
-        f"estimated total: {'unknown (a model has no price; see --prices)' if total is None else f'${total:,.2f}'}"
-        " — tokens estimated at 4 characters each; cached calls cost nothing"
     )
 
 
@@ -207,14 +196,7 @@ def run_command(
     judge_system_message: JudgeSystemMessage = None,
     judge_json: JudgeJson = None,
     profile: Profile = None,
-    timeout: Annotated[
-        float | None,
-        typer.Option(
-            "--timeout",
-            show_default=False,
-            help="Per-request timeout in seconds for both models (default 120).",
-        ),
-    ] = None,
+    timeout: Timeout = None,
     grader_template: GraderTemplate = None,
     dataset: Annotated[
         str | None,
@@ -270,9 +252,10 @@ def run_command(
     config: ConfigFile = None,
     store: StoreOpt = None,
     max_connections: MaxConnections = None,
-    rpm: Annotated[float | None, typer.Option("--rpm", help="Requests per minute per endpoint.")] = None,
-    tpm: Annotated[float | None, typer.Option("--tpm", help="Tokens per minute per endpoint.")] = None,
+    rpm: Rpm = None,
+    tpm: Tpm = None,
     max_retries: MaxRetries = None,
+    max_outage: MaxOutage = None,
     judge_retries: JudgeRetries = None,
     prices: Prices = None,
     cache_dir: CacheDir = None,
@@ -298,16 +281,14 @@ def run_command(
             "aug_2024_reference, 'Group 3' / apr_2025_reference (default: each group, one run each).",
         ),
     ] = None,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Print calls, tokens and estimated cost; call nothing.")
-    ] = False,
-    strict: Annotated[
-        bool, typer.Option("--strict", help="Fail (exit 1) if any criterion is left ungraded.")
-    ] = False,
+    dry_run: DryRun = False,
+    strict: Strict = False,
     metrics_out: MetricsOutOpt = None,
     allresults_out: AllResultsOpt = None,
 ) -> None:
     """Sample a model on HealthBench, grade every rubric criterion with a judge, and report the scores."""
+    if dataset is not None and data is not None:
+        raise ConfigError("--dataset and --data both name the data; give one")
     s = Store(store)
     how = how_layer(
         max_connections=max_connections,
@@ -317,19 +298,55 @@ def run_command(
         cache_dir=cache_dir,
         rpm=rpm,
         tpm=tpm,
+        max_outage=max_outage,
         executor=executor,
         ray_address=ray_address,
     )
     if executor == "ray" and not dry_run:
         require_ray()
     if resume is not None:
+        refuse_with_resume(
+            {
+                "--model": model,
+                "--base-url": base_url,
+                "--api-key-env": api_key_env,
+                "--temperature": temperature,
+                "--max-tokens": max_tokens,
+                "--system-message": system_message,
+                "--reasoning-effort": reasoning_effort,
+                "--extra-body": extra_body,
+                "--judge": judge,
+                "--judge-base-url": judge_base_url,
+                "--judge-api-key-env": judge_api_key_env,
+                "--judge-temperature": judge_temperature,
+                "--judge-max-tokens": judge_max_tokens,
+                "--judge-reasoning-effort": judge_reasoning_effort,
+                "--judge-extra-body": judge_extra_body,
+                "--judge-json": judge_json,
+                "--judge-system-message": judge_system_message,
+                "--profile": profile,
+                "--timeout": timeout,
+                "--grader-template": grader_template,
+                "--dataset": dataset,
+                "--data": data,
+                "--limit": limit,
+                "--ids": ids,
+                "--theme": theme,
+                "--n-repeats": n_repeats,
+                "--name": name,
+                "--config": config,
+                "--length-penalty": length_penalty,
+                "--length-center": length_center,
+            }
+        )
         if dry_run:
             _dry_run(s, RunView.open(s, resume).config, resume)
             return
-        with RichProgress(console) as progress:
+        with continuable(s, resume, kind="eval", store_flag=store), run_progress(console) as progress:
             outcome = runner.resume_run(resume, store=s, overrides=how, progress=progress)
-        _finish(s, outcome, metrics_out, allresults_out, seed, n_resamples, strict)
+        _finish(s, outcome, metrics_out, allresults_out, seed, n_resamples, strict, store_flag=store)
         return
+    base_url, judge_base_url = base_urls(model, base_url, judge, judge_base_url)
     flags: dict[str, Any] = {
         "dataset": dataset,
         "data": str(data) if data else None,
@@ -393,16 +410,19 @@ def run_command(
         if dry_run:
             for planned in estimate_baselines(s, cfg, name):
                 title = f"dry run of {planned.run_name}: {planned.completions} completions × {cfg.n_repeats} repeats"
-                _print_estimate(f"{title} (no call made)", planned.rows)
+                print_estimate(f"{title} (no call made)", planned.rows)
             return
         _run_baselines(s, cfg, name, metrics_out, allresults_out, strict)
         return
     if dry_run:
         _dry_run(s, cfg, name)
         return
-    with RichProgress(console) as progress:
-        outcome = runner.run_eval(cfg, store=s, name=name, progress=progress)
-    _finish(s, outcome, metrics_out, allresults_out, None, None, strict)
+    name = name or runner.new_run_name()
+    with continuable(s, name, kind="eval", store_flag=store), run_progress(console) as progress:
+        outcome = runner.run_eval(
+            cfg, store=s, name=name, progress=progress, download_progress=DownloadBar(err_console)
+        )
+    _finish(s, outcome, metrics_out, allresults_out, None, None, strict, store_flag=store)
 
 
 def _run_baselines(
@@ -414,8 +434,10 @@ def _run_baselines(
     strict: bool,
 ) -> None:
     """One baseline run per group; with several groups, each output file gets the group's short name."""
-    with RichProgress(console, label="completions given") as progress:
-        results = run_baselines(cfg, store=s, name=name, progress=progress)
+    with run_progress(console, label="completions given") as progress:
+        results = run_baselines(
+            cfg, store=s, name=name, progress=progress, download_progress=DownloadBar(err_console)
+        )
     for result in results:
         group, selection = result.group, result.selection
         console.print(
@@ -452,6 +474,8 @@ def _finish(
     seed: int | None,
     n_resamples: int | None,
     strict: bool,
+    *,
+    store_flag: str | None = None,
 ) -> None:
     c = outcome.counters
     line = (
@@ -461,7 +485,7 @@ def _finish(
     if c.unpriced_calls:
         line += f" + unknown cost of {c.unpriced_calls} calls to unpriced models (see --prices)"
     if c.samples_failed:
-        line += f" · [red]{c.samples_failed} conversations could not be sampled[/]"
+        line += f" · {c.samples_failed} conversations could not be sampled"
     _report(
         s,
         outcome.run,
@@ -472,6 +496,12 @@ def _finish(
         strict=strict,
         counters_line=line,
     )
+    missing, expected = runner.unanswered(s, outcome.run)
+    if missing:  # an incomplete run never exits 0
+        raise RunError(
+            f"run {outcome.run.name!r} is incomplete: {missing} of {expected} conversations have no "
+            f"answer; continue with: {resume_command(outcome.run.name, store=store_flag)}"
+        )
 
 
 @app.command("regrade")
@@ -492,6 +522,8 @@ def regrade_command(
     judge_extra_body: JudgeExtraBody = None,
     judge_system_message: JudgeSystemMessage = None,
     profile: Profile = None,
+    judge_json: JudgeJson = None,
+    timeout: Timeout = None,
     grader_template: GraderTemplate = None,
     name: Annotated[
         str | None,
@@ -501,12 +533,14 @@ def regrade_command(
     ] = None,
     store: StoreOpt = None,
     max_connections: MaxConnections = None,
+    rpm: Rpm = None,
+    tpm: Tpm = None,
     max_retries: MaxRetries = None,
+    max_outage: MaxOutage = None,
     judge_retries: JudgeRetries = None,
     prices: Prices = None,
-    strict: Annotated[
-        bool, typer.Option("--strict", help="Fail (exit 1) if any criterion is left ungraded.")
-    ] = False,
+    dry_run: DryRun = False,
+    strict: Strict = False,
     metrics_out: MetricsOutOpt = None,
     allresults_out: AllResultsOpt = None,
 ) -> None:
@@ -514,22 +548,42 @@ def regrade_command(
     s = Store(store)
     layer = model_layer(
         judge,
-        judge_base_url,
+        base_urls(None, None, judge, judge_base_url)[1],
         judge_api_key_env,
         judge_temperature,
         judge_max_tokens,
         judge_reasoning_effort,
         judge_extra_body,
+        timeout,
         system=judge_system_message,
     )
     overrides = how_layer(
-        max_connections=max_connections, max_retries=max_retries, judge_retries=judge_retries, prices=prices
+        max_connections=max_connections,
+        max_retries=max_retries,
+        judge_retries=judge_retries,
+        prices=prices,
+        rpm=rpm,
+        tpm=tpm,
+        max_outage=max_outage,
     )
     if grader_template is not None:
         overrides["grader_template"] = str(grader_template)
+    if judge_json is not None:
+        overrides["judge_structured_output"] = judge_json
     if profile is not None:
         overrides["profile"] = profile
-    with RichProgress(console, label="answers reused") as progress:
+    if dry_run:
+        config, rows = runner.regrade_dry_run(s, source, layer or None, overrides)
+        n_conversations = len(s.load_items(s.require_run(source).id))
+        print_estimate(
+            f"dry run: {n_conversations} conversations × {config.n_repeats} repeats (no call made)", rows
+        )
+        return
+    name = name or runner.new_run_name("regrade")
+    with (
+        continuable(s, name, kind="eval", store_flag=store),
+        run_progress(console, label="answers reused") as progress,
+    ):
         outcome = runner.regrade(
             source,
             layer or None,
@@ -538,7 +592,14 @@ def regrade_command(
             overrides=overrides,
             progress=progress,
         )
-    _finish(s, outcome, metrics_out, allresults_out, None, None, strict)
+    _finish(s, outcome, metrics_out, allresults_out, None, None, strict, store_flag=store)
+
+
+def dataset_label(dataset: dict[str, Any]) -> str:
+    """What `runs` shows of a run's data: the variant, or a local file's name and sha256."""
+    if dataset.get("source") == "local":
+        return f"{Path(str(dataset.get('path', '?'))).name} sha256:{dataset.get('sha256', '?')}"
+    return str(dataset.get("variant", "?"))
 
 
 @app.command("runs")
@@ -552,18 +613,20 @@ def runs_command(store: StoreOpt = None) -> None:
         return
     table = Table(title=Text(f"runs in {s.url}"))
     for column in ("name", "kind", "status", "model", "judge", "dataset", "created"):
-        table.add_column(column)
+        # long names fold at 80 columns (never cut); short fixed-width fields stay on one line
+        table.add_column(column, overflow="fold", no_wrap=column in ("kind", "status", "created"))
     for run in s.list_runs():
         view = RunView.of(s, run)
-        table.add_row(
-            Text(run.name),
+        cells = (
+            run.name,
             run.kind,
             run.status,
-            Text(view.model_spec or _completions_label(view.config)),
-            Text(view.judge_spec),
-            Text(view.config.dataset),
+            view.model_spec or _completions_label(view.config),
+            view.judge_spec,
+            dataset_label(run.config.get("dataset") or {}),
             run.created_at[:19],
         )
+        table.add_row(*(Text(cell) for cell in cells))  # user text is shown literally
     console.print(table)
 
 
@@ -629,8 +692,3 @@ def results_command(
         )
         if metrics_out is not None:
             write_metrics(metrics_out, {**score.metrics(), **correction.metrics()})
-
-
-def _say(text: str) -> None:
-    """One plain line (paths printed literally, never as markup, never wrapped)."""
-    console.print(text, highlight=False, markup=False, soft_wrap=True)

@@ -6,13 +6,16 @@ meta-eval file. Parsing is pure: it takes lines of text and a source name for er
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import json
-from collections.abc import Iterable, Sequence
-from typing import Annotated, Any, TypeVar
+import math
+from collections.abc import Iterable
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     StrictBool,
@@ -26,14 +29,22 @@ from pydantic import (
 
 from healthbench.errors import DataError
 
-Points = Annotated[StrictInt | StrictFloat, Field(ge=-10, le=10)]
+
+def _not_nan(value: Any) -> Any:
+    if isinstance(value, float) and math.isnan(value):
+        raise ValueError("points is NaN, not a number")
+    return value
+
+
+Points = Annotated[StrictInt | StrictFloat, Field(ge=-10, le=10), BeforeValidator(_not_nan)]
+Role = Literal["system", "user", "assistant", "developer"]
 
 
 class Message(BaseModel):
     """One chat turn, as the official files and the OpenAI chat format write it."""
 
     model_config = ConfigDict(extra="ignore", frozen=True)
-    role: StrictStr
+    role: Role
     content: StrictStr
 
 
@@ -45,6 +56,13 @@ class RubricItem(BaseModel):
     criterion: StrictStr
     points: Points
     tags: list[StrictStr] = Field(default_factory=list)
+
+    @field_validator("criterion")
+    @classmethod
+    def _criterion_not_empty(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("the criterion is empty")
+        return value
 
     def __str__(self) -> str:
         return f"[{self.points}] {self.criterion}"
@@ -66,6 +84,11 @@ class Conversation(BaseModel):
     def _prompt_not_empty(cls, value: list[Message]) -> list[Message]:
         if not value:
             raise ValueError("the conversation has no messages")
+        if value[-1].role != "user":
+            raise ValueError(
+                f"the last turn is {value[-1].role!r}; a conversation must end with the user turn "
+                "the model answers"
+            )
         return value
 
     @field_validator("rubrics")
@@ -190,7 +213,7 @@ def _identity(record: Conversation | MetaEvalRecord) -> str:
 
 def decode_lines(data: bytes, *, source: str) -> list[str]:
     """Split raw bytes into text lines, naming the first line that is not UTF-8."""
-    lines = data.split(b"\n")
+    lines = data.removeprefix(codecs.BOM_UTF8).split(b"\n")  # a UTF-8 BOM (Windows editors) is fine
     out: list[str] = []
     for number, raw in enumerate(lines, start=1):
         try:
@@ -198,8 +221,3 @@ def decode_lines(data: bytes, *, source: str) -> list[str]:
         except UnicodeDecodeError as exc:
             raise DataError(f"not valid UTF-8 (byte {exc.start + 1})", path=source, line=number) from None
     return out
-
-
-def dump_records(records: Sequence[BaseModel]) -> str:
-    """Serialize records back to JSONL (used by tests and fixtures)."""
-    return "".join(json.dumps(r.model_dump(mode="json"), ensure_ascii=False) + "\n" for r in records)

@@ -8,24 +8,23 @@ next to them. Nothing is downloaded at import time.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
-import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING
 
-import httpx
 import platformdirs
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
+from healthbench.atomic import atomic_writer
 from healthbench.data.professional import read_conversations
 from healthbench.data.schema import Conversation, MetaEvalRecord, Record, decode_lines, parse_lines
 from healthbench.errors import DataError, DownloadError
 
-Variant = Literal["full", "hard", "consensus", "meta_eval", "demo", "demo_meta_eval"]
-EVAL_VARIANTS: tuple[str, ...] = ("full", "hard", "consensus", "demo")
+if TYPE_CHECKING:
+    import httpx  # imported by `download` only: loading it costs more than reading a dataset
+
 META_VARIANTS: tuple[str, ...] = ("meta_eval", "demo_meta_eval")
 
 _BASE = "https://openaipublic.blob.core.windows.net/simple-evals/healthbench/"
@@ -37,6 +36,9 @@ OFFICIAL_URLS: dict[str, str] = {
 }
 DEMO_FILES: dict[str, str] = {"demo": "demo.jsonl", "demo_meta_eval": "demo_meta_eval.jsonl"}
 CACHE_ENV = "HEALTHBENCH_CACHE_DIR"
+
+# called as a download advances: (file name, bytes so far, total bytes or None); the CLI draws it
+DownloadProgress = Callable[[str, int, int | None], None]
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,14 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
+def require_file(path: Path) -> None:
+    """A DataError naming why ``path`` cannot be read as a dataset file."""
+    if path.is_dir():
+        raise DataError("is a directory, not a JSONL file", path=str(path))
+    if not path.is_file():
+        raise DataError("file not found", path=str(path))
+
+
 def _demo_path(variant: str) -> Path:
     resource = resources.files("healthbench.data") / "demo" / DEMO_FILES[variant]
     return Path(str(resource))
@@ -76,14 +86,13 @@ def resolve(
     *,
     data: str | os.PathLike[str] | None = None,
     cache: str | os.PathLike[str] | None = None,
-    show_progress: bool = True,
+    progress: DownloadProgress | None = None,
     transport: httpx.BaseTransport | None = None,
 ) -> DatasetFile:
     """Find (or download once) the file for ``variant``; ``data`` overrides with a local file."""
     if data is not None:
         path = Path(data)
-        if not path.is_file():
-            raise DataError("file not found", path=str(path))
+        require_file(path)
         return DatasetFile(variant, path, "local", sha256_of(path))
     if variant in DEMO_FILES:
         path = _demo_path(variant)
@@ -94,43 +103,40 @@ def resolve(
     url = OFFICIAL_URLS[variant]
     target = cache_dir(cache) / url.rsplit("/", 1)[1]
     if not target.is_file():
-        download(url, target, show_progress=show_progress, transport=transport)
+        download(url, target, progress=progress, transport=transport)
     meta = target.with_suffix(target.suffix + ".sha256")
     digest = meta.read_text().split()[0] if meta.is_file() else sha256_of(target)
     return DatasetFile(variant, target, url, digest)
 
 
 def download(
-    url: str, target: Path, *, show_progress: bool = True, transport: httpx.BaseTransport | None = None
+    url: str,
+    target: Path,
+    *,
+    progress: DownloadProgress | None = None,
+    transport: httpx.BaseTransport | None = None,
 ) -> str:
-    """GET ``url`` into ``target`` atomically (temp file + rename); returns and records its sha256."""
-    target.parent.mkdir(parents=True, exist_ok=True)
+    """GET ``url`` into ``target`` atomically (temp file + rename); returns and records its sha256.
+    ``progress`` (if given) is called after every chunk; nothing is drawn otherwise."""
+    import httpx
+
     digest = hashlib.sha256()
-    handle, temp_name = tempfile.mkstemp(dir=target.parent, prefix=target.name, suffix=".part")
     try:
         with (
-            os.fdopen(handle, "wb") as out,
+            atomic_writer(target, suffix=".part") as out,
             httpx.Client(transport=transport, follow_redirects=True, timeout=60.0) as client,
             client.stream("GET", url) as response,
         ):
             response.raise_for_status()
             total = int(response.headers.get("content-length", 0)) or None
-            with Progress(
-                TextColumn("[bold]{task.description}"),
-                BarColumn(),
-                DownloadColumn(),
-                TransferSpeedColumn(),
-                disable=not show_progress,
-                transient=True,
-            ) as bar:
-                task = bar.add_task(f"downloading {target.name}", total=total)
-                for chunk in response.iter_bytes(1 << 16):
-                    out.write(chunk)
-                    digest.update(chunk)
-                    bar.advance(task, len(chunk))
-        os.replace(temp_name, target)
+            done = 0
+            for chunk in response.iter_bytes(1 << 16):
+                out.write(chunk)
+                digest.update(chunk)
+                done += len(chunk)
+                if progress is not None:
+                    progress(target.name, done, total)
     except (httpx.HTTPError, OSError) as exc:
-        Path(temp_name).unlink(missing_ok=True)
         if isinstance(exc, httpx.HTTPStatusError):
             reason = f"HTTP {exc.response.status_code}"
         else:  # one line: some httpx messages span several
@@ -158,12 +164,12 @@ def load_conversations(
     *,
     data: str | os.PathLike[str] | None = None,
     cache: str | os.PathLike[str] | None = None,
-    show_progress: bool = True,
+    progress: DownloadProgress | None = None,
 ) -> tuple[DatasetFile, list[Conversation]]:
     """The conversations of an eval variant (full, hard, consensus, demo) or of a local file."""
     if variant in META_VARIANTS:
         raise DataError(f"{variant!r} is a meta-eval dataset; use `healthbench meta-eval`")
-    source = resolve(variant, data=data, cache=cache, show_progress=show_progress)
+    source = resolve(variant, data=data, cache=cache, progress=progress)
     return source, read_conversations(source.path)  # classic or HealthBench Professional
 
 
@@ -172,18 +178,7 @@ def load_meta_eval(
     *,
     data: str | os.PathLike[str] | None = None,
     cache: str | os.PathLike[str] | None = None,
-    show_progress: bool = True,
+    progress: DownloadProgress | None = None,
 ) -> tuple[DatasetFile, list[MetaEvalRecord]]:
-    source = resolve(variant, data=data, cache=cache, show_progress=show_progress)
+    source = resolve(variant, data=data, cache=cache, progress=progress)
     return source, read_records(source.path, MetaEvalRecord)
-
-
-def describe(source: DatasetFile) -> str:
-    return json.dumps(
-        {
-            "variant": source.variant,
-            "path": str(source.path),
-            "source": source.source,
-            "sha256": source.sha256,
-        }
-    )

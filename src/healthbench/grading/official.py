@@ -95,7 +95,7 @@ def official_grader_text(
         except ConfigError:
             pass  # a damaged or stale copy: fetch it again
     try:
-        download(url, target, show_progress=False, transport=transport)
+        download(url, target, transport=transport)
     except DownloadError:
         raise ConfigError(
             f"grader template simple-evals: cannot download {url} and no usable cached copy in "

@@ -9,7 +9,14 @@ import json
 from typing import Any
 
 from healthbench.errors import ConfigError
-from healthbench.models.base import Completion, Messages, ModelSettings, ModelSpec, Usage
+from healthbench.models.base import (
+    DEFAULT_MAX_CONNECTIONS,
+    Completion,
+    Messages,
+    ModelSettings,
+    ModelSpec,
+    Usage,
+)
 from healthbench.models.errors import FailureKind, ProviderError
 from healthbench.models.transport import http_client
 
@@ -61,7 +68,7 @@ class AnthropicChatModel:
         settings: ModelSettings,
         *,
         api_key: str | None,
-        max_connections: int = 32,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
     ) -> None:
         if settings.reasoning_effort is not None:
             raise ConfigError(

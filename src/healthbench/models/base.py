@@ -20,6 +20,9 @@ from healthbench.errors import ConfigError
 Provider = Literal["openai", "anthropic", "local"]
 PROVIDERS: tuple[str, ...] = ("openai", "anthropic", "local")
 
+DEFAULT_TIMEOUT = 120.0  # seconds per request
+DEFAULT_MAX_CONNECTIONS = 64  # concurrent calls per endpoint (candidate and judge together)
+
 DEFAULT_URLS: dict[str, str] = {
     "openai": "https://api.openai.com/v1",
     "anthropic": "https://api.anthropic.com",
@@ -94,7 +97,7 @@ class ModelSettings(BaseModel):
     system_message: str | None = None
     reasoning_effort: str | None = None
     extra_body: dict[str, Any] = Field(default_factory=dict)
-    timeout: float = Field(default=120.0, gt=0)
+    timeout: float = Field(default=DEFAULT_TIMEOUT, gt=0)
 
 
 class ModelSpec(BaseModel):
@@ -165,6 +168,25 @@ def parse_model_spec(text: str, base_url: str | None = None, api_key_env: str | 
     if provider == "local" and url is not None:
         raise ConfigError(f"{text!r} runs in-process and takes no --base-url: {ACCEPTED_FORMS}")
     return ModelSpec(provider=provider, model=model, base_url=url, api_key_env=api_key_env or None)
+
+
+# the variables the OpenAI and Anthropic SDKs read their endpoint from (a --base-url flag wins)
+BASE_URL_ENVS: dict[str, str] = {"openai": "OPENAI_BASE_URL", "anthropic": "ANTHROPIC_BASE_URL"}
+
+
+def provider_prefix(text: str) -> str | None:
+    """The provider a spec names (``openai/gpt-4.1`` → openai), or None for a bare model name."""
+    prefix, sep, _ = text.strip().partition("/")
+    return prefix if sep and prefix in PROVIDERS else None
+
+
+def env_base_url(text: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """The endpoint the SDKs' environment variable gives a spec (a bare name is OpenAI-compatible)."""
+    env = os.environ if environ is None else environ
+    variable = BASE_URL_ENVS.get(provider_prefix(text) or "openai")
+    if variable is None:  # local models run in-process
+        return None
+    return env.get(variable, "").strip() or None
 
 
 def resolve_api_key(spec: ModelSpec, environ: Mapping[str, str] | None = None) -> str | None:

@@ -13,7 +13,13 @@ import random
 from collections.abc import Mapping
 
 from healthbench.errors import ConfigError
-from healthbench.models.base import ModelSettings, ModelSpec, ProviderModel, resolve_api_key
+from healthbench.models.base import (
+    DEFAULT_MAX_CONNECTIONS,
+    ModelSettings,
+    ModelSpec,
+    ProviderModel,
+    resolve_api_key,
+)
 from healthbench.models.limits import ConnectionPool, ManagedModel, RetryPolicy, Sleep
 
 # provider -> (module, class, optional packages it needs, install hint)
@@ -39,11 +45,20 @@ def _require(packages: tuple[str, ...], spec: ModelSpec, hint: str) -> None:
             raise ConfigError(f"{spec.name} needs the Python package {package}: {hint}")
 
 
+def check_model(spec: ModelSpec, environ: Mapping[str, str] | None = None) -> None:
+    """Raise the ConfigError `create_model` would (missing extra, missing key) without creating it,
+    so that a run is not stored before its models are known to be usable."""
+    _, _, packages, hint = _ADAPTERS[spec.provider]
+    _require(packages, spec, hint)
+    if spec.provider != "local":
+        resolve_api_key(spec, environ)
+
+
 def create_provider(
     spec: ModelSpec,
     settings: ModelSettings,
     *,
-    max_connections: int = 32,
+    max_connections: int = DEFAULT_MAX_CONNECTIONS,
     environ: Mapping[str, str] | None = None,
 ) -> ProviderModel:
     """The bare provider adapter for `spec` (no retries, no limits): mostly for tests and tools."""

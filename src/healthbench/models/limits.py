@@ -16,12 +16,23 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from healthbench.errors import FatalModelError, ModelError
-from healthbench.models.base import Completion, Messages, ModelSettings, ModelSpec, ProviderModel, Usage
+from healthbench.errors import FatalModelError, ModelError, OutageError
+from healthbench.models.base import (
+    DEFAULT_MAX_CONNECTIONS,
+    Completion,
+    Messages,
+    ModelSettings,
+    ModelSpec,
+    ProviderModel,
+    Usage,
+)
 from healthbench.models.errors import CallFailure, FailureKind, ProviderError
 
 Sleep = Callable[[float], Awaitable[None]]
 Clock = Callable[[], float]
+
+DEFAULT_MAX_RETRIES = 8
+DEFAULT_MAX_OUTAGE = 600.0  # seconds
 
 
 class RetryPolicy(BaseModel):
@@ -29,13 +40,16 @@ class RetryPolicy(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    max_retries: int = Field(default=8, ge=0)
+    max_retries: int = Field(default=DEFAULT_MAX_RETRIES, ge=0)
     # retries for an endpoint that cannot be reached and has never answered (a wrong --base-url
     # fails in seconds, not after the whole backoff schedule)
     unreachable_retries: int = Field(default=2, ge=0)
     initial_delay: float = Field(default=1.0, ge=0)
     max_delay: float = Field(default=60.0, ge=0)
     jitter: bool = True
+    # an endpoint that has answered before and then fails every call for this long (seconds) is
+    # down: the run stops (resumable) instead of retrying for as long as the run lasts
+    max_outage: float = Field(default=DEFAULT_MAX_OUTAGE, gt=0)
 
     def delay(self, retry: int, retry_after: float | None = None, rng: random.Random | None = None) -> float:
         """Seconds to wait before retry number `retry` (0-based). A server's Retry-After wins, capped."""
@@ -52,7 +66,7 @@ class ConnectionLimits(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    max_connections: int = Field(default=32, gt=0)
+    max_connections: int = Field(default=DEFAULT_MAX_CONNECTIONS, gt=0)
     requests_per_minute: float | None = Field(default=None, gt=0)
     tokens_per_minute: float | None = Field(default=None, gt=0)
 
@@ -102,6 +116,22 @@ class Connection:
     in_flight: int = 0
     max_in_flight: int = 0
     answered: int = 0  # successful requests: an endpoint that never answered is not retried for long
+    # an outage in progress: when calls on this endpoint started failing, the last error, and when
+    # the next attempt is due (monotonic seconds); all None while calls succeed
+    failing_since: float | None = None
+    last_error: str | None = None
+    next_attempt: float | None = None
+
+    def succeeded(self) -> None:
+        self.answered += 1
+        self.failing_since = self.last_error = self.next_attempt = None
+
+    def failed(self, message: str, now: float) -> float:
+        """Record a failed attempt; how long (seconds) the endpoint has been failing."""
+        if self.failing_since is None:
+            self.failing_since = now
+        self.last_error = message
+        return now - self.failing_since
 
     async def before_request(self) -> None:
         """Wait for the rate buckets (never while holding a connection slot)."""
@@ -129,6 +159,19 @@ class ConnectionPool:
 
     def limits_for(self, key: tuple[str, str]) -> ConnectionLimits:
         return self.overrides.get(key, self.default)
+
+    def outage_note(self, now: float) -> str | None:
+        """One line on the longest outage in progress (for the progress display), or None."""
+        failing = [(key, c) for key, c in self._connections.items() if c.failing_since is not None]
+        if not failing:
+            return None
+        (provider, url), c = min(failing, key=lambda kc: kc[1].failing_since or 0.0)
+        since = now - (c.failing_since or now)
+        wait = max(0.0, (c.next_attempt or now) - now)
+        return (
+            f"{url or provider} failing for {since:.0f}s ({c.last_error}); "
+            f"retrying, next attempt in {wait:.0f}s"
+        )
 
     def connection(self, key: tuple[str, str]) -> Connection:
         if key not in self._connections:
@@ -167,6 +210,7 @@ class ManagedModel:
         *,
         sleep: Sleep = asyncio.sleep,
         rng: random.Random | None = None,
+        clock: Clock = time.monotonic,
     ) -> None:
         self.provider = provider
         self.policy = policy
@@ -174,6 +218,7 @@ class ManagedModel:
         self.stats = CallStats()
         self._sleep = sleep
         self._rng = rng or random.Random()
+        self._clock = clock
 
     @property
     def spec(self) -> ModelSpec:
@@ -191,7 +236,7 @@ class ManagedModel:
         while True:
             result = await self._attempt(connection, messages, json_schema)
             if isinstance(result, Completion):
-                connection.answered += 1
+                connection.succeeded()
                 self.stats.succeeded += 1
                 self.stats.usage = self.stats.usage + result.usage
                 return result
@@ -206,6 +251,13 @@ class ManagedModel:
                     f"{self.spec.describe()}: {result.message} (no answer from this endpoint yet; "
                     "check --base-url and that the server is running)"
                 )
+            failing_for = connection.failed(result.message, self._clock())
+            if connection.answered and failing_for >= self.policy.max_outage:
+                self.stats.failed += 1
+                raise OutageError(
+                    f"{self.spec.describe()} has not answered for {failing_for:.0f}s (--max-outage "
+                    f"{self.policy.max_outage:g}); last error: {result.message}"
+                )
             if retry >= self.policy.max_retries:
                 self.stats.failed += 1
                 raise ModelError(
@@ -215,6 +267,7 @@ class ManagedModel:
             delay = self.policy.delay(retry, result.retry_after, self._rng)
             self.stats.retries += 1
             retry += 1
+            connection.next_attempt = self._clock() + delay
             await self._sleep(delay)  # no connection slot is held while waiting
 
     async def _attempt(

@@ -9,7 +9,14 @@ import json
 from typing import Any
 from urllib.parse import urlsplit
 
-from healthbench.models.base import Completion, Messages, ModelSettings, ModelSpec, Usage
+from healthbench.models.base import (
+    DEFAULT_MAX_CONNECTIONS,
+    Completion,
+    Messages,
+    ModelSettings,
+    ModelSpec,
+    Usage,
+)
 from healthbench.models.errors import FailureKind, ProviderError
 from healthbench.models.transport import http_client
 
@@ -89,7 +96,7 @@ class OpenAIChatModel:
         settings: ModelSettings,
         *,
         api_key: str | None,
-        max_connections: int = 32,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
     ) -> None:
         self.spec = spec
         self.settings = settings

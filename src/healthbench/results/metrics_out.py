@@ -6,14 +6,16 @@ NaN and infinities, which JSON cannot carry, are written as ``null``.
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
-import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
+
+from healthbench.atomic import atomic_writer
 
 
 def json_safe(value: Any) -> Any:
@@ -30,23 +32,16 @@ def json_safe(value: Any) -> Any:
 @contextmanager
 def atomic_text_file(path: str | os.PathLike[str]) -> Iterator[TextIO]:
     """A text file written in the target's directory and renamed onto ``path`` only when the block
-    ends without an error (readers never see a half-written file; a failure leaves no file)."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    handle, temp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            yield out
-        os.replace(temp_name, target)
-    except BaseException:
-        Path(temp_name).unlink(missing_ok=True)
-        raise
+    ends without an error (readers never see a half-written file; a failure leaves no file). It
+    gets the usual permissions (see `healthbench.atomic`)."""
+    with atomic_writer(path) as raw, io.TextIOWrapper(raw, encoding="utf-8") as out:
+        yield out
 
 
 def write_json_atomic(
     path: str | os.PathLike[str], payload: Any, *, indent: int | None = 2, ensure_ascii: bool = True
 ) -> Path:
-    """Write ``payload`` as JSON through a temporary file in the same directory, then rename it."""
+    """Write ``payload`` as JSON atomically, with the usual permissions."""
     text = json.dumps(json_safe(payload), indent=indent, ensure_ascii=ensure_ascii, allow_nan=False)
     with atomic_text_file(path) as out:
         out.write(text)

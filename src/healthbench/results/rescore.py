@@ -1,5 +1,11 @@
 """Re-scoring a simple-evals ``_allresults.json`` (``healthbench import``): the file joined with the
-dataset the run used (for example tags), scored by our core, and compared with the file's numbers."""
+dataset the run used (for example tags), scored by our core, and compared with the file's numbers.
+
+Without ``with_samples`` the file and the datasets are read columnar when they are valid
+(`healthbench.results.allresults_columns`, `healthbench.data.rubric_index`: one msgspec schema per
+file, no object per answer), else by `load_allresults`, whose errors name the file, the example and
+the field. Same numbers either way (tests/test_fast_ingest.py).
+"""
 
 from __future__ import annotations
 
@@ -9,11 +15,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from healthbench.data.rubric_index import read_rubric_index
 from healthbench.data.schema import Conversation
-from healthbench.data.sources import load_conversations
+from healthbench.data.sources import load_conversations, resolve
 from healthbench.errors import DataError
+from healthbench.results.allresults_columns import read_columns
 from healthbench.results.simple_evals import AllResults, load_allresults
-from healthbench.scoring.run_score import RunScore, ScoringOptions, score_run
+from healthbench.scoring.run_score import RunScore, ScoringOptions, score_run, score_table
 
 PathLike = str | os.PathLike[str]
 
@@ -32,11 +40,12 @@ class Agreement:
 class Rescored:
     """An imported file re-scored: its samples and numbers, ours, and how far they agree."""
 
-    stored: AllResults
+    stored: AllResults  # its ``samples`` are empty unless asked for (``with_samples``)
     run_score: RunScore
     agreement: Agreement
     untagged: int  # examples without a dataset entry, so without example tags
     joined: bool  # whether a dataset was given at all
+    n_samples: int  # examples in the file
 
 
 def rescore_allresults(
@@ -47,11 +56,18 @@ def rescore_allresults(
     cache: PathLike | None = None,
     allow_untagged: bool = False,
     options: ScoringOptions | None = None,
+    with_samples: bool = True,
 ) -> Rescored:
-    """Parse ``path``, join it on prompt_id with the datasets given (`join_datasets`), and score it."""
+    """Parse ``path``, join it on prompt_id with the datasets given (`join_datasets`), and score it
+    (module doc for ``with_samples``)."""
+    options = options or ScoringOptions()
+    if not with_samples:
+        fast = _rescore_columns(path, data, dataset, cache, allow_untagged, options)
+        if fast is not None:
+            return fast
     conversations = join_datasets(data, dataset, cache)
     stored = load_allresults(path, conversations, allow_missing=allow_untagged)
-    run_score = score_run(stored.samples, options or ScoringOptions())
+    run_score = score_run(stored.samples, options)
     untagged = sum(
         1 for s in stored.samples if conversations is None or s.conversation.prompt_id not in conversations
     )
@@ -61,6 +77,38 @@ def rescore_allresults(
         agreement=agreement(stored.score, stored.metrics, run_score.metrics()),
         untagged=untagged,
         joined=conversations is not None,
+        n_samples=len(stored.samples),
+    )
+
+
+def _rescore_columns(
+    path: PathLike,
+    data: Sequence[PathLike],
+    dataset: str | None,
+    cache: PathLike | None,
+    allow_untagged: bool,
+    options: ScoringOptions,
+) -> Rescored | None:
+    """The columnar path, or None when the ordinary readers must decide."""
+    joined = bool(data) or dataset is not None
+    index = None
+    if joined:
+        paths = [*data, *([resolve(dataset, cache=cache).path] if dataset is not None else [])]
+        index = read_rubric_index(paths)
+        if index is None:
+            return None
+    fast = read_columns(path, index, allow_missing=allow_untagged)
+    if fast is None:
+        return None
+    lengths = fast.completion_lengths() if options.length_penalty is not None else None
+    run_score = score_table(fast.table, options, lengths)
+    return Rescored(
+        stored=AllResults([], fast.score, fast.metrics),
+        run_score=run_score,
+        agreement=agreement(fast.score, fast.metrics, run_score.metrics()),
+        untagged=sum(1 for p in fast.prompt_ids if index is None or p not in index),
+        joined=joined,
+        n_samples=len(fast.prompt_ids),
     )
 
 

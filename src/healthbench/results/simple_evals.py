@@ -227,7 +227,7 @@ def _conversation(
         return known
     try:
         return Conversation(
-            prompt=[Message(role=m["role"], content=m["content"]) for m in prompt],
+            prompt=[Message.model_validate({"role": m["role"], "content": m["content"]}) for m in prompt],
             prompt_id=prompt_id,
             rubrics=items,
         )

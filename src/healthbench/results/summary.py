@@ -90,10 +90,10 @@ def render_summary(run_score: RunScore, *, title: str, console: Console) -> None
         if not chosen:
             continue
         table = Table(title=Text(heading), title_justify="left", title_style="bold")
-        table.add_column("metric" if section == "overall" else section)
-        table.add_column("score", justify="right")
-        table.add_column(level, justify="right")
-        table.add_column("n", justify="right")
+        table.add_column("metric" if section == "overall" else section, overflow="fold")  # wrap, never cut
+        table.add_column("score", justify="right", no_wrap=True)
+        table.add_column(level, justify="right", no_wrap=True)
+        table.add_column("n", justify="right", no_wrap=True)
         for row in chosen:
             table.add_row(Text(row.label), f"{row.mean:.4f}", _interval(row), str(row.n_samples))
         console.print(table)

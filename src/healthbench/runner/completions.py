@@ -19,7 +19,7 @@ from typing import Any
 
 from healthbench.config import RunConfig
 from healthbench.data.schema import Conversation
-from healthbench.data.sources import DatasetFile, load_conversations
+from healthbench.data.sources import DatasetFile, DownloadProgress, load_conversations
 from healthbench.data.subset import select
 from healthbench.errors import ConfigError, DataError, RunError
 from healthbench.grading.template import load_template
@@ -216,7 +216,7 @@ def run_baselines(
     name: str | None = None,
     progress: ProgressSink | None = None,
     environ: Mapping[str, str] | None = None,
-    show_progress: bool = True,
+    download_progress: DownloadProgress | None = None,
 ) -> list[BaselineOutcome]:
     """Grade the dataset's ``config.completions`` for each group (``config.group`` or all), one run each."""
     mode = config.completions
@@ -226,7 +226,7 @@ def run_baselines(
     group_name = find_group(config.group).name if config.group is not None else None
     config = config.model_copy(update={"model": None, "group": group_name})
     loaded = load_conversations(
-        config.dataset, data=config.data, cache=config.cache_dir, show_progress=show_progress
+        config.dataset, data=config.data, cache=config.cache_dir, progress=download_progress
     )
     groups = groups_to_run(config, loaded[1])
     base = name or new_run_name(mode)

@@ -11,14 +11,24 @@ when it can, and otherwise calls the models with bounded concurrency. Every fini
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from healthbench.errors import FatalModelError, HealthBenchError, ModelError, RunError
 from healthbench.grading.template import JUDGE_SCHEMA, GraderTemplate
-from healthbench.grading.verdict import VerdictParseError, parse_verdict
-from healthbench.models.base import ChatModel, Completion, ModelSettings, ModelSpec, Usage, request_key
+from healthbench.grading.verdict import DEFAULT_JUDGE_RETRIES, VerdictParseError, parse_verdict
+from healthbench.models.base import (
+    DEFAULT_MAX_CONNECTIONS,
+    ChatModel,
+    Completion,
+    ModelSettings,
+    ModelSpec,
+    Usage,
+    request_key,
+)
+from healthbench.models.limits import ConnectionPool
 from healthbench.models.pricing import PriceTable
 from healthbench.runner.progress import NoProgress, ProgressSink, RunCounters
 from healthbench.store.db import now
@@ -41,8 +51,8 @@ class WorkItem:
 
 @dataclass(frozen=True)
 class EngineOptions:
-    max_connections: int = 64
-    judge_retries: int = 3  # re-asks when the judge's answer has no usable verdict
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
+    judge_retries: int = DEFAULT_JUDGE_RETRIES  # re-asks when the judge's answer has no usable verdict
     structured_judge: bool = False  # ask the judge for schema-constrained JSON
     # the candidate's system message, shown to the judge at the head of the conversation as sent
     # (simple-evals grades `actual_queried_message_list`); None: the judge sees the dataset conversation
@@ -157,8 +167,10 @@ class Engine:
         options: EngineOptions | None = None,
         prices: PriceTable | None = None,
         progress: ProgressSink | None = None,
+        pool: ConnectionPool | None = None,
     ) -> None:
         self.store = store
+        self.pool = pool  # read for the progress display's outage line
         self.run_id = run_id
         self.candidate = candidate
         self.judge = judge
@@ -180,6 +192,7 @@ class Engine:
         c = self.counters
         c.samples_total, c.samples_done = plan.samples_total, plan.samples_done
         c.criteria_total, c.criteria_done = plan.criteria_total, plan.criteria_done
+        c.criteria_at_start = plan.criteria_done
         self._cache_keys = self.store.cache_keys()
         todo = plan.todo
         self.progress.update(c)
@@ -202,6 +215,8 @@ class Engine:
     async def _tick(self) -> None:
         while True:
             await asyncio.sleep(self.options.progress_every)
+            if self.pool is not None:
+                self.counters.retrying = self.pool.outage_note(time.monotonic())
             self.progress.update(self.counters)
 
     # -- one work item -------------------------------------------------------------------------
@@ -216,7 +231,11 @@ class Engine:
             completion = await self._sample(w)
             if completion is None:
                 return
-        await asyncio.gather(*(self._grade(w, completion, i, first) for i, first in missing))
+        # a task group, not gather: when one grade stops the run, its siblings are cancelled instead
+        # of running on (and reopening the model's HTTP session) after the models are closed
+        async with asyncio.TaskGroup() as group:
+            for i, first in missing:
+                group.create_task(self._grade(w, completion, i, first))
 
     def _sent_messages(self, w: WorkItem) -> Messages:
         assert self.candidate is not None

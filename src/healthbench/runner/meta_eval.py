@@ -8,15 +8,18 @@ from typing import Any
 
 from healthbench.config import RunConfig
 from healthbench.data.schema import MetaEvalRecord, row_id
-from healthbench.data.sources import load_meta_eval
+from healthbench.data.sources import DownloadProgress, load_meta_eval
 from healthbench.data.subset import select
 from healthbench.errors import RunError
 from healthbench.grading.template import load_template
+from healthbench.models.pricing import PriceTable
 from healthbench.results.views import RunView
 from healthbench.runner.engine import WorkItem
+from healthbench.runner.estimate import RoleEstimate, estimate
 from healthbench.runner.progress import ProgressSink
 from healthbench.runner.run import (
     RunOutcome,
+    check_models,
     check_same_settings,
     new_run_name,
     resumed,
@@ -26,7 +29,9 @@ from healthbench.runner.run import (
 from healthbench.store.runs import RunRecord, Store
 
 
-def prepare_meta_eval(store: Store, config: RunConfig, name: str, *, show_progress: bool = True) -> RunRecord:
+def prepare_meta_eval(
+    store: Store, config: RunConfig, name: str, *, download_progress: DownloadProgress | None = None
+) -> RunRecord:
     existing = store.get_run(name)
     if existing is not None:
         if existing.kind != "meta_eval":
@@ -34,7 +39,7 @@ def prepare_meta_eval(store: Store, config: RunConfig, name: str, *, show_progre
         check_same_settings(existing, config)
         return existing
     source, records = load_meta_eval(
-        config.dataset, data=config.data, cache=config.cache_dir, show_progress=show_progress
+        config.dataset, data=config.data, cache=config.cache_dir, progress=download_progress
     )
     chosen = select(records, limit=config.limit, ids=config.ids, categories=config.categories)
     dataset = {
@@ -46,6 +51,7 @@ def prepare_meta_eval(store: Store, config: RunConfig, name: str, *, show_progre
     }
     template = load_template(config.grader_template, config.cache_dir)
     record = stored_record(config, kind="meta_eval", dataset=dataset, template_sha=template.sha256)
+    check_models(config, with_candidate=False)
     return store.create_run(
         name, "meta_eval", record, [(row_id(r), r.model_dump(mode="json")) for r in chosen]
     )
@@ -65,6 +71,23 @@ def meta_work(records: Sequence[MetaEvalRecord], n_repeats: int) -> list[WorkIte
     ]
 
 
+def meta_dry_run(config: RunConfig) -> tuple[int, list[RoleEstimate]]:
+    """Rows and the judge calls, tokens and cost a meta-eval run needs (no call is made)."""
+    _, records = load_meta_eval(config.dataset, data=config.data, cache=config.cache_dir)
+    chosen = select(records, limit=config.limit, ids=config.ids, categories=config.categories)
+    rows = estimate(
+        meta_work(chosen, config.n_repeats),
+        candidate=None,
+        answer_tokens=None,
+        judge=config.judge.parsed(),
+        template=load_template(config.grader_template),
+        prices=PriceTable.load(config.prices),
+        done_samples=set(),
+        done_grades=set(),
+    )
+    return len(chosen), rows
+
+
 def run_meta_eval(
     config: RunConfig,
     *,
@@ -72,14 +95,14 @@ def run_meta_eval(
     name: str | None = None,
     progress: ProgressSink | None = None,
     environ: Mapping[str, str] | None = None,
-    show_progress: bool = True,
+    download_progress: DownloadProgress | None = None,
 ) -> RunOutcome:
     """Start or continue the meta-eval run ``name`` (same settings) and grade every row."""
     run = prepare_meta_eval(
         store,
         config.model_copy(update={"model": None}),
         name or new_run_name("meta"),
-        show_progress=show_progress,
+        download_progress=download_progress,
     )
     return _finish(store, run, config, progress=progress, environ=environ)
 

@@ -1,13 +1,10 @@
-"""What a run reports while it works: counters every caller gets, and a rich progress display."""
+"""What a run reports while it works: the counters every caller gets (cli/progress.py draws them)."""
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
 from typing import Protocol
-
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 
 @dataclass
@@ -26,6 +23,8 @@ class RunCounters:
     output_tokens: int = 0
     cost: float = 0.0
     unpriced_calls: int = 0  # calls to a model with no known price: their cost is unknown
+    retrying: str | None = None  # an endpoint outage in progress (see ConnectionPool.outage_note)
+    criteria_at_start: int = 0  # criteria already done when this session started (for the ETA)
     started: float = field(default_factory=time.monotonic)
 
     @property
@@ -36,6 +35,14 @@ class RunCounters:
     def calls_per_second(self) -> float:
         return self.calls / self.elapsed if self.elapsed > 0 else 0.0
 
+    @property
+    def eta(self) -> float | None:
+        """Seconds left at this session's pace of graded criteria; None before the first one."""
+        done = self.criteria_done - self.criteria_at_start
+        if done <= 0 or self.elapsed <= 0:
+            return None
+        return (self.criteria_total - self.criteria_done) * self.elapsed / done
+
 
 class ProgressSink(Protocol):
     def update(self, counters: RunCounters) -> None: ...
@@ -44,56 +51,3 @@ class ProgressSink(Protocol):
 class NoProgress:
     def update(self, counters: RunCounters) -> None:
         return None
-
-
-class RichProgress:
-    """Two bars (conversations sampled, criteria graded) and a line of calls/s, tokens and spend."""
-
-    def __init__(self, console: Console | None = None, *, label: str = "conversations sampled") -> None:
-        self._progress = Progress(
-            TextColumn("[bold]{task.description:<22}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TextColumn("{task.fields[info]}"),
-            console=console,
-            transient=False,
-        )
-        self._label = label
-        self._samples: TaskID | None = None
-        self._criteria: TaskID | None = None
-
-    def __enter__(self) -> RichProgress:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._samples is not None:
-            self._progress.stop()
-
-    def _start(self) -> None:
-        """Shown from the first update on, so an error found before any work (bad data, a missing
-        key) is not preceded by empty bars."""
-        self._progress.start()
-        self._samples = self._progress.add_task(self._label, total=None, info="")
-        self._criteria = self._progress.add_task("criteria graded", total=None, info="")
-
-    def update(self, counters: RunCounters) -> None:
-        if self._samples is None:
-            self._start()
-        assert self._samples is not None and self._criteria is not None
-        self._progress.update(
-            self._samples,
-            total=counters.samples_total,
-            completed=counters.samples_done,
-            info=f"[red]{counters.samples_failed} failed[/]" if counters.samples_failed else "",
-        )
-        info = (
-            f"{counters.calls_per_second:6.1f} calls/s · {counters.calls} calls · "
-            f"{counters.cache_hits} cached · {counters.input_tokens + counters.output_tokens:,} tok · "
-            f"${counters.cost:.4f}" + ("+?" if counters.unpriced_calls else "")
-        )
-        if counters.ungraded:
-            info += f" · [red]{counters.ungraded} ungraded[/]"
-        self._progress.update(
-            self._criteria, total=counters.criteria_total, completed=counters.criteria_done, info=info
-        )

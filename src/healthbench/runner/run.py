@@ -4,6 +4,7 @@ them: `run_eval`, `resume_run`, `regrade`. Every result is then read back from t
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -12,11 +13,11 @@ from typing import Any
 
 from healthbench.config import HOW_FIELDS, ModelConfig, RunConfig, validate_config
 from healthbench.data.schema import Conversation
-from healthbench.data.sources import load_conversations
+from healthbench.data.sources import DownloadProgress, load_conversations
 from healthbench.data.subset import select
 from healthbench.errors import RunError, RunExistsError
 from healthbench.grading.template import load_template
-from healthbench.models.factory import create_model
+from healthbench.models.factory import check_model, create_model
 from healthbench.models.limits import ConnectionLimits, ConnectionPool
 from healthbench.models.pricing import PriceTable
 from healthbench.results.views import RunView
@@ -73,8 +74,26 @@ def check_same_settings(run: RunRecord, config: RunConfig) -> None:
         )
 
 
+def check_models(
+    config: RunConfig, *, with_candidate: bool = True, environ: Mapping[str, str] | None = None
+) -> None:
+    """Fail (ConfigError) before anything is stored when a model cannot be created: a missing API
+    key or optional extra leaves no run behind."""
+    roles = [config.model] if with_candidate and config.model is not None else []
+    specs = [role.parsed() for role in [*roles, config.judge]]  # every spec parses before any check
+    for spec in specs:
+        check_model(spec, environ)
+
+
 # -- eval runs -------------------------------------------------------------------------------------
-def prepare_eval(store: Store, config: RunConfig, name: str, *, show_progress: bool = True) -> RunRecord:
+def prepare_eval(
+    store: Store,
+    config: RunConfig,
+    name: str,
+    *,
+    download_progress: DownloadProgress | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> RunRecord:
     """The run called ``name``: created with its conversations, or the existing one if compatible."""
     existing = store.get_run(name)
     template = load_template(config.grader_template, config.cache_dir)
@@ -84,7 +103,7 @@ def prepare_eval(store: Store, config: RunConfig, name: str, *, show_progress: b
     if config.model is None:
         raise RunError("an eval run needs a candidate model (--model)")
     source, conversations = load_conversations(
-        config.dataset, data=config.data, cache=config.cache_dir, show_progress=show_progress
+        config.dataset, data=config.data, cache=config.cache_dir, progress=download_progress
     )
     chosen = select(conversations, limit=config.limit, ids=config.ids, themes=config.themes)
     dataset = {
@@ -95,12 +114,13 @@ def prepare_eval(store: Store, config: RunConfig, name: str, *, show_progress: b
         "conversations": len(chosen),
     }
     record = stored_record(config, kind="eval", dataset=dataset, template_sha=template.sha256)
+    check_models(config, environ=environ)
     try:
         return store.create_run(
             name, "eval", record, [(c.prompt_id, c.model_dump(mode="json")) for c in chosen]
         )
     except RunExistsError:  # another process created it a moment ago: continue it as an existing run
-        return prepare_eval(store, config, name, show_progress=show_progress)
+        return prepare_eval(store, config, name, download_progress=download_progress, environ=environ)
 
 
 def stored_item_ids(store: Store, run: RunRecord) -> list[str]:
@@ -233,6 +253,7 @@ async def _on_engine(
         options=_engine_options(config),
         prices=PriceTable.load(config.prices),
         progress=progress or NoProgress(),
+        pool=pool,
     )
     try:
         return await engine.run(work_plan)
@@ -274,10 +295,12 @@ def run_eval(
     name: str | None = None,
     progress: ProgressSink | None = None,
     environ: Mapping[str, str] | None = None,
-    show_progress: bool = True,
+    download_progress: DownloadProgress | None = None,
 ) -> RunOutcome:
     """Start (or continue, with the same settings) the eval run ``name`` and run it to the end."""
-    run = prepare_eval(store, config, name or new_run_name(), show_progress=show_progress)
+    run = prepare_eval(
+        store, config, name or new_run_name(), download_progress=download_progress, environ=environ
+    )
     return _finish_eval(store, run, config, progress=progress, environ=environ)
 
 
@@ -343,20 +366,29 @@ def _finish_eval(
     )
 
 
-def regrade(
+def unanswered(store: Store, run: RunRecord) -> tuple[int, int]:
+    """(conversations × repeats without an answer, conversations × repeats) of an eval run."""
+    expected = len(store.load_items(run.id)) * int(run.config["run"].get("n_repeats", 1))
+    return expected - len(store.sample_progress(run.id)), expected
+
+
+def check_answers(store: Store, parent: RunRecord) -> None:
+    """A regrade grades answers, it never samples: every conversation of ``parent`` needs one."""
+    missing, expected = unanswered(store, parent)
+    if missing:
+        raise RunError(
+            f"run {parent.name!r} has no answer for {missing} of {expected} conversations; finish it "
+            f"first (`healthbench run --resume {parent.name}`), then regrade it"
+        )
+
+
+def regrade_config(
+    store: Store,
     source: str,
     judge: ModelConfig | Mapping[str, Any] | None,
-    *,
-    store: Store,
-    name: str | None = None,
     overrides: Mapping[str, Any] | None = None,
-    progress: ProgressSink | None = None,
-    environ: Mapping[str, str] | None = None,
-) -> RunOutcome:
-    """Grade another run's samples with another judge (or template) without re-sampling.
-
-    ``judge`` is a `ModelConfig` or a config layer (None: the judge of the ``profile`` override). A
-    ``profile`` override sets the judge's side of that profile; the candidate's stays the parent's."""
+) -> tuple[RunRecord, RunConfig]:
+    """The run to regrade and the new run's settings: the parent's, with another judge (see `regrade`)."""
     parent = store.require_run(source)
     if parent.kind != "eval":
         raise RunError(f"run {source!r} is a {parent.kind} run; only eval runs can be regraded")
@@ -371,10 +403,56 @@ def regrade(
         base["judge"] = judge.model_dump(mode="json", exclude_unset=True)
     elif judge is not None:
         base["judge"] = dict(judge)
-    config = validate_config(base)
+    return parent, validate_config(base)
+
+
+def regrade_dry_run(
+    store: Store,
+    source: str,
+    judge: ModelConfig | Mapping[str, Any] | None,
+    overrides: Mapping[str, Any] | None = None,
+) -> tuple[RunConfig, list[RoleEstimate]]:
+    """The judge calls, tokens and cost a regrade of ``source`` needs (no call is made): every
+    criterion of every stored answer, the answers' real lengths included."""
+    parent, config = regrade_config(store, source, judge, overrides)
+    answers = store.sample_progress(parent.id)
+    work = [
+        dataclasses.replace(w, fixed_completion=answers.get((w.item_id, w.repeat), ""))
+        for w in eval_work(RunView.of(store, parent).conversations(), config.n_repeats)
+    ]
+    rows = estimate(
+        work,
+        candidate=None,
+        answer_tokens=None,
+        judge=config.judge.parsed(),
+        template=load_template(config.grader_template, config.cache_dir),
+        prices=PriceTable.load(config.prices),
+        done_samples=set(answers),
+        done_grades=set(),
+    )
+    return config, rows
+
+
+def regrade(
+    source: str,
+    judge: ModelConfig | Mapping[str, Any] | None,
+    *,
+    store: Store,
+    name: str | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    progress: ProgressSink | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> RunOutcome:
+    """Grade another run's samples with another judge (or template) without re-sampling.
+
+    ``judge`` is a `ModelConfig` or a config layer (None: the judge of the ``profile`` override). A
+    ``profile`` override sets the judge's side of that profile; the candidate's stays the parent's."""
+    parent, config = regrade_config(store, source, judge, overrides)
     name = name or new_run_name("regrade")
     existing = store.get_run(name)
     if existing is None:
+        check_models(config, with_candidate=False, environ=environ)
+        check_answers(store, parent)
         template = load_template(config.grader_template, config.cache_dir)
         record = stored_record(
             config, kind="eval", dataset=parent.config["dataset"], template_sha=template.sha256

@@ -53,12 +53,6 @@ from healthbench.scoring.agreement import (
 
 MetricValue = float | int | None
 DEFAULT_MIN_PHYSICIAN_RATINGS = 50
-BASELINE_KEYS = (
-    "physician_f1_balanced_mean",
-    "physician_f1_balanced_mean_all",
-    "physician_count",
-    "model_f1_balanced_percentile",
-)
 ROW_KEYS = ("num_physician_labels", "percent_physician_pos", "model_predicted_positive")
 
 

@@ -15,7 +15,7 @@ import itertools
 import operator
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from itertools import chain, count, repeat
 
@@ -114,9 +114,10 @@ class MetricTable:
     ungraded), and the same values as one `Column` per key, keys in first-seen order, whose rows are
     the positions among the graded conversations."""
 
-    per_conversation: list[dict[str, float] | None]
+    per_conversation: list[dict[str, float] | None]  # empty when built without dicts
     columns: dict[str, Column]
     ungraded_criteria: int
+    graded: npt.NDArray[np.bool_] | None = None  # per conversation, when known
 
 
 def batch_metrics(
@@ -141,6 +142,59 @@ def batch_metrics(
     per_conversation = [conversation_metrics(c, v) for c, v in zip(conversations, verdicts, strict=True)]
     ungraded = sum(v is Verdict.UNGRADED for v in chain.from_iterable(verdicts))
     return MetricTable(per_conversation, columns_of([m for m in per_conversation if m is not None]), ungraded)
+
+
+@dataclass(frozen=True)
+class RubricLayout:
+    """The rubric side of a batch (each conversation's criteria, points and tags, flattened), read
+    once and reused for every run of the same conversations: only the verdicts change."""
+
+    criteria: _Criteria
+
+    @classmethod
+    def of(cls, conversations: Sequence[Conversation]) -> RubricLayout | None:
+        """None when a batch is unusual (see `batch_metrics`)."""
+        placeholder = [(Verdict.NOT_MET,) * len(c.rubrics) for c in conversations]
+        criteria = _Criteria.of(conversations, placeholder)
+        return cls(criteria) if criteria is not None else None
+
+    def metrics(self, verdicts: Sequence[Sequence[Verdict]], *, dicts: bool = True) -> MetricTable | None:
+        """`batch_metrics` of these conversations graded by ``verdicts`` (None: use `batch_metrics`);
+        without the per-conversation ``dicts`` (the slowest part) unless asked."""
+        n_items = np.fromiter(map(len, verdicts), np.intp, len(verdicts))
+        if not np.array_equal(n_items, self.criteria.n_items):
+            return None
+        code = np.fromiter(map(id, chain.from_iterable(verdicts)), np.intp, self.criteria.points.size)
+        criteria = replace(self.criteria, met=code == id(Verdict.MET), ungraded=code == id(Verdict.UNGRADED))
+        return criteria.table(dicts)
+
+
+def columns_metrics(
+    n_items: Sequence[int],
+    points: Sequence[float],
+    verdicts: Sequence[Verdict],
+    criterion_tags: Sequence[Sequence[str]],
+    example_tags: Sequence[Sequence[str]],
+) -> MetricTable | None:
+    """`batch_metrics` of graded criteria given as flat columns (criteria in conversation order:
+    ``n_items[c]`` criteria for conversation ``c``), for readers that never build `Conversation`s.
+    None for the unusual batches `batch_metrics` scores one conversation at a time (see there)."""
+    names: defaultdict[str, int] = defaultdict(count().__next__)
+    tags = np.fromiter(map(names.__getitem__, chain.from_iterable(criterion_tags)), np.intp)
+    code = np.fromiter(map(id, verdicts), np.intp, len(verdicts))
+    if len(points) != len(verdicts) or sum(n_items) != len(points):
+        raise ValueError("the columns do not line up")
+    criteria = _Criteria(
+        np.asarray(n_items, dtype=np.intp),
+        np.asarray(points, dtype=np.float64),
+        code == id(Verdict.MET),
+        code == id(Verdict.UNGRADED),
+        np.fromiter(map(len, criterion_tags), np.intp, len(criterion_tags)),
+        tags,
+        list(names),
+        [list(t) for t in example_tags],
+    )
+    return criteria.table()
 
 
 _MAX_CELLS = 1 << 24  # conversations x distinct tags for the dense per-tag sums; beyond, one by one
@@ -198,7 +252,7 @@ class _Criteria:
             example_tags,
         )
 
-    def table(self) -> MetricTable | None:
+    def table(self, dicts: bool = True) -> MetricTable | None:
         """The metrics, or None when the batch needs `conversation_metrics` one by one."""
         n_conv, n_names = len(self.n_items), len(self.names)
         conv_of_item = np.repeat(np.arange(n_conv), self.n_items)
@@ -226,7 +280,9 @@ class _Criteria:
         first = np.full(n_conv * n_names, cell.size, dtype=np.int32)
         np.minimum.at(first, cell, position)
         entry = cell[(first[cell] == position) & scored[cell]]  # per conversation, in order
-        per_conversation = _dicts(overall, graded, self.example_tags, self.names, entry, ratio)
+        per_conversation = (
+            _dicts(overall, graded, self.example_tags, self.names, entry, ratio) if dicts else []
+        )
         columns = _columns(
             overall,
             graded,
@@ -237,7 +293,7 @@ class _Criteria:
             ratio.reshape(n_conv, n_names),
             entry,
         )
-        return MetricTable(per_conversation, columns, int(self.ungraded.sum()))
+        return MetricTable(per_conversation, columns, int(self.ungraded.sum()), graded)
 
 
 def _first_in_criterion(

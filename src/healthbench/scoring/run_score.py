@@ -14,9 +14,17 @@ from typing import Any
 import numpy as np
 
 from healthbench.data.schema import Conversation
-from healthbench.scoring.rubric import OVERALL, Verdict, batch_metrics, conversation_metrics, length_adjusted
+from healthbench.scoring.rubric import (
+    OVERALL,
+    MetricTable,
+    Verdict,
+    batch_metrics,
+    conversation_metrics,
+    length_adjusted,
+)
 from healthbench.scoring.stats import (
     DEFAULT_RESAMPLES,
+    DEFAULT_SEED,
     Column,
     KeyStats,
     aggregate_columns,
@@ -57,7 +65,7 @@ class ScoringOptions:
     """How to aggregate: bootstrap size and seed, CI level, and the optional extra keys."""
 
     n_resamples: int = DEFAULT_RESAMPLES
-    seed: int = 0
+    seed: int = DEFAULT_SEED
     confidence: float = 0.95
     length_penalty: float | None = None
     length_center: float | None = None
@@ -139,10 +147,20 @@ def score_run(samples: Sequence[GradedSample], options: ScoringOptions | None = 
     """
     options = options or ScoringOptions()
     table = batch_metrics([s.conversation for s in samples], [s.verdicts for s in samples])
+    return score_table(table, options, [len(s.completion) for s in samples])
+
+
+def score_table(
+    table: MetricTable, options: ScoringOptions, completion_lengths: Sequence[int] | None = None
+) -> RunScore:
+    """`score_run` from the per-sample metrics (`batch_metrics` or `columns_metrics`); the answers'
+    lengths (in characters) are needed only for a length penalty."""
     per_sample = table.per_conversation
     graded = [m for m in per_sample if m is not None]
     if _length_adjustment_on(options) and graded:
-        _add_length_adjusted(samples, per_sample, options)
+        if completion_lengths is None:
+            raise ValueError("a length adjustment needs the answers' lengths")
+        _add_length_adjusted(completion_lengths, per_sample, options)
     stats = aggregate_columns(
         _run_columns(table.columns, graded, options),
         len(graded),
@@ -161,15 +179,15 @@ def score_run(samples: Sequence[GradedSample], options: ScoringOptions | None = 
 
 
 def _add_length_adjusted(
-    samples: Sequence[GradedSample], per_sample: list[dict[str, float] | None], options: ScoringOptions
+    lengths: Sequence[int], per_sample: list[dict[str, float] | None], options: ScoringOptions
 ) -> None:
     """Add `LENGTH_ADJUSTED` to every graded sample's metrics, as `sample_metrics` does."""
     assert options.length_penalty is not None and options.length_center is not None
-    for sample, metrics in zip(samples, per_sample, strict=True):
+    for length, metrics in zip(lengths, per_sample, strict=True):
         if metrics is not None:
             metrics[LENGTH_ADJUSTED] = length_adjusted(
                 metrics[OVERALL],
-                len(sample.completion),
+                length,
                 penalty=options.length_penalty,
                 center=options.length_center,
             )

@@ -20,6 +20,7 @@ from healthbench.scoring.bootstrap import Floats, Workspace, resample_sums
 
 __all__ = [
     "DEFAULT_RESAMPLES",
+    "DEFAULT_SEED",
     "Column",
     "KeyStats",
     "Workspace",
@@ -35,6 +36,7 @@ __all__ = [
 ]
 
 DEFAULT_RESAMPLES = 1000
+DEFAULT_SEED = 0  # bootstrap seed: the same seed gives the same stds and CIs
 
 
 @dataclass(frozen=True)
@@ -91,7 +93,7 @@ def aggregate(
     per_conversation: Sequence[Mapping[str, float]],
     *,
     n_resamples: int = DEFAULT_RESAMPLES,
-    seed: int = 0,
+    seed: int = DEFAULT_SEED,
     confidence: float = 0.95,
     workers: int = 1,
     workspace: Workspace | None = None,
@@ -112,7 +114,7 @@ def aggregate_groups(
     grouped: Mapping[str, Sequence[float]],
     *,
     n_resamples: int = DEFAULT_RESAMPLES,
-    seed: int = 0,
+    seed: int = DEFAULT_SEED,
     confidence: float = 0.95,
     workers: int = 1,
     workspace: Workspace | None = None,
@@ -140,7 +142,7 @@ def aggregate_columns(
     n_rows: int,
     *,
     n_resamples: int = DEFAULT_RESAMPLES,
-    seed: int = 0,
+    seed: int = DEFAULT_SEED,
     confidence: float = 0.95,
     workers: int = 1,
     workspace: Workspace | None = None,

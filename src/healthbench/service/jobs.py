@@ -175,7 +175,7 @@ class JobWorkers:
 
     async def _execute(self, job: JobRecord, pool: ConnectionPool, sink: StatusSink) -> None:
         config = job_config(job.spec, await asyncio.to_thread(self.jobs.uploads, job.id))
-        run = await asyncio.to_thread(prepare_eval, self.store, config, job.run_name, show_progress=False)
+        run = await asyncio.to_thread(prepare_eval, self.store, config, job.run_name, environ=self.environ)
         conversations = await asyncio.to_thread(RunView.of(self.store, run).conversations)
         work = eval_work(conversations, config.n_repeats)
         counters = await execute(

@@ -86,7 +86,7 @@ def _validate(config: RunConfig) -> None:
             if role is not None:
                 role.parsed()
         if config.data is not None:
-            load_conversations(config.dataset, data=config.data, show_progress=False)
+            load_conversations(config.dataset, data=config.data)
     except HealthBenchError as exc:
         message = str(exc)
         if config.data is not None:

@@ -1,0 +1,1 @@
+"""Many runs, many models: multi-run tables, paired comparisons (the report builds on these)."""

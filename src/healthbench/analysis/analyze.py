@@ -1,0 +1,158 @@
+"""`healthbench analyze` as a library call: every table of `healthbench.analysis.tables` for a set of
+runs, the warnings a reader needs (ungraded criteria, runs on different datasets), and the files.
+
+Files written to the output folder (``.parquet`` instead of ``.csv`` / ``.tsv`` with ``parquet``):
+``healthbench_granular_data_YYYYMMDD.tsv``, ``theme_data.csv``, ``axis_data.csv``,
+``theme_axis_data.csv``, ``model_runs.csv`` and ``conversation_repeats.csv``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+from healthbench.analysis.inputs import LoadedRun
+from healthbench.analysis.tables import (
+    ScoreTables,
+    conversation_repeats_frame,
+    granular_frame,
+    model_runs_frame,
+    run_metrics,
+    sample_scores_frame,
+    score_tables,
+    ungraded_counts,
+    worst_at_k,
+)
+from healthbench.scoring.stats import DEFAULT_RESAMPLES
+
+
+@dataclass(frozen=True)
+class Analysis:
+    runs: tuple[LoadedRun, ...]
+    tables: ScoreTables
+    models: pl.DataFrame  # per model across runs
+    samples: pl.DataFrame  # per graded sample: its overall score
+    conversations: pl.DataFrame  # per (model, conversation) across repeats
+    warnings: tuple[str, ...]
+
+    @property
+    def themes(self) -> pl.DataFrame:
+        return self.tables.themes
+
+    @property
+    def axes(self) -> pl.DataFrame:
+        return self.tables.axes
+
+    def granular(self) -> pl.DataFrame:
+        """The criterion-level table (built on demand: one row per graded criterion)."""
+        return granular_frame(self.runs)
+
+
+def analyze(
+    runs: Sequence[LoadedRun],
+    *,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    seed: int = 0,
+    confidence: float = 0.95,
+    workers: int = 1,
+) -> Analysis:
+    """Every table for ``runs`` (see `healthbench.analysis.tables` for the definitions)."""
+    metrics = run_metrics(runs)
+    tables = score_tables(metrics, n_resamples=n_resamples, seed=seed, confidence=confidence, workers=workers)
+    samples = sample_scores_frame(metrics)
+    warnings = [
+        f"{label}: {criteria} criteria ungraded; {left_out} sample(s) with one are left out of every table"
+        for label, criteria, left_out in ungraded_counts(metrics)
+    ]
+    warnings.extend(setting_warnings(runs))
+    return Analysis(
+        runs=tuple(runs),
+        tables=tables,
+        models=model_runs_frame(tables).join(worst_at_k(samples), on="model", how="left"),
+        samples=samples,
+        conversations=conversation_repeats_frame(samples),
+        warnings=tuple(warnings),
+    )
+
+
+def setting_warnings(runs: Sequence[LoadedRun]) -> list[str]:
+    """Runs graded differently (judges, grader prompts, dataset variants or versions, profiles, as far
+    as recorded), and prompt_ids whose rubric differs between runs: such numbers are not comparable."""
+    out: list[str] = []
+    for what, values in (
+        ("judges", [r.judge for r in runs]),
+        ("grader prompts (template sha256)", [r.grader_template_sha256 for r in runs]),
+        ("dataset variants", [r.dataset_variant for r in runs]),
+        ("dataset versions (sha256)", [r.dataset_sha256 for r in runs]),
+        ("profiles", [r.profile for r in runs]),
+    ):
+        counts = Counter(v for v in values if v is not None)
+        if len(counts) > 1:
+            shown = ", ".join(f"{v} ({n} runs)" for v, n in counts.most_common())
+            out.append(f"the runs use different {what}: {shown}; compare like with like")
+    rubrics: dict[str, object] = {}
+    differing: set[str] = set()
+    for run in runs:
+        for sample in run.samples:
+            conversation = sample.conversation
+            known = rubrics.setdefault(conversation.prompt_id, conversation.rubrics)
+            if known is not conversation.rubrics and known != conversation.rubrics:
+                differing.add(conversation.prompt_id)
+    if differing:
+        out.append(
+            f"{len(differing)} conversation(s) have different rubrics in different runs (different "
+            "datasets or versions): their scores are not comparable across those runs"
+        )
+    return out
+
+
+def output_names(day: dt.date, *, parquet: bool = False) -> dict[str, str]:
+    """The file name of every table written by `write_analysis`."""
+    csv = "parquet" if parquet else "csv"
+    return {
+        "granular": f"healthbench_granular_data_{day:%Y%m%d}.{'parquet' if parquet else 'tsv'}",
+        "themes": f"theme_data.{csv}",
+        "axes": f"axis_data.{csv}",
+        "combined": f"theme_axis_data.{csv}",
+        "models": f"model_runs.{csv}",
+        "conversations": f"conversation_repeats.{csv}",
+    }
+
+
+def write_analysis(
+    analysis: Analysis,
+    out: str | os.PathLike[str],
+    *,
+    parquet: bool = False,
+    day: dt.date | None = None,
+) -> dict[str, Path]:
+    """Write every table into ``out`` (created if needed); the day in the granular file's name is
+    today (UTC) unless given. Each file is written to a temporary name and renamed."""
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    names = output_names(day or dt.datetime.now(dt.UTC).date(), parquet=parquet)
+    frames = {
+        "granular": analysis.granular(),
+        "themes": analysis.themes,
+        "axes": analysis.axes,
+        "combined": analysis.tables.combined,
+        "models": analysis.models,
+        "conversations": analysis.conversations,
+    }
+    written: dict[str, Path] = {}
+    for key, frame in frames.items():
+        target = folder / names[key]
+        temporary = target.with_name(f".{target.name}.tmp")
+        if parquet:
+            frame.write_parquet(temporary)
+        else:
+            frame.write_csv(temporary, separator="\t" if key == "granular" else ",")
+        temporary.replace(target)
+        written[key] = target
+    return written

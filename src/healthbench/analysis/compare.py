@@ -1,0 +1,201 @@
+"""Paired comparison of two runs (or models): B against A on the conversations both graded.
+
+Overall, per theme and per axis: the difference of means ``B - A`` with a paired bootstrap 95% CI
+and a two-sided p-value (`healthbench.scoring.paired`), and a verdict ``better / worse / no
+difference`` at a margin. Conversations are paired by prompt_id (repeats averaged, see
+`healthbench.analysis.scores`); a conversation ungraded in either run, or whose rubric differs
+between the runs, is left out and counted in the warnings. A flipped conversation passed (score at
+or above ``flip_threshold``) in one run and failed in the other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from healthbench.analysis.inputs import LoadedRun
+from healthbench.analysis.scores import AXIS_PREFIX, THEME_PREFIX, ConversationScores, conversation_scores
+from healthbench.errors import DataError
+from healthbench.scoring.paired import WORSE, PairedDifference, paired_bootstrap, verdict
+from healthbench.scoring.rubric import OVERALL
+from healthbench.scoring.stats import DEFAULT_RESAMPLES
+
+DEFAULT_MARGIN = 0.0
+DEFAULT_FLIP_THRESHOLD = 0.5
+SMALL_OVERLAP = 0.9  # warn when fewer than this share of the larger run's conversations are paired
+FEW_CONVERSATIONS = 30  # warn when fewer conversations than this are paired
+ALL = "all"
+
+
+@dataclass(frozen=True)
+class GroupComparison:
+    """One row of a comparison: ``kind`` is ``all``, ``theme`` or ``axis``; ``name`` the theme or axis
+    name (``all`` for the overall row)."""
+
+    kind: str
+    name: str
+    result: PairedDifference
+    verdict: str
+
+
+@dataclass(frozen=True)
+class Flip:
+    """A conversation that passed in one run and failed in the other (``improved``: B passed)."""
+
+    prompt_id: str
+    score_a: float
+    score_b: float
+
+    @property
+    def improved(self) -> bool:
+        return self.score_b > self.score_a
+
+
+@dataclass(frozen=True)
+class Comparison:
+    a: str  # label (model/run_id) of the baseline
+    b: str
+    overall: GroupComparison
+    themes: tuple[GroupComparison, ...]
+    axes: tuple[GroupComparison, ...]
+    flips: tuple[Flip, ...]
+    n_a: int  # conversations with a score in A
+    n_b: int
+    margin: float
+    seed: int
+    n_resamples: int
+    warnings: tuple[str, ...]
+
+    @property
+    def verdict(self) -> str:
+        return self.overall.verdict
+
+    @property
+    def n_common(self) -> int:
+        return self.overall.result.n
+
+    @property
+    def rows(self) -> tuple[GroupComparison, ...]:
+        return (self.overall, *self.themes, *self.axes)
+
+    def worse_by(self, threshold: float) -> bool:
+        """B is worse than A by more than ``threshold`` (and the CI lies below 0): a CI gate."""
+        return verdict(self.overall.result, threshold) == WORSE
+
+
+def compare_runs(
+    a: LoadedRun,
+    b: LoadedRun,
+    *,
+    seed: int = 0,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    margin: float = DEFAULT_MARGIN,
+    flip_threshold: float = DEFAULT_FLIP_THRESHOLD,
+    confidence: float = 0.95,
+) -> Comparison:
+    """B against A (module doc). A `DataError` when no conversation can be paired."""
+    scores_a, scores_b = conversation_scores(a.samples), conversation_scores(b.samples)
+    warnings = setup_warnings(a, b)
+    common, mismatched = _paired_ids(scores_a, scores_b)
+    if mismatched:
+        warnings.append(
+            f"{len(mismatched)} conversation(s) have different rubrics in the two runs (different "
+            "dataset versions?) and are left out"
+        )
+    if not common:
+        raise DataError(f"{a.label} and {b.label} have no graded conversation in common to compare")
+    warnings.extend(_overlap_warnings(a, b, scores_a, scores_b, len(common)))
+
+    def compare(kind: str, name: str, key: str, ids: list[str]) -> GroupComparison:
+        values_a = np.array([scores_a.scores[i][key] for i in ids])
+        values_b = np.array([scores_b.scores[i][key] for i in ids])
+        result = paired_bootstrap(
+            values_a, values_b, n_resamples=n_resamples, seed=seed, confidence=confidence
+        )
+        return GroupComparison(kind, name, result, verdict(result, margin))
+
+    themes = sorted({t for i in common for t in scores_a.themes[i]})
+    axes = sorted({k for i in common for k in scores_a.scores[i] if k.startswith(AXIS_PREFIX)})
+    return Comparison(
+        a=a.label,
+        b=b.label,
+        overall=compare(ALL, ALL, OVERALL, common),
+        themes=tuple(
+            compare(
+                "theme", t.removeprefix(THEME_PREFIX), OVERALL, [i for i in common if t in scores_a.themes[i]]
+            )
+            for t in themes
+        ),
+        axes=tuple(
+            compare(
+                "axis",
+                k.removeprefix(AXIS_PREFIX),
+                k,
+                [i for i in common if k in scores_a.scores[i] and k in scores_b.scores[i]],
+            )
+            for k in axes
+            if any(k in scores_a.scores[i] and k in scores_b.scores[i] for i in common)
+        ),
+        flips=_flips(scores_a, scores_b, common, flip_threshold),
+        n_a=len(scores_a.scores),
+        n_b=len(scores_b.scores),
+        margin=margin,
+        seed=seed,
+        n_resamples=n_resamples,
+        warnings=tuple(warnings),
+    )
+
+
+def setup_warnings(a: LoadedRun, b: LoadedRun) -> list[str]:
+    """One line per grading setting the two runs record differently (unrecorded ones are skipped)."""
+    out: list[str] = []
+    for what, first, second in (
+        ("judges", a.judge, b.judge),
+        ("grader prompts (template sha256)", a.grader_template_sha256, b.grader_template_sha256),
+        ("dataset variants", a.dataset_variant, b.dataset_variant),
+        ("dataset versions (sha256)", a.dataset_sha256, b.dataset_sha256),
+        ("profiles", a.profile, b.profile),
+    ):
+        if first is not None and second is not None and first != second:
+            out.append(f"the runs used different {what}: {first} vs {second}")
+    return out
+
+
+def _paired_ids(a: ConversationScores, b: ConversationScores) -> tuple[list[str], list[str]]:
+    """Prompt ids graded in both runs with the same rubric (in A's order), and those whose rubric differs."""
+    common: list[str] = []
+    mismatched: list[str] = []
+    for prompt_id in a.scores:
+        if prompt_id in b.scores:
+            (common if a.rubrics[prompt_id] == b.rubrics[prompt_id] else mismatched).append(prompt_id)
+    return common, mismatched
+
+
+def _overlap_warnings(
+    a: LoadedRun, b: LoadedRun, scores_a: ConversationScores, scores_b: ConversationScores, n_common: int
+) -> list[str]:
+    out: list[str] = []
+    largest = max(len(scores_a.rubrics), len(scores_b.rubrics))
+    if n_common < SMALL_OVERLAP * largest:
+        out.append(
+            f"small overlap: {n_common} of {largest} conversations are graded in both runs "
+            f"({a.label}: {len(scores_a.scores)}, {b.label}: {len(scores_b.scores)})"
+        )
+    if n_common < FEW_CONVERSATIONS:
+        out.append(f"only {n_common} paired conversations: the CIs are rough")
+    for run, scores in ((a, scores_a), (b, scores_b)):
+        if scores.ungraded:
+            out.append(f"{run.label}: {len(scores.ungraded)} conversation(s) ungraded, left out")
+    return out
+
+
+def _flips(
+    a: ConversationScores, b: ConversationScores, common: list[str], threshold: float
+) -> tuple[Flip, ...]:
+    flips = [
+        Flip(i, a.scores[i][OVERALL], b.scores[i][OVERALL])
+        for i in common
+        if (a.scores[i][OVERALL] >= threshold) != (b.scores[i][OVERALL] >= threshold)
+    ]
+    return tuple(sorted(flips, key=lambda f: (-abs(f.score_b - f.score_a), f.prompt_id)))

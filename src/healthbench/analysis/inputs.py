@@ -1,0 +1,238 @@
+"""Analysis inputs: stored runs (by name or glob pattern) and simple-evals ``_allresults.json`` files
+(or folders of them), each loaded as a `LoadedRun`: who answered, which run, the graded samples, and
+what defines the grading (judge, grader prompt, dataset, profile) so comparisons can warn.
+
+A file's model and run id come from simple-evals' file name
+``healthbench[_VARIANT]_MODEL_YYYYMMDD_HHMMSS[SUFFIX]_allresults.json``: model ``MODEL``, run id
+``YYYYMMDD_HHMMSS[SUFFIX]`` and dataset variant ``VARIANT`` (``full`` when absent). Any other name
+gives the file's stem as model and run id. Both can be overridden.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from healthbench.data.schema import Conversation
+from healthbench.errors import DataError, RunError
+from healthbench.results.simple_evals import load_allresults
+from healthbench.results.views import RunView
+from healthbench.scoring.run_score import GradedSample
+from healthbench.store.runs import RunRecord, Store
+
+ALLRESULTS_SUFFIX = "_allresults.json"
+_FILE_NAME = re.compile(
+    r"^healthbench(?:_(?P<variant>hard|consensus))?_(?P<model>.+?)_(?P<stamp>\d{8}_\d{6})(?P<extra>.*)"
+    + re.escape(ALLRESULTS_SUFFIX)
+    + "$"
+)
+_GLOB_CHARS = frozenset("*?[")
+
+
+@dataclass(frozen=True)
+class LoadedRun:
+    """One run ready for analysis. The grading fields are None when the input does not record them
+    (a simple-evals file records no judge nor grader prompt)."""
+
+    model: str
+    run_id: str
+    samples: tuple[GradedSample, ...]
+    source: str  # the file path, or ``store:RUN_NAME``
+    judge: str | None = None
+    grader_template_sha256: str | None = None
+    dataset_variant: str | None = None
+    dataset_sha256: str | None = None
+    profile: str | None = None
+    reported: Mapping[str, Any] = field(default_factory=dict)  # the metrics the file itself reports
+
+    @property
+    def label(self) -> str:
+        return f"{self.model}/{self.run_id}"
+
+    @property
+    def ungraded_samples(self) -> int:
+        return sum(1 for s in self.samples if s.ungraded)
+
+
+@dataclass(frozen=True)
+class FileName:
+    """What a simple-evals file name says about its run."""
+
+    model: str
+    run_id: str
+    variant: str | None
+
+
+def parse_file_name(path: str | os.PathLike[str]) -> FileName:
+    """Model, run id and dataset variant from a simple-evals ``_allresults.json`` name (module doc)."""
+    name = Path(path).name
+    match = _FILE_NAME.match(name)
+    if match is None:
+        stem = name.removesuffix(ALLRESULTS_SUFFIX).removesuffix(".json")
+        return FileName(stem, stem, None)
+    return FileName(match["model"], match["stamp"] + match["extra"], match["variant"] or "full")
+
+
+def load_inputs(
+    inputs: Sequence[str | os.PathLike[str]],
+    *,
+    store: Store | None = None,
+    data: Mapping[str, Conversation] | None = None,
+    data_sha256: str | None = None,
+    allow_untagged: bool = False,
+    model: str | None = None,
+    run_id: str | None = None,
+) -> list[LoadedRun]:
+    """Every run named by ``inputs``, in order: an existing file is an ``_allresults.json``, an
+    existing folder gives its ``*_allresults.json`` files (sorted), anything else is a stored run name
+    or a glob pattern over the store's eval runs.
+
+    ``data`` (the dataset by prompt_id, see `healthbench.results.rescore.join_datasets`) gives files
+    their example tags, as ``healthbench import`` does; ``data_sha256`` is recorded as their dataset
+    version. ``model`` overrides every run's model; ``run_id`` the run id of the single run loaded.
+    Two runs with the same model and run id are an error (they would be merged in every table).
+    """
+    runs: list[LoadedRun] = []
+    for spec in inputs:
+        runs.extend(_load_one(str(spec), store, data, data_sha256, allow_untagged))
+    if not runs:
+        raise DataError("no runs to analyse: give _allresults.json files, folders or stored run names")
+    if run_id is not None and len(runs) > 1:
+        raise DataError(f"--run-id names one run, but the inputs hold {len(runs)} runs")
+    runs = [_renamed(r, model, run_id) for r in runs]
+    _check_unique(runs)
+    return runs
+
+
+def _load_one(
+    spec: str,
+    store: Store | None,
+    data: Mapping[str, Conversation] | None,
+    data_sha256: str | None,
+    allow_untagged: bool,
+) -> list[LoadedRun]:
+    path = Path(spec)
+    if path.is_file():
+        return [load_file(path, data, data_sha256=data_sha256, allow_untagged=allow_untagged)]
+    if path.is_dir():
+        files = sorted(path.glob(f"*{ALLRESULTS_SUFFIX}"))
+        if not files:
+            raise DataError(f"no *{ALLRESULTS_SUFFIX} file in this folder", path=spec)
+        return [load_file(f, data, data_sha256=data_sha256, allow_untagged=allow_untagged) for f in files]
+    if looks_like_path(spec):
+        raise DataError("no such file or folder", path=spec)
+    if store is None:
+        raise DataError("no such file or folder (and no store to look up a run of that name)", path=spec)
+    return [load_stored(store, run) for run in _stored_runs(store, spec)]
+
+
+def looks_like_path(spec: str) -> bool:
+    """A spec naming a file or folder (a ``.json`` name or a path separator), never a stored run."""
+    return spec.endswith(".json") or os.sep in spec or (os.altsep is not None and os.altsep in spec)
+
+
+def needs_store(specs: Iterable[str | os.PathLike[str]]) -> bool:
+    """Whether any spec can only be a stored run (so a store must be opened)."""
+    return any(not Path(s).exists() and not looks_like_path(str(s)) for s in specs)
+
+
+def load_file(
+    path: str | os.PathLike[str],
+    data: Mapping[str, Conversation] | None = None,
+    *,
+    data_sha256: str | None = None,
+    allow_untagged: bool = False,
+) -> LoadedRun:
+    """One simple-evals ``_allresults.json`` (errors name the file, the example and the field)."""
+    parsed = load_allresults(path, data, allow_missing=allow_untagged)
+    name = parse_file_name(path)
+    return LoadedRun(
+        model=name.model,
+        run_id=name.run_id,
+        samples=tuple(parsed.samples),
+        source=str(path),
+        dataset_variant=name.variant,
+        dataset_sha256=data_sha256,
+        reported=dict(parsed.metrics),
+    )
+
+
+def load_stored(store: Store, run: RunRecord) -> LoadedRun:
+    """One stored eval run, read through `healthbench.results.views.RunView`; missing grades are
+    ungraded criteria."""
+    view = RunView.of(store, run).require_kind("eval")
+    dataset = view.dataset
+    return LoadedRun(
+        model=view.model_spec or run.name,
+        run_id=run.name,
+        samples=tuple(view.graded_samples()),
+        source=f"store:{run.name}",
+        judge=view.judge_spec,
+        grader_template_sha256=view.grader_template_sha256,
+        dataset_variant=dataset.get("variant"),
+        dataset_sha256=dataset.get("sha256"),
+        profile=view.config.profile,
+    )
+
+
+def _stored_runs(store: Store, spec: str) -> list[RunRecord]:
+    if not _GLOB_CHARS.intersection(spec):
+        return [store.require_run(spec)]
+    matched = [r for r in store.list_runs() if r.kind == "eval" and fnmatch.fnmatchcase(r.name, spec)]
+    if not matched:
+        raise RunError(f"no eval run in {store.url} matches {spec!r}; `healthbench runs` lists them")
+    return matched
+
+
+def _renamed(run: LoadedRun, model: str | None, run_id: str | None) -> LoadedRun:
+    if model is None and run_id is None:
+        return run
+    return replace(run, model=model or run.model, run_id=run_id or run.run_id)
+
+
+def _check_unique(runs: Iterable[LoadedRun]) -> None:
+    seen: dict[tuple[str, str], str] = {}
+    for run in runs:
+        key = (run.model, run.run_id)
+        if key in seen:
+            raise DataError(
+                f"{seen[key]} and {run.source} are both model {run.model!r} run {run.run_id!r}; "
+                "give each input once (or override the model / run id)"
+            )
+        seen[key] = run.source
+
+
+def merge_runs(runs: Sequence[LoadedRun]) -> LoadedRun:
+    """Several runs as one (their samples as repeats, numbered on from run to run), e.g. every run of a
+    model for a paired comparison of models. A grading field the runs disagree on becomes None."""
+    if not runs:
+        raise DataError("no runs to merge")
+    if len(runs) == 1:
+        return runs[0]
+    samples: list[GradedSample] = []
+    offset = 0
+    for run in runs:
+        samples.extend(replace(s, repeat=s.repeat + offset) for s in run.samples)
+        offset += 1 + max((s.repeat for s in run.samples), default=0)
+    models = list(dict.fromkeys(r.model for r in runs))
+
+    def common(name: str) -> Any:
+        values = {getattr(r, name) for r in runs}
+        return values.pop() if len(values) == 1 else None
+
+    return LoadedRun(
+        model="+".join(models),
+        run_id=f"{len(runs)} runs",
+        samples=tuple(samples),
+        source=", ".join(r.source for r in runs),
+        judge=common("judge"),
+        grader_template_sha256=common("grader_template_sha256"),
+        dataset_variant=common("dataset_variant"),
+        dataset_sha256=common("dataset_sha256"),
+        profile=common("profile"),
+    )

@@ -1,0 +1,190 @@
+"""The HTML report: one self-contained file (styles, script and data inline) that works offline.
+
+`build_report` scores the runs (`score_run`, the same numbers every other output shows) and
+`Report.write` lays them out with the jinja template in ``analysis/templates/``. The summary is
+embedded as JSON (``<`` escaped, so no text can close the script element) and also rendered as
+tables; the conversations are embedded once as gzip-compressed JSON in base64 (a 5,000-conversation
+run stays well under 25 MB) that the page decompresses in the browser and renders lazily: only the
+visible rows of the browser, and a conversation's details when it is opened.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import math
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from healthbench.analysis.report_data import (
+    ReportInput,
+    ScoredRun,
+    comparison_summary,
+    report_conversations,
+    report_summary,
+)
+from healthbench.results.metrics_out import json_safe
+from healthbench.scoring.run_score import ScoringOptions, score_run
+from healthbench.scoring.stats import DEFAULT_RESAMPLES
+
+if TYPE_CHECKING:
+    from healthbench.analysis.compare import Comparison
+    from healthbench.analysis.inputs import LoadedRun
+
+_TEMPLATES = "templates"
+DEFAULT_TITLE = "HealthBench report"
+
+
+def score_inputs(runs: Sequence[ReportInput], options: ScoringOptions | None = None) -> list[ScoredRun]:
+    """Each input with its `RunScore` (and its cost when the input carries one)."""
+    return [
+        ScoredRun(
+            model=run.model,
+            run_id=run.run_id,
+            samples=run.samples,
+            score=score_run(run.samples, options),
+            cost=getattr(run, "cost", None),
+        )
+        for run in runs
+    ]
+
+
+def json_for_script(data: Any) -> str:
+    """JSON safe inside ``<script type="application/json">``: ``<``, ``>`` and ``&`` escaped, so
+    user text such as ``</script>`` or ``<!--`` cannot end the element; NaN written as null."""
+    text = json.dumps(json_safe(data), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def encode_conversations(data: Mapping[str, Any]) -> str:
+    """The browser's data as base64 of gzip-compressed JSON (deterministic: no timestamp).
+
+    Level 5 compresses a full run's ~56 MB of JSON about as well as level 9 (19 MB in base64) in
+    less than half the time (benchmarks/report.py). Its numbers (scores, points) are finite."""
+    raw = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return base64.b64encode(gzip.compress(raw.encode("utf-8"), compresslevel=5, mtime=0)).decode("ascii")
+
+
+@dataclass(frozen=True)
+class Report:
+    """Scored runs and the summary the report shows; render it as HTML or as static figures."""
+
+    runs: list[ScoredRun]
+    summary: dict[str, Any]
+    conversations: bool = True  # embed the conversation browser's data
+
+    def html(self) -> str:
+        """The report's self-contained HTML text."""
+        return render_html(self.runs, self.summary, conversations=self.conversations)
+
+    def write(self, path: str | os.PathLike[str]) -> Path:
+        """Write the HTML report atomically; returns the path."""
+        return _write_atomic(Path(path), self.html().encode("utf-8"))
+
+    def write_figures(self, out_dir: str | os.PathLike[str]) -> list[Path]:
+        """PNG and SVG charts for papers (needs matplotlib); returns the files written."""
+        from healthbench.analysis.figures import write_figures
+
+        return write_figures(self.summary, out_dir)
+
+
+def build_report(
+    runs: Sequence[ReportInput],
+    *,
+    options: ScoringOptions | None = None,
+    title: str = DEFAULT_TITLE,
+    comparison: Comparison | None = None,
+    conversations: bool = True,
+) -> Report:
+    """Score ``runs`` (in the order given: the first is the baseline of the charts) for a report;
+    ``comparison`` (`healthbench.analysis.compare.compare_runs` of two of them) adds its section.
+    Without ``conversations`` the page has no conversation browser (each full run adds ~11 MB)."""
+    if not runs:
+        raise ValueError("a report needs at least one run")
+    scored = score_inputs(runs, options)
+    shown = comparison_summary(comparison) if comparison is not None else None
+    return Report(scored, report_summary(scored, title=title, comparison=shown), conversations)
+
+
+def default_comparison(
+    runs: Sequence[LoadedRun], *, seed: int = 0, n_resamples: int = DEFAULT_RESAMPLES
+) -> Comparison | None:
+    """The comparison a report of ``runs`` shows: the second model against the first when the runs
+    are of exactly two models (each model's runs pooled as repeats, as ``healthbench compare`` does),
+    else the second run against the first when there are exactly two runs, else none."""
+    from healthbench.analysis.compare import compare_runs
+    from healthbench.analysis.inputs import merge_runs
+
+    models = list(dict.fromkeys(run.model for run in runs))
+    if len(models) == 2:
+        sides = [merge_runs([run for run in runs if run.model == model]) for model in models]
+    elif len(runs) == 2:
+        sides = list(runs)
+    else:
+        return None
+    return compare_runs(sides[0], sides[1], seed=seed, n_resamples=n_resamples)
+
+
+def render_html(runs: Sequence[ScoredRun], summary: Mapping[str, Any], *, conversations: bool = True) -> str:
+    """Lay out ``summary`` (from `report_summary`) and the runs' conversations with the template."""
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.FunctionLoader(_template_source),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["num"] = _num
+    env.filters["count"] = _count
+    env.filters["plural"] = _plural
+    env.filters["signed"] = _signed
+    return env.get_template("report.html.j2").render(
+        summary=summary,
+        summary_json=json_for_script(summary),
+        conversations_b64=encode_conversations(report_conversations(runs)) if conversations else None,
+        style=_template_source("report.css"),
+        script=_template_source("report.js"),
+    )
+
+
+def _template_source(name: str) -> str:
+    return (resources.files("healthbench.analysis") / _TEMPLATES / name).read_text(encoding="utf-8")
+
+
+def _num(value: float | None, digits: int = 3) -> str:
+    return "–" if value is None or not math.isfinite(value) else f"{value:.{digits}f}"
+
+
+def _count(value: int | None) -> str:
+    return "–" if value is None else f"{value:,}"
+
+
+def _signed(value: float | None, digits: int = 3) -> str:
+    return "–" if value is None or not math.isfinite(value) else f"{value:+.{digits}f}"
+
+
+def _plural(value: int, one: str, many: str | None = None) -> str:
+    return f"{value:,} {one if value == 1 else many or one + 's'}"
+
+
+def _write_atomic(target: Path, data: bytes) -> Path:
+    """Write ``data`` through a temporary file next to ``target`` (mode 0o666 minus the umask, so the
+    report is as readable as any file the user makes), renamed over it when complete."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temp = target.parent / f".{target.name}.{os.getpid()}.tmp"
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        os.replace(temp, target)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+    return target

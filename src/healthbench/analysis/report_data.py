@@ -1,0 +1,216 @@
+"""What the HTML report shows, as plain JSON-able data: every number comes from `score_run`.
+
+`report_summary` holds the small part (per run: headline score, theme and axis scores with CIs, the
+distribution of conversation scores, ungraded counts, tokens and cost); `report_conversations` holds
+the conversation browser's data, each conversation's prompt and rubric once however many runs answered
+it, and per run one entry per graded answer. Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from itertools import pairwise
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+
+from healthbench.scoring.rubric import OVERALL, Verdict
+from healthbench.scoring.run_score import GradedSample, RunScore
+from healthbench.scoring.stats import KeyStats
+
+if TYPE_CHECKING:
+    from healthbench.analysis.compare import Comparison
+
+# Conversation-score bins of the distribution chart: below 0, then ten bins of 0.1 up to 1 inclusive.
+SCORE_BIN_EDGES = tuple(round(0.1 * i, 1) for i in range(11))
+SCORE_BIN_LABELS = ("< 0", *(f"{lo:.1f}–{hi:.1f}" for lo, hi in pairwise(SCORE_BIN_EDGES)))
+_VERDICT_CODES = {Verdict.MET: "m", Verdict.NOT_MET: "n", Verdict.UNGRADED: "u"}
+
+
+class ReportInput(Protocol):
+    """One run to report: who answered (``model``), which run, and its graded samples."""
+
+    @property
+    def model(self) -> str: ...
+
+    @property
+    def run_id(self) -> str: ...
+
+    @property
+    def samples(self) -> Sequence[GradedSample]: ...
+
+
+@dataclass(frozen=True)
+class ScoredRun:
+    """A run to report with its score (the same `RunScore` every other output shows)."""
+
+    model: str
+    run_id: str
+    samples: Sequence[GradedSample]
+    score: RunScore
+    cost: float | None = None  # USD, when the input knows it
+
+    @property
+    def label(self) -> str:
+        return f"{self.model}/{self.run_id}" if self.run_id else self.model  # as `LoadedRun.label`
+
+
+def stat_entry(stats: KeyStats | None) -> dict[str, float | int] | None:
+    """A key's mean, CI and n as the report embeds them (None when the key was not scored)."""
+    if stats is None:
+        return None
+    return {
+        "mean": stats.mean,
+        "lo": stats.ci_lower,
+        "hi": stats.ci_upper,
+        "n": stats.n_samples,
+    }
+
+
+def score_histogram(per_sample: Sequence[Mapping[str, float] | None]) -> list[int]:
+    """Graded conversations per bin of `SCORE_BIN_LABELS` (below 0, then [0, 0.1), ..., [0.9, 1])."""
+    scores = np.array([m[OVERALL] for m in per_sample if m is not None], dtype=np.float64)
+    below = int(np.count_nonzero(scores < 0))
+    counts, _ = np.histogram(scores[scores >= 0], bins=np.array(SCORE_BIN_EDGES))
+    return [below, *(int(c) for c in counts)]
+
+
+def token_totals(samples: Sequence[GradedSample]) -> dict[str, int | None]:
+    """The candidate's input and output tokens over the run (None when no sample recorded usage)."""
+    known = [s.usage for s in samples if s.usage]
+    if not known:
+        return {"input": None, "output": None}
+    return {
+        "input": sum(int(u.get("input_tokens") or 0) for u in known),
+        "output": sum(int(u.get("output_tokens") or 0) for u in known),
+    }
+
+
+def _keyed(stats: Mapping[str, KeyStats], prefix: str) -> dict[str, dict[str, float | int] | None]:
+    return {
+        key.removeprefix(prefix): stat_entry(value)
+        for key, value in sorted(stats.items())
+        if key.startswith(prefix)
+    }
+
+
+def run_summary(run: ScoredRun) -> dict[str, Any]:
+    score = run.score
+    return {
+        "label": run.label,
+        "model": run.model,
+        "run_id": run.run_id,
+        "n_samples": score.n_samples,
+        "graded": score.n_samples - score.ungraded_samples,
+        "ungraded_samples": score.ungraded_samples,
+        "ungraded_criteria": score.ungraded_criteria,
+        "overall": stat_entry(score.stats.get(OVERALL)),
+        "themes": _keyed(score.stats, "theme:"),
+        "axes": _keyed(score.stats, "axis:"),
+        "histogram": score_histogram(score.per_sample),
+        "tokens": token_totals(run.samples),
+        "cost": run.cost,
+    }
+
+
+def report_summary(
+    runs: Sequence[ScoredRun], *, title: str, comparison: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """Everything but the conversations: small, embedded as JSON and also rendered as tables."""
+    summaries = [run_summary(run) for run in runs]
+    return {
+        "title": title,
+        "confidence": runs[0].score.options.confidence if runs else 0.95,
+        "runs": summaries,
+        "themes": sorted({t for s in summaries for t in s["themes"]}),
+        "axes": sorted({a for s in summaries for a in s["axes"]}),
+        "bins": list(SCORE_BIN_LABELS),
+        "comparison": comparison,
+    }
+
+
+def report_conversations(runs: Sequence[ScoredRun]) -> dict[str, Any]:
+    """The browser's data: conversations once (prompt, rubric, themes), answers per run.
+
+    A conversation is ``{"id", "themes", "prompt": [[role, content], ...], "rubric": [[points,
+    criterion, axis], ...]}``; an answer is ``{"c": conversation index, "r": repeat, "text",
+    "score" (None when ungraded), "v": one letter per criterion (m met, n not met, u ungraded),
+    "e": explanations}``.
+    """
+    index: dict[str, int] = {}
+    conversations: list[dict[str, Any]] = []
+    answers: list[list[dict[str, Any]]] = []
+    for run in runs:
+        entries: list[dict[str, Any]] = []
+        for sample, metrics in zip(run.samples, run.score.per_sample, strict=True):
+            conv = sample.conversation
+            if conv.prompt_id not in index:
+                index[conv.prompt_id] = len(conversations)
+                conversations.append(_conversation_entry(sample))
+            entries.append(
+                {
+                    "c": index[conv.prompt_id],
+                    "r": sample.repeat,
+                    "text": sample.completion,
+                    "score": None if metrics is None else metrics[OVERALL],
+                    "v": "".join(_VERDICT_CODES[v] for v in sample.verdicts),
+                    "e": list(sample.explanations) or [None] * len(sample.verdicts),
+                }
+            )
+        answers.append(entries)
+    return {"conversations": conversations, "answers": answers}
+
+
+def _conversation_entry(sample: GradedSample) -> dict[str, Any]:
+    conv = sample.conversation
+    return {
+        "id": conv.prompt_id,
+        "themes": conv.themes,
+        "prompt": [[m.role, m.content] for m in conv.prompt],
+        "rubric": [[item.points, item.criterion, _axis(item.tags)] for item in conv.rubrics],
+    }
+
+
+def _axis(tags: Sequence[str]) -> str | None:
+    return next((t.removeprefix("axis:") for t in tags if t.startswith("axis:")), None)
+
+
+MAX_FLIPS_SHOWN = 50
+
+
+def comparison_summary(comparison: Comparison) -> dict[str, Any]:
+    """A `healthbench.analysis.compare.Comparison` as the report embeds it: one row per group
+    (overall, then themes, then axes) and the flipped conversations, largest change first."""
+    rows = [
+        {
+            "kind": row.kind,
+            "key": "overall" if row.kind == "all" else f"{row.kind}: {row.name}",
+            "mean_a": row.result.mean_a,
+            "mean_b": row.result.mean_b,
+            "diff": row.result.difference,
+            "lo": row.result.ci_lower,
+            "hi": row.result.ci_upper,
+            "p": row.result.p_value,
+            "n": row.result.n,
+            "verdict": row.verdict,
+        }
+        for row in comparison.rows
+    ]
+    flips = [
+        {"id": f.prompt_id, "a": f.score_a, "b": f.score_b, "improved": f.improved}
+        for f in comparison.flips[:MAX_FLIPS_SHOWN]
+    ]
+    return {
+        "a": comparison.a,
+        "b": comparison.b,
+        "n_pairs": comparison.n_common,
+        "margin": comparison.margin,
+        "n_resamples": comparison.n_resamples,
+        "verdict": comparison.verdict,
+        "warnings": list(comparison.warnings),
+        "rows": rows,
+        "flips": flips,
+        "n_flips": len(comparison.flips),
+        "n_improved": sum(1 for f in comparison.flips if f.improved),
+    }

@@ -1,0 +1,290 @@
+"""Multi-run tables as polars DataFrames: the granular criterion table, theme and axis scores with
+bootstrap CIs per run, run-to-run spread per model, and per-conversation spread across repeats.
+
+Definitions (as in the public Llama notebook, see docs/analysis.md):
+
+- a conversation's theme score is its overall score (met points, negatives included, over positive
+  points); its axis score is the same ratio over that axis's criteria, and a conversation with no
+  positive points on an axis is left out of that axis; a sample with an ungraded criterion is left
+  out everywhere;
+- per (model, run_id, theme or axis), plus an ``all`` row (the overall score) in both tables: the
+  mean, clipped to [0, 1], and the 95% CI: the 2.5 / 97.5 percentiles of ``n_resamples`` clipped
+  bootstrap means, seeded (drawn by the exact samplers of `healthbench.scoring.stats`);
+- per model across runs: the mean of the runs' ``all`` means, their standard deviation (ddof = 1,
+  null for one run), min, max and the number of runs;
+- per (model, conversation) across every graded repeat of every run of the model: the number of
+  repeats k, the mean score and the worst (minimum) score: worst-at-k.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from itertools import chain, repeat
+
+import polars as pl
+
+from healthbench.analysis.inputs import LoadedRun
+from healthbench.analysis.scores import AXIS_PREFIX, THEME_PREFIX
+from healthbench.scoring.rubric import OVERALL, MetricTable, RubricLayout, Verdict, batch_metrics
+from healthbench.scoring.stats import DEFAULT_RESAMPLES, Column, KeyStats, aggregate_columns
+
+ALL = "all"
+GRANULAR_COLUMNS = (
+    "model",
+    "run_id",
+    "conversation_id",
+    "rubric_criterion_index",
+    "axis",
+    "points",
+    "criterion_met",
+    "theme",
+    "repeat",
+    "verdict",
+)
+_VERDICT_NAMES = {Verdict.MET: "met", Verdict.NOT_MET: "not_met", Verdict.UNGRADED: "ungraded"}
+_STATS_SCHEMA = {"mean": pl.Float64, "lower_ci": pl.Float64, "upper_ci": pl.Float64, "n_samples": pl.Int64}
+
+
+@dataclass(frozen=True)
+class RunMetrics:
+    """A run's per-sample metrics (`healthbench.scoring.rubric.batch_metrics`), computed once."""
+
+    run: LoadedRun
+    table: MetricTable
+
+    @classmethod
+    def of(cls, run: LoadedRun) -> RunMetrics:
+        samples = run.samples
+        return cls(run, batch_metrics([s.conversation for s in samples], [s.verdicts for s in samples]))
+
+
+def run_metrics(runs: Sequence[LoadedRun]) -> list[RunMetrics]:
+    """Every run's metrics; runs of the same conversations (the same objects, as loaded from one
+    dataset) read their rubrics once (`healthbench.scoring.rubric.RubricLayout`)."""
+    layouts: dict[tuple[int, ...], RubricLayout | None] = {}
+    out = []
+    for run in runs:
+        conversations = [s.conversation for s in run.samples]
+        key = tuple(map(id, conversations))
+        if key not in layouts:
+            layouts[key] = RubricLayout.of(conversations) if conversations else None
+        layout = layouts[key]
+        table = layout.metrics([s.verdicts for s in run.samples], dicts=False) if layout else None
+        out.append(RunMetrics(run, table) if table is not None else RunMetrics.of(run))
+    return out
+
+
+# --- the granular table ---------------------------------------------------------------------------
+
+
+def granular_frame(runs: Sequence[LoadedRun]) -> pl.DataFrame:
+    """One row per (model, run_id, conversation_id, repeat, rubric_criterion_index): the criterion's
+    axis (without ``axis:``), points, criterion_met (null when ungraded), the conversation's theme
+    (without ``theme:``), the repeat and the verdict (``met``, ``not_met``, ``ungraded``)."""
+    columns: dict[str, list[object]] = {name: [] for name in GRANULAR_COLUMNS}
+    for run in runs:
+        for sample in run.samples:
+            conversation = sample.conversation
+            n = len(conversation.rubrics)
+            theme = _first_tag(conversation.example_tags, THEME_PREFIX)
+            columns["model"].extend(repeat(run.model, n))
+            columns["run_id"].extend(repeat(run.run_id, n))
+            columns["conversation_id"].extend(repeat(conversation.prompt_id, n))
+            columns["rubric_criterion_index"].extend(range(n))
+            columns["axis"].extend(_first_tag(item.tags, AXIS_PREFIX) for item in conversation.rubrics)
+            columns["points"].extend(float(item.points) for item in conversation.rubrics)
+            columns["criterion_met"].extend(v.criteria_met for v in sample.verdicts)
+            columns["theme"].extend(repeat(theme, n))
+            columns["repeat"].extend(repeat(sample.repeat, n))
+            columns["verdict"].extend(_VERDICT_NAMES[v] for v in sample.verdicts)
+    schema = {
+        "model": pl.String,
+        "run_id": pl.String,
+        "conversation_id": pl.String,
+        "rubric_criterion_index": pl.Int64,
+        "axis": pl.String,
+        "points": pl.Float64,
+        "criterion_met": pl.Boolean,
+        "theme": pl.String,
+        "repeat": pl.Int64,
+        "verdict": pl.String,
+    }
+    return pl.DataFrame(columns, schema=schema)
+
+
+def _first_tag(tags: Sequence[str], prefix: str) -> str | None:
+    return next((t.removeprefix(prefix) for t in tags if t.startswith(prefix)), None)
+
+
+# --- theme and axis tables ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ScoreTables:
+    """Per (model, run_id): the theme table (column ``theme``) and the axis table (column ``axis``),
+    each with an ``all`` row first, then names in sorted order."""
+
+    themes: pl.DataFrame
+    axes: pl.DataFrame
+
+    @property
+    def combined(self) -> pl.DataFrame:
+        """Both tables stacked: ``theme_or_axis`` (``theme`` or ``axis``) and ``theme_or_axis_name``."""
+        parts = [
+            frame.rename({name: "theme_or_axis_name"}).select(
+                "model",
+                "run_id",
+                pl.lit(name, dtype=pl.String).alias("theme_or_axis"),
+                "theme_or_axis_name",
+                *_STATS_SCHEMA,
+            )
+            for name, frame in (("theme", self.themes), ("axis", self.axes))
+        ]
+        return pl.concat(parts)
+
+
+def score_tables(
+    runs: Sequence[RunMetrics],
+    *,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    seed: int = 0,
+    confidence: float = 0.95,
+    workers: int = 1,
+) -> ScoreTables:
+    """The theme and axis tables of every run (module doc); each run's bootstrap uses ``seed``."""
+    themes: list[tuple[str, str, str, KeyStats]] = []
+    axes: list[tuple[str, str, str, KeyStats]] = []
+    for metrics in runs:
+        stats = _run_stats(metrics.table, n_resamples, seed, confidence, workers)
+        model, run_id = metrics.run.model, metrics.run.run_id
+        for prefix, rows in ((THEME_PREFIX, themes), (AXIS_PREFIX, axes)):
+            if OVERALL in stats:
+                rows.append((model, run_id, ALL, stats[OVERALL]))
+            names = sorted(k for k in stats if k.startswith(prefix))
+            rows.extend((model, run_id, k.removeprefix(prefix), stats[k]) for k in names)
+    return ScoreTables(_stats_frame(themes, "theme"), _stats_frame(axes, "axis"))
+
+
+def _run_stats(
+    table: MetricTable, n_resamples: int, seed: int, confidence: float, workers: int
+) -> dict[str, KeyStats]:
+    columns: dict[str, Column] = {
+        key: column
+        for key, column in table.columns.items()
+        if key == OVERALL or key.startswith(THEME_PREFIX) or key.startswith(AXIS_PREFIX)
+    }
+    if OVERALL not in columns:
+        return {}
+    return aggregate_columns(
+        columns,
+        int(columns[OVERALL].values.size),
+        n_resamples=n_resamples,
+        seed=seed,
+        confidence=confidence,
+        workers=workers,
+    )
+
+
+def _stats_frame(rows: list[tuple[str, str, str, KeyStats]], name: str) -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "model": [r[0] for r in rows],
+            "run_id": [r[1] for r in rows],
+            name: [r[2] for r in rows],
+            "mean": [r[3].mean for r in rows],
+            "lower_ci": [r[3].ci_lower for r in rows],
+            "upper_ci": [r[3].ci_upper for r in rows],
+            "n_samples": [r[3].n_samples for r in rows],
+        },
+        schema={"model": pl.String, "run_id": pl.String, name: pl.String, **_STATS_SCHEMA},
+    )
+
+
+# --- across runs and repeats ----------------------------------------------------------------------
+
+
+def model_runs_frame(tables: ScoreTables) -> pl.DataFrame:
+    """Per model, across its runs' overall (``all``) means: mean, std (ddof 1), min, max, n_runs."""
+    overall = tables.themes.filter(pl.col("theme") == ALL)
+    return (
+        overall.group_by("model", maintain_order=True)
+        .agg(
+            pl.col("mean").mean().alias("mean"),
+            pl.col("mean").std(ddof=1).alias("std"),
+            pl.col("mean").min().alias("min"),
+            pl.col("mean").max().alias("max"),
+            pl.len().cast(pl.Int64).alias("n_runs"),
+        )
+        .sort("model", maintain_order=True)
+    )
+
+
+def sample_scores_frame(runs: Sequence[RunMetrics]) -> pl.DataFrame:
+    """One row per graded sample: model, run_id, conversation_id, repeat and its overall score."""
+    graded = list(chain.from_iterable(_graded_samples(m) for m in runs))
+    return pl.DataFrame(
+        graded,
+        schema={
+            "model": pl.String,
+            "run_id": pl.String,
+            "conversation_id": pl.String,
+            "repeat": pl.Int64,
+            "score": pl.Float64,
+        },
+        orient="row",
+    )
+
+
+def _graded_samples(metrics: RunMetrics) -> Iterator[tuple[str, str, str, int, float]]:
+    run = metrics.run
+    graded = [s for s, ok in zip(run.samples, graded_mask(metrics.table), strict=True) if ok]
+    overall = metrics.table.columns[OVERALL].values.tolist() if graded else []
+    for sample, score in zip(graded, overall, strict=True):
+        yield run.model, run.run_id, sample.conversation.prompt_id, sample.repeat, score
+
+
+def graded_mask(table: MetricTable) -> list[bool]:
+    """Per sample: whether it is graded (has no ungraded criterion)."""
+    if table.graded is not None:
+        mask: list[bool] = table.graded.tolist()
+        return mask
+    return [m is not None for m in table.per_conversation]
+
+
+def conversation_repeats_frame(samples: pl.DataFrame) -> pl.DataFrame:
+    """Per (model, conversation_id), over every graded repeat of every run of the model: ``k``,
+    ``mean`` and ``worst_at_k`` (the minimum score)."""
+    return (
+        samples.group_by("model", "conversation_id", maintain_order=True)
+        .agg(
+            pl.len().cast(pl.Int64).alias("k"),
+            pl.col("score").mean().alias("mean"),
+            pl.col("score").min().alias("worst_at_k"),
+        )
+        .sort("model", "conversation_id", maintain_order=True)
+    )
+
+
+def worst_at_k(samples: pl.DataFrame) -> pl.DataFrame:
+    """Per model: the mean over conversations of their worst-at-k score, and the mean k."""
+    per_conversation = conversation_repeats_frame(samples)
+    return (
+        per_conversation.group_by("model", maintain_order=True)
+        .agg(
+            pl.col("worst_at_k").mean().alias("worst_at_k"),
+            pl.col("k").mean().alias("mean_k"),
+            pl.len().cast(pl.Int64).alias("n_conversations"),
+        )
+        .sort("model", maintain_order=True)
+    )
+
+
+def ungraded_counts(runs: Sequence[RunMetrics]) -> list[tuple[str, int, int]]:
+    """(run label, ungraded criteria, samples left out) for every run with ungraded criteria."""
+    out = []
+    for metrics in runs:
+        left_out = graded_mask(metrics.table).count(False)
+        if metrics.table.ungraded_criteria or left_out:
+            out.append((metrics.run.label, metrics.table.ungraded_criteria, left_out))
+    return out

@@ -1,0 +1,192 @@
+"""`healthbench analyze` (multi-run tables) and `healthbench compare` (a paired comparison, with an exit
+code a CI job can gate on). The library does the work (`healthbench.analysis`); heavy imports are made
+inside the commands so that `healthbench --help` stays fast."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from healthbench.cli.app import app, console, handles_errors
+from healthbench.cli.options import ResamplesOpt, SeedOpt, StoreOpt
+
+if TYPE_CHECKING:
+    from healthbench.analysis.compare import Comparison
+    from healthbench.analysis.inputs import LoadedRun
+
+WORSE_EXIT_CODE = 3  # `compare --fail-if-worse-by`: B is worse than A by more than the threshold
+
+InputsArg = Annotated[
+    list[str],
+    typer.Argument(
+        help="_allresults.json files, folders of them, stored run names or glob patterns over run names.",
+        show_default=False,
+    ),
+]
+DataOpt = Annotated[
+    list[Path] | None,
+    typer.Option("--data", help="Dataset JSONL the runs used, for example tags of files (repeatable)."),
+]
+DatasetOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--dataset", help="Dataset variant the files used (full, hard, consensus), for their example tags."
+    ),
+]
+AllowUntaggedOpt = Annotated[
+    bool,
+    typer.Option(
+        "--allow-untagged", help="Keep examples of files that are not in the dataset, without example tags."
+    ),
+]
+CacheOpt = Annotated[Path | None, typer.Option("--cache-dir", help="Download cache for --dataset.")]
+
+
+def _load(
+    specs: list[str],
+    *,
+    store: str | None,
+    data: list[Path] | None,
+    dataset: str | None,
+    allow_untagged: bool,
+    cache: Path | None,
+    model: str | None = None,
+    run_id: str | None = None,
+) -> list[LoadedRun]:
+    """Load the inputs; the store is opened only when an input is not a file or folder."""
+    from healthbench.analysis.inputs import load_inputs, needs_store
+    from healthbench.data.sources import sha256_of
+    from healthbench.results.rescore import join_datasets
+    from healthbench.store import Store
+
+    conversations = join_datasets(data or [], dataset, cache)
+    data_sha = sha256_of(data[0]) if data and len(data) == 1 and dataset is None else None
+    return load_inputs(
+        specs,
+        store=Store(store) if needs_store(specs) else None,
+        data=conversations,
+        data_sha256=data_sha,
+        allow_untagged=allow_untagged,
+        model=model,
+        run_id=run_id,
+    )
+
+
+@app.command("analyze")
+@handles_errors
+def analyze(
+    inputs: InputsArg,
+    out: Annotated[Path, typer.Option("--out", help="Folder for the tables (created if needed).")],
+    data: DataOpt = None,
+    dataset: DatasetOpt = None,
+    allow_untagged: AllowUntaggedOpt = False,
+    store: StoreOpt = None,
+    parquet: Annotated[
+        bool, typer.Option("--parquet", help="Write Parquet files instead of TSV / CSV.")
+    ] = False,
+    model: Annotated[
+        str | None, typer.Option("--model", help="Model name for every input (default: from file names).")
+    ] = None,
+    run_id: Annotated[
+        str | None, typer.Option("--run-id", help="Run id of the single input run (default: from its name).")
+    ] = None,
+    seed: SeedOpt = None,
+    n_resamples: ResamplesOpt = None,
+    cache: CacheOpt = None,
+) -> None:
+    """Theme and axis tables with 95% CIs for many runs and models, written to --out.
+
+    Also the run-to-run spread per model, worst-at-k per conversation and the granular criterion
+    table (TSV / CSV, or Parquet). Definitions: docs/analysis.md.
+    """
+    from healthbench.analysis.analyze import analyze as run_analysis
+    from healthbench.analysis.analyze import write_analysis
+    from healthbench.cli.analysis_view import render_analysis
+
+    runs = _load(
+        inputs,
+        store=store,
+        data=data,
+        dataset=dataset,
+        allow_untagged=allow_untagged,
+        cache=cache,
+        model=model,
+        run_id=run_id,
+    )
+    result = run_analysis(runs, n_resamples=_resamples(n_resamples), seed=seed or 0)
+    render_analysis(result, console)
+    for path in write_analysis(result, out, parquet=parquet).values():
+        console.print(f"wrote {path}", highlight=False, markup=False, soft_wrap=True)
+
+
+@app.command("compare")
+@handles_errors
+def compare(
+    a: Annotated[str, typer.Argument(help="Baseline: a file, folder, stored run or pattern (runs pooled).")],
+    b: Annotated[str, typer.Argument(help="Candidate compared with A, same forms.")],
+    data: DataOpt = None,
+    dataset: DatasetOpt = None,
+    allow_untagged: AllowUntaggedOpt = False,
+    store: StoreOpt = None,
+    margin: Annotated[
+        float,
+        typer.Option("--margin", min=0.0, help="Smallest difference that counts as better or worse."),
+    ] = 0.0,
+    fail_if_worse_by: Annotated[
+        float | None,
+        typer.Option(
+            "--fail-if-worse-by",
+            min=0.0,
+            help=f"Exit {WORSE_EXIT_CODE} if B is worse than A by more than this (CI below 0).",
+        ),
+    ] = None,
+    seed: SeedOpt = None,
+    n_resamples: ResamplesOpt = None,
+    cache: CacheOpt = None,
+) -> None:
+    """Paired comparison of B against A, with an exit code a CI job can gate on.
+
+    On the conversations both graded: the difference of means with a paired bootstrap 95% CI and a
+    p-value, overall, per theme and per axis; flipped conversations; a verdict (better / worse / no
+    difference). Several runs on one side are pooled as repeats. See docs/analysis.md.
+    """
+    from healthbench.analysis.analyze import setting_warnings
+    from healthbench.analysis.compare import compare_runs
+    from healthbench.analysis.inputs import merge_runs
+    from healthbench.cli.analysis_view import render_comparison
+
+    sides = []
+    warnings: list[str] = []
+    for spec in (a, b):
+        runs = _load(
+            [spec], store=store, data=data, dataset=dataset, allow_untagged=allow_untagged, cache=cache
+        )
+        warnings.extend(f"{spec}: {w}" for w in setting_warnings(runs))
+        sides.append(merge_runs(runs))
+    result = compare_runs(
+        sides[0], sides[1], seed=seed or 0, n_resamples=_resamples(n_resamples), margin=margin
+    )
+    render_comparison(result, console, extra_warnings=warnings)
+    if fail_if_worse_by is not None and result.worse_by(fail_if_worse_by):
+        _fail_gate(result, fail_if_worse_by)
+
+
+def _fail_gate(result: Comparison, threshold: float) -> None:
+    from healthbench.cli.app import fail
+
+    diff = result.overall.result
+    raise fail(
+        f"{result.b} is worse than {result.a} by {-diff.difference:.4f} "
+        f"(95% CI {diff.ci_lower:+.4f} to {diff.ci_upper:+.4f}), more than {threshold}",
+        WORSE_EXIT_CODE,
+    )
+
+
+def _resamples(value: int | None) -> int:
+    from healthbench.scoring.stats import DEFAULT_RESAMPLES
+
+    if value is not None and value < 0:
+        raise typer.BadParameter("must be at least 0", param_hint="--n-resamples")
+    return DEFAULT_RESAMPLES if value is None else value

@@ -1,0 +1,101 @@
+"""Terminal views of `healthbench analyze` and `healthbench compare` (rich tables; user text literal)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from healthbench.analysis.analyze import Analysis
+from healthbench.analysis.compare import Comparison
+from healthbench.analysis.tables import ALL
+
+FLIPS_SHOWN = 10
+
+
+def _num(value: float | None, digits: int = 4, signed: bool = False) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
+
+
+def _warn(console: Console, lines: Sequence[str]) -> None:
+    for line in lines:
+        console.print(Text(f"warning: {line}", style="yellow"), soft_wrap=True)
+
+
+def render_analysis(analysis: Analysis, console: Console) -> None:
+    runs = Table(title="Overall score per run (95% bootstrap CI)", title_justify="left")
+    for name in ("model", "run", "score", "95% CI", "n"):
+        runs.add_column(name, justify="right" if name in ("score", "n") else "left")
+    for row in analysis.themes.filter(analysis.themes["theme"] == ALL).iter_rows(named=True):
+        runs.add_row(
+            Text(row["model"]),
+            Text(row["run_id"]),
+            _num(row["mean"]),
+            f"{_num(row['lower_ci'])} - {_num(row['upper_ci'])}",
+            str(row["n_samples"]),
+        )
+    console.print(runs)
+    models = Table(title="Per model across runs", title_justify="left")
+    for name in ("model", "runs", "mean", "std", "min", "max", "worst-at-k", "mean k"):
+        models.add_column(name, justify="left" if name == "model" else "right")
+    for row in analysis.models.iter_rows(named=True):
+        models.add_row(
+            Text(row["model"]),
+            str(row["n_runs"]),
+            _num(row["mean"]),
+            _num(row["std"]),
+            _num(row["min"]),
+            _num(row["max"]),
+            _num(row["worst_at_k"]),
+            _num(row["mean_k"], 1),
+        )
+    console.print(models)
+    _warn(console, analysis.warnings)
+
+
+def render_comparison(
+    comparison: Comparison, console: Console, *, extra_warnings: Sequence[str] = ()
+) -> None:
+    overall = comparison.overall.result
+    title = Text(
+        f"B = {comparison.b} ({overall.mean_b:.4f}) vs A = {comparison.a} ({overall.mean_a:.4f}): "
+        "B - A with paired bootstrap 95% CIs"
+    )
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD)
+    table.add_column("group", overflow="fold")
+    for name, width in (("n", 5), ("B - A", 6), ("95% CI", 14), ("p", 5), ("verdict", 13)):
+        table.add_column(
+            name, justify="left" if name == "verdict" else "right", min_width=width, no_wrap=True
+        )
+    for row in comparison.rows:
+        r = row.result
+        group = ALL if row.kind == ALL else f"{row.kind}:{row.name}"
+        style = {"better": "green", "worse": "red"}.get(row.verdict)
+        table.add_row(
+            Text(group),
+            str(r.n),
+            _num(r.difference, 3, signed=True),
+            f"{_num(r.ci_lower, 3, signed=True)}..{_num(r.ci_upper, 3, signed=True)}",
+            _num(r.p_value, 3),
+            Text(row.verdict, style=style or ""),
+        )
+    console.print(table)
+    flips = comparison.flips
+    improved = sum(f.improved for f in flips)
+    console.print(
+        Text(
+            f"{len(flips)} conversation(s) flipped at score 0.5: {improved} now pass, "
+            f"{len(flips) - improved} now fail"
+        )
+    )
+    for flip in flips[:FLIPS_SHOWN]:
+        console.print(Text(f"  {flip.prompt_id}: {flip.score_a:.3f} -> {flip.score_b:.3f}"), soft_wrap=True)
+    margin = f" at margin {comparison.margin}" if comparison.margin else ""
+    console.print(Text(f"verdict{margin}: {comparison.verdict}", style="bold"))
+    _warn(console, [*extra_warnings, *comparison.warnings])

@@ -1,0 +1,59 @@
+"""Runs that end badly: every error or interruption after a run was stored ends with the exact
+command that continues it, and a run that has not answered every conversation never exits 0."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from healthbench.cli.app import fail
+from healthbench.errors import ConfigError, HealthBenchError, Terminated
+from healthbench.store import Store
+
+
+def resume_command(name: str, *, kind: str = "eval", store: str | Path | None = None) -> str:
+    """The exact command line that continues run ``name``."""
+    command = "meta-eval" if kind == "meta_eval" else "run"
+    words = ["healthbench", command, "--resume", name]
+    if store is not None:
+        words += ["--store", str(store)]
+    return shlex.join(words)
+
+
+@contextmanager
+def continuable(store: Store, name: str, *, kind: str, store_flag: str | Path | None) -> Iterator[None]:
+    """Errors and interruptions inside: one line that ends with how to continue the run (when it was
+    stored; a start that failed before storing it has nothing to continue)."""
+    try:
+        yield
+    except (HealthBenchError, KeyboardInterrupt) as exc:
+        if isinstance(exc, KeyboardInterrupt):
+            message = "terminated" if isinstance(exc, Terminated) else "interrupted"
+            message += "; everything finished so far is saved"
+            code = Terminated.exit_code if isinstance(exc, Terminated) else 130
+        else:
+            message, code = str(exc), exc.exit_code
+        if not _stored(store, name):
+            raise fail(message, code) from None
+        command = resume_command(name, kind=kind, store=store_flag)
+        raise fail(f"{message}; continue with: {command}", code) from None
+
+
+def _stored(store: Store, name: str) -> bool:
+    try:
+        return store.get_run(name) is not None
+    except Exception:  # the store itself failed: the original error is the one to show
+        return False
+
+
+def refuse_with_resume(flags: dict[str, Any]) -> None:
+    """--resume continues a run with its stored settings: a flag that would change them is an error."""
+    given = [flag for flag, value in flags.items() if value not in (None, [], False)]
+    if given:
+        raise ConfigError(
+            f"--resume keeps the run's stored name and settings; drop {', '.join(given)} "
+            "(or start a new run without --resume)"
+        )

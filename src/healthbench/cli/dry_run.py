@@ -1,0 +1,30 @@
+"""Printing a `--dry-run` estimate (run, regrade, meta-eval): calls, tokens and cost per role."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+
+from healthbench.cli.app import console, say
+from healthbench.runner.estimate import RoleEstimate, total_cost
+
+
+def print_estimate(title: str, rows: list[RoleEstimate]) -> None:
+    table = Table(title=Text(title))
+    table.add_column("role")
+    table.add_column("model", overflow="fold")  # long names wrap, never cut
+    for column in ("calls", "input\ntokens", "output\ntokens", "est. cost\n(USD)"):
+        table.add_column(column, justify="right", no_wrap=True)
+    for r in rows:
+        table.add_row(
+            Text(r.role),
+            Text(r.model),
+            f"{r.calls:,}",
+            f"{r.input_tokens:,}",
+            f"{r.output_tokens:,}",
+            "unknown price" if r.cost is None else f"{r.cost:,.2f}",
+        )
+    console.print(table)
+    total = total_cost(rows)
+    cost = "unknown (a model has no price; see --prices)" if total is None else f"${total:,.2f}"
+    say(f"estimated total: {cost} — tokens estimated at 4 characters each; cached calls cost nothing")

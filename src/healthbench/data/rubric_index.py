@@ -1,0 +1,107 @@
+"""A dataset read for joining, not for running: prompt_id -> example tags and rubric, validated in one
+batch by msgspec (one schema for every line) without building `Conversation` records.
+
+Only a valid file is read here. On anything unusual (a line that does not fit the schema, an empty
+rubric, no positive points, a duplicate prompt_id, two files that disagree) `read_rubric_index`
+returns None, and the caller reads the dataset the ordinary way, whose error names the file, the
+line and the field.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated
+
+import msgspec
+
+Points = Annotated[int, msgspec.Meta(ge=-10, le=10)] | Annotated[float, msgspec.Meta(ge=-10, le=10)]
+Criterion = tuple[str, float, tuple[str, ...]]  # (criterion, points, tags)
+_QUOTE = ord('"')
+_OBJECT_OR_NULL = (ord("{"), ord("n"))
+
+
+class Message(msgspec.Struct):
+    """A chat message whose content is kept as raw JSON: checked to be a string (`is_text`), never
+    decoded, as no score depends on it (decoding every text is most of the reading time)."""
+
+    role: str
+    content: msgspec.Raw
+
+
+def is_text(raw: msgspec.Raw) -> bool:
+    """Whether raw JSON is a string."""
+    return memoryview(raw)[0] == _QUOTE
+
+
+class _RubricItem(msgspec.Struct):
+    criterion: str
+    points: Points
+    tags: list[str] = msgspec.field(default_factory=list)
+
+
+class _Line(msgspec.Struct):
+    prompt: list[Message]
+    prompt_id: str
+    rubrics: list[_RubricItem]
+    example_tags: list[str] = msgspec.field(default_factory=list)
+    ideal_completions_data: msgspec.Raw | None = None  # an object or null (checked)
+    canary: str | None = None
+
+
+_DECODER = msgspec.json.Decoder(list[_Line])
+
+
+@dataclass(frozen=True)
+class IndexedConversation:
+    example_tags: tuple[str, ...]
+    rubric: tuple[Criterion, ...]
+
+
+def read_rubric_index(paths: Sequence[str | os.PathLike[str]]) -> dict[str, IndexedConversation] | None:
+    """Every conversation of the JSONL files by prompt_id, or None when the ordinary reader must
+    decide (module doc). A prompt_id in several files must have the same rubric in each."""
+    index: dict[str, IndexedConversation] = {}
+    for path in paths:
+        lines = _read_lines(Path(path))
+        if lines is None:
+            return None
+        seen: set[str] = set()
+        for line in lines:
+            if not line.rubrics or not any(item.points > 0 for item in line.rubrics) or not line.prompt:
+                return None
+            if not all(is_text(m.content) for m in line.prompt) or not _object_or_null(line):
+                return None
+            if line.prompt_id in seen:
+                return None
+            seen.add(line.prompt_id)
+            entry = IndexedConversation(
+                tuple(line.example_tags),
+                tuple((item.criterion, item.points, tuple(item.tags)) for item in line.rubrics),
+            )
+            known = index.setdefault(line.prompt_id, entry)
+            if known.rubric != entry.rubric:
+                return None
+    return index
+
+
+def _object_or_null(line: _Line) -> bool:
+    raw = line.ideal_completions_data
+    return raw is None or memoryview(raw)[0] in _OBJECT_OR_NULL
+
+
+def _read_lines(path: Path) -> list[_Line] | None:
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    lines = [line for line in data.split(b"\n") if line.strip()]
+    if not lines:
+        return None
+    try:
+        decoded = _DECODER.decode(b"[" + b",".join(lines) + b"]")
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    return decoded if len(decoded) == len(lines) else None  # (two objects on one line)

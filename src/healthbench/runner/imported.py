@@ -1,0 +1,80 @@
+"""Keeping an imported simple-evals run in the store like any other: an eval run with its
+conversations, answers and verdicts, written through the Store API, so that it can then be regraded,
+analysed and served. Its candidate is unknown (no model is recorded: it is never re-sampled); its
+judge is recorded as simple-evals' grader, which resuming would ask about any ungraded criterion."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from healthbench.config import RunConfig
+from healthbench.errors import RunError
+from healthbench.grading.template import load_template
+from healthbench.runner.run import stored_record
+from healthbench.scoring.rubric import Verdict
+from healthbench.scoring.run_score import GradedSample
+from healthbench.store.db import now
+from healthbench.store.runs import RunRecord, Store
+
+SIMPLE_EVALS_GRADER = "openai/gpt-4.1"  # simple-evals' HealthBench grader
+_STATUS = {Verdict.MET: "met", Verdict.NOT_MET: "not_met", Verdict.UNGRADED: "ungraded"}
+
+
+def store_imported(
+    store: Store, name: str, samples: Sequence[GradedSample], *, source: Mapping[str, Any]
+) -> RunRecord:
+    """Store ``samples`` (from `load_allresults`) as the finished eval run ``name``."""
+    if not samples:
+        raise RunError("the file holds no graded example to store")
+    conversations = {s.conversation.prompt_id: s.conversation for s in samples}
+    n_repeats = max(s.repeat for s in samples) + 1
+    config = RunConfig.model_validate(
+        {"model": None, "judge": {"spec": SIMPLE_EVALS_GRADER}, "n_repeats": n_repeats}
+    )
+    dataset = {"variant": "imported", **source, "conversations": len(conversations)}
+    record = stored_record(config, kind="eval", dataset=dataset, template_sha=load_template(None).sha256)
+    items = [(pid, c.model_dump(mode="json")) for pid, c in conversations.items()]
+    run = store.create_run(name, "eval", record, items)
+    store.write([op for sample in samples for op in _rows(run.id, sample)])
+    ungraded = any(v is Verdict.UNGRADED for s in samples for v in s.verdicts)
+    store.set_status(run.id, "incomplete" if ungraded else "finished")
+    return store.require_run(name)
+
+
+def _rows(run_id: int, sample: GradedSample) -> list[tuple[str, dict[str, Any]]]:
+    stamp = now()
+    key = {"run_id": run_id, "item_id": sample.conversation.prompt_id, "repeat": sample.repeat}
+    messages = sample.prompt_messages or [m.model_dump() for m in sample.conversation.prompt]
+    ops: list[tuple[str, dict[str, Any]]] = [
+        (
+            "samples",
+            {
+                **key,
+                "completion": sample.completion,
+                "messages": [dict(m) for m in messages],
+                "usage": dict(sample.usage) if sample.usage else None,
+                "cost": None,
+                "cached": False,
+                "error": None,
+                "created_at": stamp,
+            },
+        )
+    ]
+    explanations = sample.explanations or (None,) * len(sample.verdicts)
+    for index, (verdict, explanation) in enumerate(zip(sample.verdicts, explanations, strict=True)):
+        grade = {
+            **key,
+            "criterion": index,
+            "status": _STATUS[verdict],
+            "explanation": explanation,
+            "raw": None,
+            "attempts": 1,
+            "usage": None,
+            "cost": None,
+            "cached": False,
+            "error": "ungraded in the imported file" if verdict is Verdict.UNGRADED else None,
+            "created_at": stamp,
+        }
+        ops.append(("grades", grade))
+    return ops

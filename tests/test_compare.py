@@ -1,0 +1,99 @@
+"""`healthbench.analysis.compare`: paired comparisons of two runs, checked against the definitions."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import pytest
+from synthetic_runs import conversations, graded, loaded, reference_scores
+
+from healthbench.analysis.compare import compare_runs
+from healthbench.errors import DataError
+from healthbench.scoring.paired import BETTER, NO_DIFFERENCE, WORSE, paired_bootstrap
+
+
+def per_conversation(samples):
+    """prompt_id -> key -> mean over graded repeats, from the plain-Python reference."""
+    sums: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for sample, scores in zip(samples, reference_scores(samples), strict=True):
+        if scores is not None:
+            for key, value in scores.items():
+                sums[sample.conversation.prompt_id][key].append(value)
+    return {pid: {k: sum(v) / len(v) for k, v in keys.items()} for pid, keys in sums.items()}
+
+
+def test_every_row_equals_the_definitions() -> None:
+    convs = conversations(90)
+    a, b = graded(convs, hit_rate=0.3, seed=1, repeats=2), graded(convs, hit_rate=0.8, seed=2, ungraded=0.02)
+    result = compare_runs(loaded(a), loaded(b, run_id="run-2"), seed=7, n_resamples=300)
+    ref_a, ref_b = per_conversation(a), per_conversation(b)
+    common = [c.prompt_id for c in convs if c.prompt_id in ref_a and c.prompt_id in ref_b]
+    theme_of = {c.prompt_id: c.example_tags[0].removeprefix("theme:") for c in convs}
+    expected = {("all", "all"): (common, "overall")}
+    for theme in {theme_of[p] for p in common}:
+        expected["theme", theme] = ([p for p in common if theme_of[p] == theme], "overall")
+    for axis in ("accuracy", "completeness", "communication_quality"):
+        ids = [p for p in common if f"axis:{axis}" in ref_a[p] and f"axis:{axis}" in ref_b[p]]
+        expected["axis", axis] = (ids, f"axis:{axis}")
+    assert {(r.kind, r.name) for r in result.rows} == set(expected)
+    for row in result.rows:
+        ids, key = expected[row.kind, row.name]
+        direct = paired_bootstrap(
+            [ref_a[p][key] for p in ids], [ref_b[p][key] for p in ids], n_resamples=300, seed=7
+        )
+        assert row.result.n == len(ids)
+        assert row.result.difference == pytest.approx(direct.difference, abs=1e-12)
+        assert row.result.ci_lower == pytest.approx(direct.ci_lower, abs=1e-12)
+        assert row.result.ci_upper == pytest.approx(direct.ci_upper, abs=1e-12)
+        assert row.result.p_value == pytest.approx(direct.p_value, abs=1e-12)
+    assert result.n_common == len(common) < 90  # conversations ungraded in B are left out
+    assert any("ungraded, left out" in w for w in result.warnings)
+    assert result.verdict == BETTER
+
+
+def test_flips_and_gate() -> None:
+    convs = conversations(200)
+    a, b = graded(convs, hit_rate=0.7, seed=1), graded(convs, hit_rate=0.5, seed=2)
+    result = compare_runs(loaded(a), loaded(b, run_id="run-2"), n_resamples=300)
+    assert result.verdict == WORSE and result.worse_by(0.02) and not result.worse_by(0.9)
+    ref_a, ref_b = per_conversation(a), per_conversation(b)
+    flipped = {p for p in ref_a if (ref_a[p]["overall"] >= 0.5) != (ref_b[p]["overall"] >= 0.5)}
+    assert {f.prompt_id for f in result.flips} == flipped
+    assert sum(not f.improved for f in result.flips) > sum(f.improved for f in result.flips)
+    assert result.warnings == ()  # same conversations, nothing recorded differently
+
+
+def test_same_run_against_itself_is_no_difference() -> None:
+    samples = graded(conversations(50))
+    result = compare_runs(loaded(samples), loaded(samples, run_id="again"), n_resamples=200)
+    assert result.verdict == NO_DIFFERENCE and result.overall.result.p_value == 1.0 and not result.flips
+
+
+def test_warns_about_different_grading_and_small_overlap() -> None:
+    convs = conversations(60)
+    a = loaded(graded(convs), judge="openai/gpt-4.1", grader_template_sha256="aaa", dataset_variant="full")
+    b = loaded(
+        graded(convs[:20], seed=3),
+        run_id="run-2",
+        judge="anthropic/claude",
+        grader_template_sha256="bbb",
+        dataset_variant="hard",
+        profile="strict",
+    )
+    warnings = compare_runs(a, b, n_resamples=50).warnings
+    assert "the runs used different judges: openai/gpt-4.1 vs anthropic/claude" in warnings
+    assert "the runs used different grader prompts (template sha256): aaa vs bbb" in warnings
+    assert "the runs used different dataset variants: full vs hard" in warnings
+    assert not any("profiles" in w for w in warnings)  # unknown for A: nothing to compare
+    assert any(w.startswith("small overlap: 20 of 60") for w in warnings)
+    assert "only 20 paired conversations: the CIs are rough" in warnings
+
+
+def test_different_rubrics_are_left_out_and_no_overlap_is_an_error() -> None:
+    first, other = conversations(40, seed=0), conversations(40, seed=1)  # same ids, other rubrics
+    mixed = first[:30] + other[30:]
+    result = compare_runs(loaded(graded(first)), loaded(graded(mixed), run_id="x"), n_resamples=50)
+    assert result.n_common == sum(f.rubrics == m.rubrics for f, m in zip(first, mixed, strict=True))
+    assert any("different rubrics" in w for w in result.warnings)
+    with pytest.raises(DataError, match="no graded conversation in common"):
+        compare_runs(loaded(graded(first)), loaded(graded(other), run_id="x"), n_resamples=50)

@@ -1,0 +1,109 @@
+"""The columnar readers (msgspec, one schema per file) give exactly the numbers of the ordinary
+readers, and hand every unusual input to them, so errors stay file/example/field precise."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from synthetic_runs import conversations, graded
+
+from healthbench.data.rubric_index import read_rubric_index
+from healthbench.errors import DataError
+from healthbench.results.allresults_columns import read_columns
+from healthbench.results.rescore import rescore_allresults
+from healthbench.results.simple_evals import write_allresults
+from healthbench.scoring.run_score import ScoringOptions, score_run
+
+OPTIONS = ScoringOptions(n_resamples=200, seed=3)
+
+
+@pytest.fixture
+def run_files(tmp_path: Path) -> tuple[Path, Path]:
+    convs = conversations(40)
+    samples = graded(convs, seed=4, ungraded=0.02)
+    file = write_allresults(tmp_path / "run_allresults.json", samples, score_run(samples, OPTIONS))
+    dataset = tmp_path / "dataset.jsonl"
+    dataset.write_text("".join(c.model_dump_json() + "\n" for c in convs))
+    return file, dataset
+
+
+def test_both_readers_give_the_same_metrics(run_files: tuple[Path, Path]) -> None:
+    file, dataset = run_files
+    fast = rescore_allresults(file, options=OPTIONS, data=[dataset], with_samples=False)
+    slow = rescore_allresults(file, options=OPTIONS, data=[dataset])
+    assert not fast.stored.samples and slow.stored.samples  # the two paths were taken
+    assert fast.run_score.metrics() == slow.run_score.metrics()
+    assert fast.run_score.per_sample == slow.run_score.per_sample
+    assert (fast.stored.score, fast.stored.metrics) == (slow.stored.score, slow.stored.metrics)
+    assert (fast.untagged, fast.n_samples, fast.agreement) == (slow.untagged, slow.n_samples, slow.agreement)
+    assert any(k.startswith("theme:") for k in fast.run_score.stats)
+    untagged = rescore_allresults(file, options=OPTIONS, with_samples=False)
+    assert untagged.untagged == 40 and not any(k.startswith("theme:") for k in untagged.run_score.stats)
+    length = ScoringOptions(n_resamples=10, length_penalty=0.1, length_center=20.0)
+    assert (
+        rescore_allresults(file, options=length, with_samples=False).run_score.metrics()
+        == rescore_allresults(file, options=length).run_score.metrics()
+    )
+
+
+def edit(file: Path, change) -> Path:
+    document = json.loads(file.read_text())
+    change(document)
+    file.write_text(json.dumps(document))
+    return file
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            lambda d: d["metadata"]["example_level_metadata"][2]["rubric_items"][1].update(points="5"),
+            "example_level_metadata[2].rubric_items[1].points",
+        ),
+        (
+            lambda d: d["metadata"]["example_level_metadata"][3]["rubric_items"][0].pop("criteria_met"),
+            "example_level_metadata[3].rubric_items[0].criteria_met",
+        ),
+        (
+            lambda d: d["metadata"]["example_level_metadata"][1]["prompt"][0].update(content=7),
+            "example_level_metadata[1].prompt[0].content",
+        ),
+        (
+            lambda d: d["metadata"]["example_level_metadata"][0].update(completion=[]),
+            "example_level_metadata[0].completion",
+        ),
+    ],
+)
+def test_bad_files_get_the_precise_error(run_files: tuple[Path, Path], change, message: str) -> None:
+    file, dataset = run_files
+    edit(file, change)
+    assert read_columns(file) is None
+    with pytest.raises(DataError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        rescore_allresults(file, options=OPTIONS, data=[dataset], with_samples=False)
+
+
+def test_a_rubric_that_differs_from_the_dataset_is_refused(run_files: tuple[Path, Path]) -> None:
+    file, dataset = run_files
+    edit(file, lambda d: d["metadata"]["example_level_metadata"][5]["rubric_items"][0].update(criterion="x"))
+    with pytest.raises(DataError, match="differs from the dataset's"):
+        rescore_allresults(file, options=OPTIONS, data=[dataset], with_samples=False)
+
+
+def test_bad_datasets_go_to_the_line_numbered_reader(run_files: tuple[Path, Path], tmp_path: Path) -> None:
+    file, dataset = run_files
+    assert read_rubric_index([dataset]) is not None
+    lines = dataset.read_text().splitlines()
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text("\n".join([lines[0], lines[1].replace('"points": 5', '"points": 50'), *lines[2:]]))
+    if broken.read_text() == "\n".join(lines):  # no 5-point criterion on that line: use another edit
+        broken.write_text("\n".join([lines[0], '{"prompt": []}', *lines[2:]]))
+    assert read_rubric_index([broken]) is None
+    with pytest.raises(DataError, match=r"broken.jsonl:2"):
+        rescore_allresults(file, options=OPTIONS, data=[broken], with_samples=False)
+    duplicate = tmp_path / "duplicate.jsonl"
+    duplicate.write_text("\n".join([*lines, lines[0]]) + "\n")
+    assert read_rubric_index([duplicate]) is None
+    with pytest.raises(DataError, match="duplicate"):
+        rescore_allresults(file, options=OPTIONS, data=[duplicate], with_samples=False)

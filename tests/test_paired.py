@@ -1,0 +1,124 @@
+"""The paired bootstrap of `healthbench.scoring.paired`, checked against a plain-Python reference."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from healthbench.scoring.paired import (
+    BETTER,
+    NO_DIFFERENCE,
+    WORSE,
+    PairedDifference,
+    paired_bootstrap,
+    verdict,
+)
+
+
+def percentile(values: list[float], q: float) -> float:
+    """numpy's default (linear) percentile, written out."""
+    ordered = sorted(values)
+    position = q * (len(ordered) - 1)
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def reference(
+    a: list[float], b: list[float], seed: int, n_resamples: int
+) -> tuple[float, float, float, float]:
+    """The definition: the same n indices drawn for both runs, clipped means, their difference."""
+    rng = np.random.default_rng(seed)
+    n = len(a)
+    indices = rng.integers(0, n, size=(n_resamples, n)).tolist()  # numpy's stream, plain Python after
+    clip = lambda x: min(1.0, max(0.0, x))  # noqa: E731
+    diffs = []
+    for draw in indices:
+        diffs.append(clip(sum(b[i] for i in draw) / n) - clip(sum(a[i] for i in draw) / n))
+    below = sum(d <= 0 for d in diffs) / n_resamples
+    above = sum(d >= 0 for d in diffs) / n_resamples
+    diff = clip(sum(b) / n) - clip(sum(a) / n)
+    return diff, percentile(diffs, 0.025), percentile(diffs, 0.975), min(1.0, 2 * min(below, above))
+
+
+def test_equals_the_definition_across_chunks() -> None:
+    rng = np.random.default_rng(5)
+    a = rng.uniform(-0.2, 1.0, 1500).tolist()
+    b = [x + d for x, d in zip(a, rng.normal(0.02, 0.1, 1500).tolist(), strict=True)]
+    ours = paired_bootstrap(a, b, n_resamples=1200, seed=9)  # 1.8M indices: two passes
+    diff, low, high, p = reference(a, b, 9, 1200)
+    assert ours.n == 1500
+    assert ours.difference == pytest.approx(diff, abs=1e-12)
+    assert ours.ci_lower == pytest.approx(low, abs=1e-12)
+    assert ours.ci_upper == pytest.approx(high, abs=1e-12)
+    assert ours.p_value == pytest.approx(p, abs=1e-12)
+
+
+def test_reproducible_for_a_seed_and_different_across_seeds() -> None:
+    a, b = [0.1, 0.5, 0.9, 0.3, 0.7], [0.2, 0.4, 1.0, 0.6, 0.5]
+    assert paired_bootstrap(a, b, seed=3) == paired_bootstrap(a, b, seed=3)
+    assert paired_bootstrap(a, b, seed=3).ci_lower != paired_bootstrap(a, b, seed=4).ci_lower
+
+
+def test_pairs_are_resampled_together() -> None:
+    """B is A plus 0.01 on every conversation, and conversations vary a lot: unpaired, the 95% CI
+    would be about +-0.08 wide; paired, the difference is exactly 0.01 in every resample."""
+    a = np.linspace(0.0, 0.98, 101)
+    result = paired_bootstrap(a, a + 0.01, n_resamples=500, seed=0)
+    assert result.ci_lower == pytest.approx(0.01) and result.ci_upper == pytest.approx(0.01)
+    assert result.p_value == 0.0
+
+
+def test_identical_runs_have_no_difference() -> None:
+    a = [0.2, 0.4, 0.9]
+    result = paired_bootstrap(a, a, n_resamples=100, seed=0)
+    assert (result.difference, result.ci_lower, result.ci_upper, result.p_value) == (0.0, 0.0, 0.0, 1.0)
+    assert verdict(result) == NO_DIFFERENCE
+
+
+def test_means_are_clipped_like_simple_evals() -> None:
+    result = paired_bootstrap([-0.5, -0.3], [0.2, 0.4], n_resamples=10, seed=0)
+    assert (result.mean_a, result.mean_b, result.difference) == (0.0, pytest.approx(0.3), pytest.approx(0.3))
+
+
+def test_no_resamples_gives_nan_interval() -> None:
+    result = paired_bootstrap([0.1, 0.2], [0.3, 0.4], n_resamples=0)
+    assert result.difference == pytest.approx(0.2)
+    assert np.isnan(result.ci_lower) and np.isnan(result.p_value)
+
+
+def test_bad_shapes_are_errors() -> None:
+    with pytest.raises(ValueError, match="one length"):
+        paired_bootstrap([0.1, 0.2], [0.3])
+    with pytest.raises(ValueError, match="no common conversation"):
+        paired_bootstrap([], [])
+
+
+@pytest.mark.parametrize(
+    ("difference", "low", "high", "margin", "expected"),
+    [
+        (0.05, 0.01, 0.09, 0.0, BETTER),
+        (0.05, 0.01, 0.09, 0.05, NO_DIFFERENCE),  # not more than the margin
+        (0.05, -0.01, 0.09, 0.0, NO_DIFFERENCE),  # CI includes 0
+        (-0.03, -0.05, -0.01, 0.02, WORSE),
+        (-0.03, -0.05, -0.01, 0.03, NO_DIFFERENCE),
+    ],
+)
+def test_verdict_at_a_margin(
+    difference: float, low: float, high: float, margin: float, expected: str
+) -> None:
+    result = PairedDifference(100, 0.5, 0.5 + difference, difference, low, high, 0.01)
+    assert verdict(result, margin) == expected
+
+
+def test_false_positive_rate_under_the_null() -> None:
+    """1,000 simulated pairs of runs with no true difference (conversations of varied difficulty,
+    both runs equally good): p < 0.05 in 3-7% of them."""
+    rng = np.random.default_rng(2026)
+    rejected = 0
+    for sim in range(1000):
+        difficulty = rng.beta(2, 2, 80)
+        a = np.clip(difficulty + rng.normal(0, 0.15, 80), -0.2, 1)
+        b = np.clip(difficulty + rng.normal(0, 0.15, 80), -0.2, 1)
+        rejected += paired_bootstrap(a, b, n_resamples=1000, seed=sim).p_value < 0.05
+    assert 30 <= rejected <= 70, rejected
