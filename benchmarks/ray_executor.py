@@ -49,7 +49,7 @@ def one_run(url: str, data: Path, executor: str, max_connections: int, folder: P
     )
     store = Store(folder / f"{executor}.db")
     cpu, wall = cpu_seconds(), time.perf_counter()
-    outcome = run_eval(config, store=store, name=executor, show_progress=False)
+    outcome = run_eval(config, store=store, name=executor)
     wall, cpu = time.perf_counter() - wall, cpu_seconds() - cpu
     return {
         "wall": wall,

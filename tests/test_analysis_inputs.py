@@ -113,7 +113,7 @@ def stored(tmp_path_factory: pytest.TempPathFactory) -> Store:
                     "judge": {"spec": "fake-judge", "base_url": url},
                 }
             )
-            run_eval(config, store=store, name=name, show_progress=False)
+            run_eval(config, store=store, name=name)
     return store
 
 

@@ -113,17 +113,17 @@ def test_demo_on_ray_equals_the_core_and_a_repeat_calls_nothing(
 ) -> None:
     store = Store(store_target)
     reset_stats(server)
-    outcome = run_eval(config(server), store=store, name="ray-demo", show_progress=False)
+    outcome = run_eval(config(server), store=store, name="ray-demo")
     criteria = sum(len(c.rubrics) for c in demo())
     assert outcome.run.status == "finished"
     assert outcome.counters.calls == calls(server) == len(demo()) + criteria
     assert outcome.counters.input_tokens > 0 and outcome.counters.output_tokens > 0
     assert score_stored_run(store, outcome.run).metrics() == score_run(expected_samples(demo())).metrics()
-    again = run_eval(config(server), store=store, name="ray-demo", show_progress=False)
+    again = run_eval(config(server), store=store, name="ray-demo")
     assert calls(server) == outcome.counters.calls  # nothing left: no call
     assert again.counters.calls == 0
     # a new run with the same requests is answered from the call cache, on Ray too
-    fresh = run_eval(config(server), store=store, name="ray-demo-2", show_progress=False)
+    fresh = run_eval(config(server), store=store, name="ray-demo-2")
     assert fresh.counters.calls == 0 and fresh.counters.cache_hits == len(demo()) + criteria
     assert calls(server) == outcome.counters.calls
 
@@ -134,7 +134,7 @@ def test_unparseable_judge_stays_ungraded_then_resumes(ray_cluster: str, tmp_pat
     n_criteria = sum(len(c.rubrics) for c in demo())
     port = free_port()
     with fake_server_process(*GARBAGE_JUDGE, port=port) as url:
-        outcome = run_eval(config(url, judge_retries=1), store=store, name="g", show_progress=False)
+        outcome = run_eval(config(url, judge_retries=1), store=store, name="g")
         assert fetch_stats(url)["judge"] == n_criteria * 2  # asked twice (one re-ask), then ungraded
     assert outcome.run.status == "incomplete"
     assert outcome.counters.ungraded == n_criteria
@@ -160,11 +160,11 @@ def test_shared_527_on_ray_equals_the_local_engine(
     with fake_server_process() as url:
         local_store, ray_store = Store(tmp_path / "local.db"), Store(tmp_path / "ray.db")
         extra = {"dataset": "full", "data": str(data), "max_connections": 128}
-        local = run_eval(config(url, "local", **extra), store=local_store, name="e2e", show_progress=False)
+        local = run_eval(config(url, "local", **extra), store=local_store, name="e2e")
         reset_stats(url)
-        on_ray = run_eval(config(url, **extra), store=ray_store, name="e2e", show_progress=False)
+        on_ray = run_eval(config(url, **extra), store=ray_store, name="e2e")
         assert calls(url) == on_ray.counters.calls == 527 + sum(len(c.rubrics) for c in conversations)
-        again = run_eval(config(url, **extra), store=ray_store, name="e2e", show_progress=False)
+        again = run_eval(config(url, **extra), store=ray_store, name="e2e")
         assert again.counters.calls == 0 and calls(url) == on_ray.counters.calls
     want = score_run(expected_samples(conversations), options).metrics()
     assert score_stored_run(ray_store, on_ray.run, options).metrics() == want
