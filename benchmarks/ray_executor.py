@@ -3,8 +3,9 @@
 Run with ``python benchmarks/ray_executor.py [--data FILE] [--latency 1.0] [--max-connections 128]``.
 
 One fake server (each answer takes ``--latency`` seconds), the 527-conversation shared fragment, a fresh
-SQLite store per executor. Prints wall time and the CPU seconds of this process and its children (Ray's
-workers are children of the local Ray started here), and checks that both runs give the same metrics.
+SQLite store per executor. Prints wall time and CPU seconds of this process (the driver) and its reaped
+children (not Ray's worker processes, which live until the end), and checks both runs give the same
+metrics.
 Needs ``pip install 'healthbench[ray]'``. On a loaded machine the absolute figures move; the ratio,
 measured in the same run, is the number to read.
 """
