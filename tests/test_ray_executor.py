@@ -186,7 +186,7 @@ def test_killed_driver_resumes_with_the_same_metrics(
     db = tmp_path / "kill.db"
     with fake_server_process("--latency", "0.01") as url:
         command = [
-            sys.executable, "-m", "healthbench", "run", "--dataset", "full", "--data", str(data),
+            sys.executable, "-m", "healthbench", "run", "--data", str(data),
             "--model", "cand", "--base-url", url, "--judge", "judge", "--judge-base-url", url,
             "--name", "kill", "--store", str(db), "--executor", "ray", "--ray-address", ray_cluster,
         ]  # fmt: skip
