@@ -39,6 +39,7 @@ class Backend(Protocol):
     def results(self, workspace: str, name: str) -> ResultList: ...
     def aggregate_scores(self, workspace: str, name: str) -> dict[str, Any]: ...
     def row_scores(self, workspace: str, name: str) -> Iterator[dict[str, Any]]: ...
+    def metrics(self, workspace: str, name: str) -> dict[str, Any]: ...
     def close(self) -> None: ...
 
 
@@ -95,6 +96,9 @@ class HttpBackend:
 
     def aggregate_scores(self, workspace: str, name: str) -> dict[str, Any]:
         return dict(self._get(self._path(workspace, name, "/results/aggregate-scores/download")))
+
+    def metrics(self, workspace: str, name: str) -> dict[str, Any]:
+        return dict(self._get(self._path(workspace, name, "/results/metrics/download")))
 
     def row_scores(self, workspace: str, name: str) -> Iterator[dict[str, Any]]:
         """Rows as they arrive: one line of the response in memory at a time."""
@@ -154,6 +158,9 @@ class LocalBackend:
     def row_scores(self, workspace: str, name: str) -> Iterator[dict[str, Any]]:
         return self.service.row_scores(workspace, name)
 
+    def metrics(self, workspace: str, name: str) -> dict[str, Any]:
+        return self.service.metrics(workspace, name)
+
     def close(self) -> None:
         self._workers.stop()
         if self._own_store:
@@ -188,11 +195,20 @@ class RowScores(_Scoped):
         return self._backend.row_scores(self._ws(workspace), _job_name(name, job))
 
 
+class Metrics(_Scoped):
+    def download(
+        self, name: str | None = None, *, job: str | None = None, workspace: str | None = None
+    ) -> dict[str, Any]:
+        """The flat metrics of ``--metrics-out`` (a meta-eval-labels job's only result)."""
+        return self._backend.metrics(self._ws(workspace), _job_name(name, job))
+
+
 class Results(_Scoped):
     def __init__(self, backend: Backend, workspace: str) -> None:
         super().__init__(backend, workspace)
         self.aggregate_scores = AggregateScores(backend, workspace)
         self.row_scores = RowScores(backend, workspace)
+        self.metrics = Metrics(backend, workspace)
 
     def list(
         self, name: str | None = None, *, job: str | None = None, workspace: str | None = None

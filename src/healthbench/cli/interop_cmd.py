@@ -60,10 +60,10 @@ def import_allresults(
     length_center: LengthCenter = None,
     length_penalty: LengthPenalty = None,
     store: Annotated[
-        Path | None,
+        str | None,
         typer.Option(
             "--store",
-            help="Also keep the imported run in this run store (then regrade, analyse or serve it like any run).",
+            help="Also keep the imported run in this run store, a path or SQLAlchemy URL (then regrade, analyse or serve it like any run).",
         ),
     ] = None,
     name: Annotated[
@@ -87,7 +87,7 @@ def import_allresults(
         options=ScoringOptions(
             n_resamples=n_resamples, seed=seed, length_center=center, length_penalty=penalty
         ),
-        with_samples=export is not None,
+        with_samples=export is not None or store is not None,
     )
     run_score, a = rescored.run_score, rescored.agreement
     render_summary(run_score, title=f"{file.name} (re-scored)", console=console)
@@ -108,7 +108,6 @@ def import_allresults(
         say(f"export: {write_allresults(export, rescored.stored.samples, run_score, html=html)}")
     if store is not None:
         source = {"source": "local", "path": str(file), "sha256": sha256_of(file)}
-        run = store_imported(
-            Store(store), name or new_run_name("import"), rescored.stored.samples, source=source
-        )
-        say(f"stored as run {run.name} in {store}")
+        target = Store(store)
+        run = store_imported(target, name or new_run_name("import"), rescored.stored.samples, source=source)
+        say(f"stored as run {run.name} in {target.url}")

@@ -448,23 +448,35 @@ def regrade(
     ``judge`` is a `ModelConfig` or a config layer (None: the judge of the ``profile`` override). A
     ``profile`` override sets the judge's side of that profile; the candidate's stays the parent's."""
     parent, config = regrade_config(store, source, judge, overrides)
-    name = name or new_run_name("regrade")
-    existing = store.get_run(name)
-    if existing is None:
-        check_models(config, with_candidate=False, environ=environ)
-        check_answers(store, parent)
-        template = load_template(config.grader_template, config.cache_dir)
-        record = stored_record(
-            config, kind="eval", dataset=parent.config["dataset"], template_sha=template.sha256
-        )
-        run = store.create_run(name, "eval", record, store.load_items(parent.id), parent_run=parent.name)
-        store.copy_samples(parent.id, run.id)
-    else:
-        if existing.parent_run != parent.name:
-            raise RunError(f"run {name!r} exists and is not a regrade of {source!r}")
-        check_same_settings(existing, config)
-        run = existing
+    run = prepare_regrade(store, parent, config, name or new_run_name("regrade"), environ=environ)
     return _finish_eval(store, run, config, progress=progress, environ=environ)
+
+
+def prepare_regrade(
+    store: Store,
+    parent: RunRecord,
+    config: RunConfig,
+    name: str,
+    *,
+    environ: Mapping[str, str] | None = None,
+) -> RunRecord:
+    """The regrade run ``name`` of ``parent`` (see `regrade_config`): made with the parent's answers,
+    or the existing one when its settings are the same."""
+    existing = store.get_run(name)
+    if existing is not None:
+        if existing.parent_run != parent.name:
+            raise RunError(f"run {name!r} exists and is not a regrade of {parent.name!r}")
+        check_same_settings(existing, config)
+        return existing
+    check_models(config, with_candidate=False, environ=environ)
+    check_answers(store, parent)
+    template = load_template(config.grader_template, config.cache_dir)
+    record = stored_record(
+        config, kind="eval", dataset=parent.config["dataset"], template_sha=template.sha256
+    )
+    run = store.create_run(name, "eval", record, store.load_items(parent.id), parent_run=parent.name)
+    store.copy_samples(parent.id, run.id)
+    return run
 
 
 def dry_run(store: Store, config: RunConfig, name: str | None) -> tuple[int, list[RoleEstimate]]:

@@ -24,15 +24,26 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from healthbench.config import RunConfig
 from healthbench.errors import HealthBenchError
 from healthbench.models.limits import ConnectionLimits, ConnectionPool
 from healthbench.results.views import RunView
+from healthbench.runner.engine import WorkItem
+from healthbench.runner.meta_eval import meta_work, prepare_meta_eval
 from healthbench.runner.progress import RunCounters
-from healthbench.runner.run import eval_work, execute, prepare_eval
-from healthbench.service.operations import job_config
+from healthbench.runner.run import (
+    eval_work,
+    execute,
+    prepare_eval,
+    prepare_regrade,
+    regrade_config,
+    stored_item_ids,
+)
+from healthbench.service.offline import label_metrics, run_import
+from healthbench.service.operations import job_body, job_config, regrade_overrides, run_name_of
 from healthbench.service.schemas import StatusDetails
 from healthbench.store.jobs import JobRecord, JobStore
-from healthbench.store.runs import Store
+from healthbench.store.runs import RunRecord, Store
 
 DEFAULT_LEASE = 15.0  # seconds an active job stays claimed without a heartbeat
 DEFAULT_CONNECTIONS = 256  # connection budget per endpoint, shared by the jobs running at once
@@ -174,18 +185,58 @@ class JobWorkers:
         self.jobs.log(job.id, f"job failed: {message}")
 
     async def _execute(self, job: JobRecord, pool: ConnectionPool, sink: StatusSink) -> None:
-        config = job_config(job.spec, await asyncio.to_thread(self.jobs.uploads, job.id))
-        run = await asyncio.to_thread(prepare_eval, self.store, config, job.run_name, environ=self.environ)
-        conversations = await asyncio.to_thread(RunView.of(self.store, run).conversations)
-        work = eval_work(conversations, config.n_repeats)
+        uploads = await asyncio.to_thread(self.jobs.uploads, job.id)
+        kind = job.spec.get("kind", "eval")
+        if kind in ("import", "meta-eval-labels"):
+            await asyncio.to_thread(self._offline, job, uploads)
+            return
+        run, config, work = await asyncio.to_thread(self._prepare, job, uploads)
         counters = await execute(
-            self.store, run, config, work, progress=sink, environ=self.environ, pool=pool
+            self.store,
+            run,
+            config,
+            work,
+            progress=sink,
+            environ=self.environ,
+            pool=pool,
+            with_candidate=kind == "eval",
         )
         sink.update(counters)
         if counters.samples_failed:
             self.jobs.log(job.id, f"{counters.samples_failed} samples failed")
         if counters.ungraded:
             self.jobs.log(job.id, f"{counters.ungraded} criteria ungraded")
+
+    def _prepare(
+        self, job: JobRecord, uploads: dict[str, str]
+    ) -> tuple[RunRecord, RunConfig, list[WorkItem]]:
+        """The run of an online job (made, or the one an interrupted attempt left), and its work."""
+        kind = job.spec.get("kind", "eval")
+        if kind == "regrade":
+            source = run_name_of(job.workspace, job.spec["source"])
+            overrides = regrade_overrides(job.spec, uploads)
+            parent, config = regrade_config(self.store, source, overrides.pop("judge"), overrides)
+            run = prepare_regrade(self.store, parent, config, job.run_name, environ=self.environ)
+            view = RunView.of(self.store, run)
+            items = stored_item_ids(self.store, run)
+            return run, config, eval_work(view.conversations(), config.n_repeats, item_ids=items)
+        config = job_config(job.spec, uploads)
+        if kind == "meta-eval":
+            run = prepare_meta_eval(self.store, config, job.run_name)
+            return run, config, meta_work(RunView.of(self.store, run).meta_records(), config.n_repeats)
+        run = prepare_eval(self.store, config, job.run_name, environ=self.environ)
+        return run, config, eval_work(RunView.of(self.store, run).conversations(), config.n_repeats)
+
+    def _offline(self, job: JobRecord, uploads: dict[str, str]) -> None:
+        """An offline job: no model call, so no progress to report but the end."""
+        body = job_body(job.spec, uploads)
+        if body.kind == "import":
+            details = run_import(self.store, job.run_name, body, self.jobs.drop_run)
+            self.jobs.set_details(job.id, details)
+            self.jobs.log(job.id, f"imported {details['samples_done']} graded samples as run {job.run_name}")
+        else:
+            label_metrics(body)  # checked once more: the meta-eval dataset may have changed since
+            self.jobs.set_details(job.id, StatusDetails(progress=100.0).model_dump())
 
     async def _heartbeat(self, job: JobRecord, work: asyncio.Task[None]) -> None:
         """Renew the lease; cancel the job's task when it is cancelled or no longer ours."""

@@ -5,23 +5,24 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from healthbench.config import ModelConfig, RunConfig
-from healthbench.data.sources import load_conversations
+from healthbench.data.sources import load_conversations, load_meta_eval
 from healthbench.errors import HealthBenchError
 from healthbench.models.limits import RetryPolicy
 from healthbench.results.aggregate import aggregate_scores
+from healthbench.results.meta_results import score_meta_run
 from healthbench.results.metrics_out import json_safe
 from healthbench.results.rows import iter_row_scores
 from healthbench.results.simple_evals import write_allresults
 from healthbench.results.views import RunView
 from healthbench.service.errors import ServiceError
+from healthbench.service.offline import META_EVAL_VARIANT, UploadError, check_offline, label_metrics
 from healthbench.service.schemas import (
-    DOCUMENTS,
+    KIND_DOCUMENTS,
     TERMINAL,
     Job,
     JobCreate,
@@ -29,16 +30,19 @@ from healthbench.service.schemas import (
     JobLogs,
     JobStatus,
     LogEntry,
+    ModelRef,
     Page,
     ResultList,
     ResultRef,
     StatusDetails,
 )
+from healthbench.service.uploads import upload_path
 from healthbench.store.jobs import ACTIVE, DuplicateJob, JobRecord, JobStore
 from healthbench.store.runs import RunRecord, Store
 
 UPLOAD_LABEL = "data_jsonl"
-UPLOAD_FIELDS = ("data_jsonl", "grader_template")  # stored apart from the job row (see job_uploads)
+# stored apart from the job row (see job_uploads)
+UPLOAD_FIELDS = ("data_jsonl", "grader_template", "allresults_json", "labels_jsonl")
 MEDIA_TYPES = {
     "aggregate-scores": "application/json",
     "row-scores": "application/jsonl",
@@ -47,45 +51,71 @@ MEDIA_TYPES = {
 }
 
 
-def upload_path(text: str, suffix: str) -> Path:
-    """Where an uploaded file is kept for a job: named by its content, so a restarted (or another)
-    service process writes the same path and the run's settings stay the same."""
-    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
-    path = Path(tempfile.gettempdir()) / "healthbench-uploads" / f"{digest}{suffix}"
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temp = path.with_name(f".{path.name}.{secrets.token_hex(4)}")
-        temp.write_text(text, encoding="utf-8")
-        temp.replace(path)
-    return path
+def job_body(spec: Mapping[str, Any], uploads: Mapping[str, str] | None = None) -> JobCreate:
+    """The request body of a job from its stored spec and uploads."""
+    return JobCreate.model_validate({k: v for k, v in spec.items() if k != "uploads"} | dict(uploads or {}))
 
 
-def job_config(spec: Mapping[str, Any], uploads: Mapping[str, str] | None = None) -> RunConfig:
-    """The run config of a job's stored request body and uploads (written back to their files)."""
-    body = JobCreate.model_validate({k: v for k, v in spec.items() if k != "uploads"} | dict(uploads or {}))
-    data = str(upload_path(body.data_jsonl, ".jsonl")) if body.data_jsonl is not None else None
-    template = str(upload_path(body.grader_template, ".txt")) if body.grader_template is not None else None
-    retry = RetryPolicy(max_retries=body.max_retries) if body.max_retries is not None else RetryPolicy()
-    return RunConfig(
-        dataset=body.dataset,
-        data=data,
-        limit=body.limit,
-        n_repeats=body.repeats,
-        model=ModelConfig(spec=body.model.spec, base_url=body.model.base_url, settings=body.model.settings),
-        judge=ModelConfig(spec=body.judge.spec, base_url=body.judge.base_url, settings=body.judge.settings),
-        grader_template=template,
-        max_connections=body.concurrency,
-        retry=retry,
+def _model(ref: ModelRef | None) -> ModelConfig | None:
+    return (
+        ModelConfig(spec=ref.spec, base_url=ref.base_url, settings=ref.settings) if ref is not None else None
     )
 
 
-def _validate(config: RunConfig) -> None:
+def _judge_side(body: JobCreate) -> dict[str, Any]:
+    """The settings of a job's judging: judge, template, connections and retries."""
+    template = str(upload_path(body.grader_template, ".txt")) if body.grader_template is not None else None
+    retry = RetryPolicy(max_retries=body.max_retries) if body.max_retries is not None else RetryPolicy()
+    return {
+        "judge": _model(body.judge),
+        "grader_template": template,
+        "max_connections": body.concurrency,
+        "retry": retry,
+    }
+
+
+def job_config(spec: Mapping[str, Any], uploads: Mapping[str, str] | None = None) -> RunConfig:
+    """The run config of an eval or meta-eval job's stored request body and uploads (written back to
+    their files)."""
+    body = job_body(spec, uploads)
+    data = str(upload_path(body.data_jsonl, ".jsonl")) if body.data_jsonl is not None else None
+    dataset: dict[str, Any] = {"dataset": body.dataset} if body.dataset is not None else {}  # or the default
+    if body.kind == "meta-eval":
+        dataset = {"dataset": META_EVAL_VARIANT}
+    return RunConfig(
+        **dataset,
+        data=data,
+        limit=body.limit,
+        n_repeats=body.repeats,
+        model=_model(body.model),
+        **_judge_side(body),
+    )
+
+
+def regrade_overrides(spec: Mapping[str, Any], uploads: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The settings a regrade job changes in its source run's config (see `regrade_config`)."""
+    body = job_body(spec, uploads)
+    side = _judge_side(body)
+    overrides = {
+        "judge": side["judge"].model_dump(mode="json", exclude_unset=True),
+        "max_connections": body.concurrency,
+    }
+    if body.grader_template is not None:
+        overrides["grader_template"] = side["grader_template"]
+    if body.max_retries is not None:
+        overrides["retry"] = side["retry"].model_dump(mode="json")
+    return overrides
+
+
+def _validate(config: RunConfig, kind: str) -> None:
     """Fail at creation, not later in a worker: models must parse, uploaded data must read."""
     try:
         for role in (config.model, config.judge):
             if role is not None:
                 role.parsed()
-        if config.data is not None:
+        if config.data is not None and kind == "meta-eval":
+            load_meta_eval(data=config.data)
+        elif config.data is not None:
             load_conversations(config.dataset, data=config.data)
     except HealthBenchError as exc:
         message = str(exc)
@@ -130,8 +160,16 @@ class JobService:
         name = body.name or f"job-{secrets.token_hex(6)}"
         body = body.model_copy(update={"name": name})
         uploads = {f: getattr(body, f) for f in UPLOAD_FIELDS if getattr(body, f) is not None}
-        config = job_config(body.model_dump(mode="json", exclude=set(UPLOAD_FIELDS)), uploads)
-        _validate(config)
+        if body.kind in ("eval", "meta-eval"):
+            config = job_config(body.model_dump(mode="json", exclude=set(UPLOAD_FIELDS)), uploads)
+            _validate(config, body.kind)
+        elif body.kind == "regrade":
+            self._check_source(workspace, body)
+        else:
+            try:
+                check_offline(body)
+            except UploadError as exc:
+                raise ServiceError(422, str(exc)) from None
         spec = body.model_dump(mode="json", exclude_none=True, exclude=set(UPLOAD_FIELDS))
         if uploads:  # shown as their SHA-256 (the text is kept in its own table)
             spec["uploads"] = {f: hashlib.sha256(t.encode("utf-8")).hexdigest() for f, t in uploads.items()}
@@ -146,6 +184,24 @@ class JobService:
                 409, f"a job named {name!r} already exists in workspace {workspace!r}"
             ) from None
         return to_job(record)
+
+    def _check_source(self, workspace: str, body: JobCreate) -> None:
+        """A regrade's source must be a completed job with answers; its judge must parse."""
+        assert body.source is not None and body.judge is not None  # JobCreate checks it
+        source = self.jobs.get(workspace, body.source)
+        if source is None:
+            raise ServiceError(422, f"source: no job named {body.source!r} in workspace {workspace!r}")
+        kind = source.spec.get("kind", "eval")
+        if kind not in ("eval", "regrade", "import") or source.status != "completed":
+            raise ServiceError(
+                422,
+                f"source: job {body.source!r} is a {source.status} {kind} job; a regrade needs a "
+                "completed eval, regrade or import job",
+            )
+        try:
+            _model(body.judge).parsed()  # type: ignore[union-attr]
+        except HealthBenchError as exc:
+            raise ServiceError(422, str(exc)) from None
 
     def list(self, workspace: str, *, status: str | None, offset: int, limit: int) -> JobList:
         records, total = self.jobs.list(workspace, status=status, offset=offset, limit=limit)
@@ -186,10 +242,17 @@ class JobService:
         self.jobs.delete(record)
 
     # -- results ----------------------------------------------------------------------------------
-    def _finished_run(self, workspace: str, name: str) -> RunRecord:
+    def _completed(self, workspace: str, name: str, document: str) -> JobRecord:
         record = self._job(workspace, name)
         if record.status != "completed":
             raise ServiceError(409, f"job {name!r} is {record.status}; results exist once it is completed")
+        kind = record.spec.get("kind", "eval")
+        if document not in KIND_DOCUMENTS[kind]:
+            raise ServiceError(404, f"job {name!r} ({kind}) has no {document} result")
+        return record
+
+    def _finished_run(self, workspace: str, name: str, document: str) -> RunRecord:
+        record = self._completed(workspace, name, document)
         run = self.store.get_run(record.run_name)
         if run is None:
             raise ServiceError(404, f"job {name!r} has no stored run")
@@ -197,24 +260,30 @@ class JobService:
 
     def results(self, workspace: str, name: str) -> ResultList:
         record = self._job(workspace, name)
-        names = DOCUMENTS if record.status == "completed" else ()
+        names = KIND_DOCUMENTS[record.spec.get("kind", "eval")] if record.status == "completed" else ()
         return ResultList(data=[ResultRef(name=n, media_type=MEDIA_TYPES[n]) for n in names])
 
     def metrics(self, workspace: str, name: str) -> dict[str, Any]:
-        view = RunView.of(self.store, self._finished_run(workspace, name))
+        record = self._completed(workspace, name, "metrics")
+        if record.spec.get("kind") == "meta-eval-labels":  # scored again: deterministic, nothing stored
+            return label_metrics(job_body(record.spec, self.jobs.uploads(record.id)))
+        if record.spec.get("kind") == "meta-eval":
+            run = self._finished_run(workspace, name, "metrics")
+            return dict(json_safe(dict(score_meta_run(self.store, run).metrics)))
+        view = RunView.of(self.store, self._finished_run(workspace, name, "metrics"))
         return dict(json_safe(dict(view.score().metrics())))
 
     def allresults_file(self, workspace: str, name: str, folder: Path) -> Path:
         """The simple-evals ``_allresults.json`` of the job, written into ``folder``."""
-        view = RunView.of(self.store, self._finished_run(workspace, name))
+        view = RunView.of(self.store, self._finished_run(workspace, name, "allresults"))
         samples = view.graded_samples()
         return write_allresults(folder / f"{name}_allresults.json", samples, view.score_samples(samples))
 
     def aggregate_scores(self, workspace: str, name: str) -> dict[str, Any]:
-        run = self._finished_run(workspace, name)
+        run = self._finished_run(workspace, name, "aggregate-scores")
         document = aggregate_scores(self.store, run.name)
         return {**document, "job": name}
 
     def row_scores(self, workspace: str, name: str) -> Iterator[dict[str, Any]]:
-        run = self._finished_run(workspace, name)
+        run = self._finished_run(workspace, name, "row-scores")
         return iter(iter_row_scores(self.store, run.name))

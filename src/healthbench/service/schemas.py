@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from healthbench.models.base import ModelSettings
 
@@ -13,6 +14,14 @@ JobStatusName = Literal["created", "pending", "active", "completed", "error", "c
 TERMINAL: frozenset[str] = frozenset({"completed", "error", "cancelled"})
 DOCUMENTS: tuple[str, ...] = ("aggregate-scores", "row-scores", "allresults", "metrics")
 MAX_UPLOAD_CHARS = 50_000_000
+JobKind = Literal["eval", "regrade", "meta-eval", "import", "meta-eval-labels"]
+KIND_DOCUMENTS: dict[str, tuple[str, ...]] = {
+    "eval": DOCUMENTS,
+    "regrade": DOCUMENTS,
+    "meta-eval": ("metrics",),
+    "import": DOCUMENTS,
+    "meta-eval-labels": ("metrics",),
+}
 
 
 class ModelRef(BaseModel):
@@ -25,17 +34,43 @@ class ModelRef(BaseModel):
 
 
 class JobCreate(BaseModel):
-    """An online job: answer the dataset with ``model`` and grade the answers with ``judge``."""
+    """A job. Online: ``eval`` answers the dataset with ``model`` and grades the answers with ``judge``;
+    ``regrade`` grades the answers of the completed job ``source`` with ``judge``; ``meta-eval`` grades
+    the meta-eval dataset's completions with ``judge``. Offline: ``import`` stores and scores an uploaded
+    simple-evals ``_allresults.json``; ``meta-eval-labels`` scores an uploaded judge label file against
+    the meta-eval dataset."""
 
     model_config = ConfigDict(extra="forbid")
     name: str | None = Field(default=None, pattern=NAME_PATTERN, description="unique in the workspace")
     description: str | None = Field(default=None, max_length=1000)
-    dataset: Literal["full", "hard", "consensus", "demo"] = "demo"
-    data_jsonl: str | None = Field(
-        default=None, max_length=MAX_UPLOAD_CHARS, description="uploaded HealthBench JSONL (replaces dataset)"
+    kind: JobKind = Field(
+        default="eval", description="eval, regrade, meta-eval (online); import, meta-eval-labels (offline)"
     )
-    model: ModelRef
-    judge: ModelRef
+    source: str | None = Field(
+        default=None, pattern=NAME_PATTERN, description="regrade: the completed job whose answers are graded"
+    )
+    dataset: Literal["full", "hard", "consensus", "demo"] | None = Field(
+        default=None,
+        description="eval: the dataset (default demo); import: the dataset joined for example tags",
+    )
+    data_jsonl: str | None = Field(
+        default=None,
+        max_length=MAX_UPLOAD_CHARS,
+        description="uploaded HealthBench JSONL (replaces dataset; the meta-eval JSONL for meta-eval-labels)",
+    )
+    allresults_json: str | None = Field(
+        default=None, max_length=MAX_UPLOAD_CHARS, description="import: the uploaded _allresults.json"
+    )
+    allow_untagged: bool = Field(
+        default=False, description="import: keep examples absent from the dataset, without example tags"
+    )
+    labels_jsonl: str | None = Field(
+        default=None,
+        max_length=MAX_UPLOAD_CHARS,
+        description='meta-eval-labels: JSONL lines {"completion_id", "rubric", "criteria_met"}',
+    )
+    model: ModelRef | None = Field(default=None, description="eval: the candidate model")
+    judge: ModelRef | None = Field(default=None, description="eval: the judge model")
     limit: int | None = Field(default=None, ge=1, le=1_000_000)
     repeats: int = Field(default=1, ge=1, le=100)
     concurrency: int = Field(default=64, ge=1, le=4096, description="model calls in flight for this job")
@@ -43,6 +78,39 @@ class JobCreate(BaseModel):
         default=None, max_length=200_000, description="grader prompt text with both placeholders"
     )
     max_retries: int | None = Field(default=None, ge=0, le=100)
+
+    @model_validator(mode="after")
+    def _fields_of_kind(self) -> JobCreate:
+        needed, unused = KIND_FIELDS[self.kind]
+        for field in needed:
+            if getattr(self, field) is None:
+                raise _field_error(field, f"a job of kind {self.kind!r} needs {field}")
+        for field in unused:
+            if getattr(self, field) != type(self).model_fields[field].default:
+                raise _field_error(field, f"{field} does not apply to a job of kind {self.kind!r}")
+        return self
+
+
+def _field_error(field: str, message: str) -> ValidationError:
+    """A validation error located at ``field`` (so the 422 names it), raised by a model validator."""
+    error = PydanticCustomError("job_kind", message)
+    return ValidationError.from_exception_data(
+        "JobCreate", [InitErrorDetails(type=error, loc=(field,), input=None)]
+    )
+
+
+_ONLINE = ("model", "judge", "repeats", "concurrency", "grader_template", "max_retries")
+_OFFLINE = ("allresults_json", "allow_untagged", "labels_jsonl")
+KIND_FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {  # (needed, refused)
+    "eval": (("model", "judge"), (*_OFFLINE, "source")),
+    "regrade": (("source", "judge"), (*_OFFLINE, "model", "dataset", "data_jsonl", "limit", "repeats")),
+    "meta-eval": (("judge",), (*_OFFLINE, "model", "dataset", "source")),
+    "import": (("allresults_json",), (*_ONLINE, "limit", "labels_jsonl", "source")),
+    "meta-eval-labels": (
+        ("labels_jsonl",),
+        (*_ONLINE, "dataset", "allresults_json", "allow_untagged", "source"),
+    ),
+}
 
 
 class StatusDetails(BaseModel):

@@ -170,6 +170,11 @@ class JobStore:
             conn.execute(delete(benchmark_jobs).where(benchmark_jobs.c.id == job.id))
             conn.execute(delete(runs).where(runs.c.name == job.run_name))
 
+    def drop_run(self, run_name: str) -> None:
+        """Remove a job's run (with its samples and grades), e.g. one an interrupted import left."""
+        with self._engine.begin() as conn:
+            conn.execute(delete(runs).where(runs.c.name == run_name))
+
     # -- claims ---------------------------------------------------------------------------------
     def claim(self, owner: str, now: float, lease: float) -> JobRecord | None:
         """Take the oldest pending job, or an active one whose lease ran out (its worker died).
