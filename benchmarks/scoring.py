@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from healthbench.data.schema import Conversation, Message, RubricItem
 from healthbench.scoring.rubric import OVERALL, Verdict, batch_metrics
 from healthbench.scoring.run_score import GradedSample, ScoringOptions, score_run
-from healthbench.scoring.stats import aggregate_columns, columns_of
+from healthbench.scoring.stats import BootstrapOptions, aggregate_columns, columns_of
 
 AXES = ("accuracy", "completeness", "communication_quality", "context_awareness", "instruction_following")
 AXIS_WEIGHTS = (0.34, 0.3, 0.12, 0.16, 0.08)
@@ -224,7 +224,9 @@ def main(argv: list[str] | None = None) -> int:
     # (No workspace is passed: each call pays for its own scratch buffers, as a user's call does.)
     ours = {
         "metrics": lambda: batch_metrics(conversations, verdicts),
-        "bootstrap": lambda: aggregate_columns(columns, len(rows), n_resamples=args.resamples, seed=0),
+        "bootstrap": lambda: aggregate_columns(
+            columns, len(rows), options=BootstrapOptions(n_resamples=args.resamples, seed=0)
+        ),
         "workers=1": lambda: score_run(data.samples, options[1]).metrics(),
         "workers=2": lambda: score_run(data.samples, options[2]).metrics(),
     }

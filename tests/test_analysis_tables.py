@@ -16,7 +16,7 @@ from synthetic_runs import conversations, graded, loaded, reference_scores
 from healthbench.analysis.analyze import analyze, write_analysis
 from healthbench.analysis.inputs import load_inputs
 from healthbench.analysis.tables import GRANULAR_COLUMNS, granular_frame, run_metrics, score_tables
-from healthbench.scoring.stats import Column, aggregate_columns
+from healthbench.scoring.stats import BootstrapOptions, Column, aggregate_columns
 
 
 def expected_tables(runs):
@@ -194,7 +194,7 @@ def test_ci_coverage_in_simulated_runs() -> None:
             picked = column[drawn]
             rows = np.flatnonzero(~np.isnan(picked))
             columns[key] = Column(rows, picked[rows])
-        stats = aggregate_columns(columns, 300, n_resamples=1000, seed=sim)
+        stats = aggregate_columns(columns, 300, options=BootstrapOptions(n_resamples=1000, seed=sim))
         for key, (kind, name) in keys.items():
             true_mean = truth["model-a", "run-1", kind, name][0]
             covered[key] += stats[key].ci_lower <= true_mean <= stats[key].ci_upper

@@ -16,7 +16,7 @@ from healthbench.scoring.rubric import (
     batch_metrics,
     conversation_metrics,
     length_adjusted,
-    rubric_score,
+    possible_points,
 )
 from healthbench.scoring.stats import columns_of
 
@@ -26,6 +26,21 @@ ConversationFactory = Callable[..., Conversation]
 
 def item(points: float, *tags: str) -> RubricItem:
     return RubricItem(criterion=f"criterion worth {points}", points=points, tags=list(tags))
+
+
+def rubric_score(items: list[RubricItem], verdicts: list[Verdict]) -> float | None:
+    """The scalar reference of simple-evals' conversation score: met points (negatives included) /
+    positive points; None when there is no positive point."""
+    if len(items) != len(verdicts):
+        raise ValueError(f"{len(items)} rubric items but {len(verdicts)} verdicts")
+    if UNGRADED in verdicts:
+        raise ValueError("cannot score a rubric with ungraded criteria")
+    possible = possible_points(items)
+    if possible == 0:
+        return None
+    return (
+        sum(item.points for item, verdict in zip(items, verdicts, strict=True) if verdict is MET) / possible
+    )
 
 
 def test_verdict_maps_criteria_met() -> None:

@@ -9,11 +9,12 @@ from collections.abc import Callable
 import pytest
 from rich.console import Console
 
+from healthbench.cli.summary_view import render_summary
 from healthbench.data.schema import Conversation
-from healthbench.results.summary import SummaryRow, render_summary, summary_rows
+from healthbench.results.summary import SummaryRow, summary_rows
 from healthbench.scoring.rubric import OVERALL
 from healthbench.scoring.run_score import GradedSample, RunScore, ScoringOptions, sample_metrics, score_run
-from healthbench.scoring.stats import aggregate
+from healthbench.scoring.stats import BootstrapOptions, aggregate
 
 ConversationFactory = Callable[..., Conversation]
 SampleFactory = Callable[..., GradedSample]
@@ -314,7 +315,7 @@ def test_score_run_is_aggregate_of_sample_metrics(
     per_sample = [sample_metrics(s, options) for s in samples]
     assert result.per_sample == per_sample
     rows = [dict(m, score=m[OVERALL]) for m in per_sample if m is not None]
-    expected = aggregate(rows, n_resamples=options.n_resamples, seed=options.seed)
+    expected = aggregate(rows, options=BootstrapOptions(n_resamples=options.n_resamples, seed=options.seed))
     assert list(result.stats) == list(expected)
     assert result.stats == expected
     assert result.ungraded_criteria == sum(s.ungraded for s in samples)

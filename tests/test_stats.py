@@ -29,6 +29,7 @@ from healthbench.scoring.bootstrap import (
     _uniform_indices,
 )
 from healthbench.scoring.stats import (
+    BootstrapOptions,
     Column,
     Workspace,
     aggregate,
@@ -150,9 +151,11 @@ def test_a_run_is_planned_with_every_kind_of_sampler() -> None:
 
 def test_workers_and_repeats_do_not_change_the_bits() -> None:
     rows = run_like_rows()
-    reference = aggregate(rows, n_resamples=300, seed=9)
+    reference = aggregate(rows, options=BootstrapOptions(n_resamples=300, seed=9))
     for workers in (1, 2, 3, 64):
-        assert aggregate(rows, n_resamples=300, seed=9, workers=workers) == reference
+        assert (
+            aggregate(rows, options=BootstrapOptions(n_resamples=300, seed=9, workers=workers)) == reference
+        )
     columns = list(columns_of(rows).values())
     first = bootstrap_columns(columns, len(rows), n_resamples=300, seed=9)
     assert np.array_equal(first, bootstrap_columns(columns, len(rows), n_resamples=300, seed=9, workers=2))
@@ -161,13 +164,21 @@ def test_workers_and_repeats_do_not_change_the_bits() -> None:
 def test_a_workspace_kept_across_calls_changes_no_bit() -> None:
     # a long-lived caller may pass one workspace to every call, with any workers, whatever it held
     rows = run_like_rows()
-    reference = aggregate(rows, n_resamples=300, seed=9)
+    reference = aggregate(rows, options=BootstrapOptions(n_resamples=300, seed=9))
     workspace = Workspace()
     for workers in (1, 3, 1):
-        assert aggregate(rows, n_resamples=300, seed=9, workers=workers, workspace=workspace) == reference
+        assert (
+            aggregate(
+                rows, workspace=workspace, options=BootstrapOptions(n_resamples=300, seed=9, workers=workers)
+            )
+            == reference
+        )
         big = {"big": np.random.default_rng(workers).uniform(0, 1, 300_000).tolist(), "small": [0.5, 0.25]}
-        expected = aggregate_groups(big, n_resamples=20, seed=1)
-        assert aggregate_groups(big, n_resamples=20, seed=1, workspace=workspace) == expected
+        expected = aggregate_groups(big, options=BootstrapOptions(n_resamples=20, seed=1))
+        assert (
+            aggregate_groups(big, workspace=workspace, options=BootstrapOptions(n_resamples=20, seed=1))
+            == expected
+        )
     columns = list(columns_of(rows).values())
     first = bootstrap_columns(columns, len(rows), n_resamples=300, seed=9)
     assert np.array_equal(
@@ -178,7 +189,12 @@ def test_a_workspace_kept_across_calls_changes_no_bit() -> None:
         bootstrap_means([VALUES], n_resamples=50, seed=2),
     )
     with ThreadPoolExecutor(max_workers=4) as pool:  # concurrent calls sharing it
-        calls = [pool.submit(aggregate, rows, n_resamples=300, seed=9, workspace=workspace) for _ in range(4)]
+        calls = [
+            pool.submit(
+                aggregate, rows, options=BootstrapOptions(n_resamples=300, seed=9), workspace=workspace
+            )
+            for _ in range(4)
+        ]
         assert all(call.result() == reference for call in calls)
 
 
@@ -312,7 +328,9 @@ def test_the_bootstrap_std_of_every_key_of_a_run_is_right() -> None:
 
 
 def test_bootstrap_std_matches_a_naive_implementation() -> None:
-    ours = aggregate_groups({"k": list(VALUES)}, n_resamples=4000, seed=1)["k"].bootstrap_std
+    ours = aggregate_groups({"k": list(VALUES)}, options=BootstrapOptions(n_resamples=4000, seed=1))[
+        "k"
+    ].bootstrap_std
     generator = np.random.default_rng(2)
     naive = np.std([np.clip(np.mean(generator.choice(VALUES, VALUES.size)), 0, 1) for _ in range(4000)])
     assert ours == pytest.approx(naive, rel=0.08)
@@ -323,13 +341,15 @@ def test_bootstrap_std_matches_a_naive_implementation() -> None:
 
 
 def test_a_single_value_and_constant_values_have_zero_spread() -> None:
-    result = aggregate_groups({"one": [0.3], "same": [0.5] * 9, "binary-like": [1.0] * 4}, n_resamples=100)
+    result = aggregate_groups(
+        {"one": [0.3], "same": [0.5] * 9, "binary-like": [1.0] * 4}, options=BootstrapOptions(n_resamples=100)
+    )
     assert (result["one"].ci_lower, result["one"].ci_upper) == (0.3, 0.3)  # every resample is [0.3]
     assert result["one"].bootstrap_std < 1e-15  # (np.std of a constant 0.3 is not exactly 0)
     assert (result["same"].mean, result["same"].bootstrap_std) == (0.5, 0.0)
     assert (result["same"].ci_lower, result["same"].ci_upper) == (0.5, 0.5)
     assert result["binary-like"].bootstrap_std == 0.0
-    tenths = aggregate_groups({"k": [0.1] * 7}, n_resamples=100)["k"]
+    tenths = aggregate_groups({"k": [0.1] * 7}, options=BootstrapOptions(n_resamples=100))["k"]
     assert tenths.bootstrap_std < 1e-15 and tenths.ci_lower == pytest.approx(0.1, abs=1e-15)
 
 
@@ -341,20 +361,22 @@ def test_clipping_applies_to_each_resample_mean() -> None:
 
 
 def test_ci_bounds_are_ordered_and_inside_zero_one() -> None:
-    result = aggregate([{"x": v, "y": 1.0 - v} for v in VALUES], n_resamples=1000, seed=0)
+    result = aggregate(
+        [{"x": v, "y": 1.0 - v} for v in VALUES], options=BootstrapOptions(n_resamples=1000, seed=0)
+    )
     for key_stats in result.values():
         assert 0.0 <= key_stats.ci_lower <= key_stats.mean <= key_stats.ci_upper <= 1.0
         assert key_stats.n_samples == len(VALUES)
 
 
 def test_nan_values_give_nan_statistics() -> None:
-    result = aggregate_groups({"k": [0.5, float("nan"), 0.25]}, n_resamples=50)["k"]
+    result = aggregate_groups({"k": [0.5, float("nan"), 0.25]}, options=BootstrapOptions(n_resamples=50))["k"]
     assert math.isnan(result.mean) and math.isnan(result.bootstrap_std)
 
 
 def test_zero_resamples() -> None:
     assert bootstrap_means([VALUES], n_resamples=0, seed=0).shape == (0, 1)
-    result = aggregate_groups({"k": [0.2, 0.4]}, n_resamples=0)["k"]
+    result = aggregate_groups({"k": [0.2, 0.4]}, options=BootstrapOptions(n_resamples=0))["k"]
     assert result.mean == pytest.approx(0.3, abs=1e-15) and result.n_samples == 2
     assert math.isnan(result.bootstrap_std) and math.isnan(result.ci_lower) and math.isnan(result.ci_upper)
 
@@ -370,7 +392,9 @@ def test_empty_inputs() -> None:
 
 
 def test_flatten_layout() -> None:
-    flat = flatten(aggregate_groups({"axis:accuracy": [0.25, 0.75]}, n_resamples=10))
+    flat = flatten(
+        aggregate_groups({"axis:accuracy": [0.25, 0.75]}, options=BootstrapOptions(n_resamples=10))
+    )
     assert list(flat) == [
         "axis:accuracy",
         "axis:accuracy:n_samples",

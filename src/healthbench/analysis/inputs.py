@@ -92,7 +92,7 @@ def load_inputs(
     existing folder gives its ``*_allresults.json`` files (sorted), anything else is a stored run name
     or a glob pattern over the store's eval runs.
 
-    ``data`` (the dataset by prompt_id, see `healthbench.results.rescore.join_datasets`) gives files
+    ``data`` (the dataset by prompt_id, see `healthbench.data.sources.join_datasets`) gives files
     their example tags, as ``healthbench import`` does; ``data_sha256`` is recorded as their dataset
     version. ``model`` overrides every run's model; ``run_id`` the run id of the single run loaded.
     Two runs with the same model and run id are an error (they would be merged in every table).

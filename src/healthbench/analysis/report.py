@@ -28,6 +28,7 @@ from healthbench.analysis.report_data import (
     report_conversations,
     report_summary,
 )
+from healthbench.atomic import atomic_writer
 from healthbench.results.metrics_out import json_safe
 from healthbench.scoring.run_score import ScoringOptions, score_run
 from healthbench.scoring.stats import DEFAULT_RESAMPLES
@@ -84,7 +85,10 @@ class Report:
 
     def write(self, path: str | os.PathLike[str]) -> Path:
         """Write the HTML report atomically; returns the path."""
-        return _write_atomic(Path(path), self.html().encode("utf-8"))
+        data = self.html().encode("utf-8")
+        with atomic_writer(path) as out:
+            out.write(data)
+        return Path(path)
 
     def write_figures(self, out_dir: str | os.PathLike[str]) -> list[Path]:
         """PNG and SVG charts for papers (needs matplotlib); returns the files written."""
@@ -172,19 +176,3 @@ def _signed(value: float | None, digits: int = 3) -> str:
 
 def _plural(value: int, one: str, many: str | None = None) -> str:
     return f"{value:,} {one if value == 1 else many or one + 's'}"
-
-
-def _write_atomic(target: Path, data: bytes) -> Path:
-    """Write ``data`` through a temporary file next to ``target`` (mode 0o666 minus the umask, so the
-    report is as readable as any file the user makes), renamed over it when complete."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    temp = target.parent / f".{target.name}.{os.getpid()}.tmp"
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-        os.replace(temp, target)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
-    return target

@@ -27,7 +27,7 @@ import polars as pl
 from healthbench.analysis.inputs import LoadedRun
 from healthbench.analysis.scores import AXIS_PREFIX, THEME_PREFIX
 from healthbench.scoring.rubric import OVERALL, MetricTable, RubricLayout, Verdict, batch_metrics
-from healthbench.scoring.stats import DEFAULT_RESAMPLES, Column, KeyStats, aggregate_columns
+from healthbench.scoring.stats import DEFAULT_RESAMPLES, BootstrapOptions, Column, KeyStats, aggregate_columns
 
 ALL = "all"
 GRANULAR_COLUMNS = (
@@ -153,10 +153,11 @@ def score_tables(
     workers: int = 1,
 ) -> ScoreTables:
     """The theme and axis tables of every run (module doc); each run's bootstrap uses ``seed``."""
+    options = BootstrapOptions(n_resamples, seed, confidence, workers)
     themes: list[tuple[str, str, str, KeyStats]] = []
     axes: list[tuple[str, str, str, KeyStats]] = []
     for metrics in runs:
-        stats = _run_stats(metrics.table, n_resamples, seed, confidence, workers)
+        stats = _run_stats(metrics.table, options)
         model, run_id = metrics.run.model, metrics.run.run_id
         for prefix, rows in ((THEME_PREFIX, themes), (AXIS_PREFIX, axes)):
             if OVERALL in stats:
@@ -166,9 +167,7 @@ def score_tables(
     return ScoreTables(_stats_frame(themes, "theme"), _stats_frame(axes, "axis"))
 
 
-def _run_stats(
-    table: MetricTable, n_resamples: int, seed: int, confidence: float, workers: int
-) -> dict[str, KeyStats]:
+def _run_stats(table: MetricTable, options: BootstrapOptions) -> dict[str, KeyStats]:
     columns: dict[str, Column] = {
         key: column
         for key, column in table.columns.items()
@@ -176,14 +175,7 @@ def _run_stats(
     }
     if OVERALL not in columns:
         return {}
-    return aggregate_columns(
-        columns,
-        int(columns[OVERALL].values.size),
-        n_resamples=n_resamples,
-        seed=seed,
-        confidence=confidence,
-        workers=workers,
-    )
+    return aggregate_columns(columns, int(columns[OVERALL].values.size), options=options)
 
 
 def _stats_frame(rows: list[tuple[str, str, str, KeyStats]], name: str) -> pl.DataFrame:

@@ -57,8 +57,7 @@ def _load(
 ) -> list[LoadedRun]:
     """Load the inputs; the store is opened only when an input is not a file or folder."""
     from healthbench.analysis.inputs import load_inputs, needs_store
-    from healthbench.data.sources import sha256_of
-    from healthbench.results.rescore import join_datasets
+    from healthbench.data.sources import join_datasets, sha256_of
     from healthbench.store import Store
 
     conversations = join_datasets(data or [], dataset, cache)

@@ -9,12 +9,12 @@ import typer
 
 from healthbench.cli.app import app, console, handles_errors, say
 from healthbench.cli.options import LengthCenter, LengthPenalty, length_adjustment
+from healthbench.cli.summary_view import render_summary
 from healthbench.data.sources import sha256_of
 from healthbench.errors import ConfigError
 from healthbench.results.metrics_out import write_metrics
 from healthbench.results.rescore import rescore_allresults
 from healthbench.results.simple_evals import write_allresults
-from healthbench.results.summary import render_summary
 from healthbench.runner.imported import store_imported
 from healthbench.runner.run import new_run_name
 from healthbench.scoring.run_score import ScoringOptions

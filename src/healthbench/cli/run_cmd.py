@@ -51,6 +51,7 @@ from healthbench.cli.options import (
     split_list,
 )
 from healthbench.cli.progress import DownloadBar, run_progress
+from healthbench.cli.summary_view import render_summary
 from healthbench.config import OFFLINE_MODEL, RunConfig, build_config, load_config_file
 from healthbench.data.professional import (
     PROFESSIONAL,
@@ -65,7 +66,6 @@ from healthbench.results.correction import corrected_scores
 from healthbench.results.metrics_out import write_metrics
 from healthbench.results.rows import iter_row_scores, write_row_scores
 from healthbench.results.simple_evals import write_allresults
-from healthbench.results.summary import render_summary
 from healthbench.results.views import RunView
 from healthbench.runner import run as runner
 from healthbench.runner.completions import estimate_baselines, run_baselines

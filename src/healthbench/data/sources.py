@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -171,6 +171,38 @@ def load_conversations(
         raise DataError(f"{variant!r} is a meta-eval dataset; use `healthbench meta-eval`")
     source = resolve(variant, data=data, cache=cache, progress=progress)
     return source, read_conversations(source.path)  # classic or HealthBench Professional
+
+
+def join_datasets(
+    files: Sequence[str | os.PathLike[str]],
+    variant: str | None,
+    cache: str | os.PathLike[str] | None = None,
+) -> dict[str, Conversation] | None:
+    """The conversations of every given dataset by prompt_id (None when none is given); a prompt_id
+    given twice must have the same rubric, or it is a `DataError` naming the file."""
+    if not files and variant is None:
+        return None
+    loaded: list[tuple[str, list[Conversation]]] = []
+    for path in files:
+        source, records = load_conversations(data=path)
+        loaded.append((str(source.path), records))
+    if variant is not None:
+        source, records = load_conversations(variant, cache=cache)
+        loaded.append((str(source.path), records))
+    joined: dict[str, Conversation] = {}
+    origin: dict[str, str] = {}
+    for name, records in loaded:
+        for record in records:
+            known = joined.get(record.prompt_id)
+            if known is not None and known.rubrics != record.rubrics:
+                raise DataError(
+                    f"prompt_id {record.prompt_id} has a different rubric in {origin[record.prompt_id]}"
+                    "; give only the dataset the run used",
+                    path=name,
+                )
+            joined.setdefault(record.prompt_id, record)
+            origin.setdefault(record.prompt_id, name)
+    return joined
 
 
 def load_meta_eval(

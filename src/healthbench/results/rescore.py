@@ -16,9 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from healthbench.data.rubric_index import read_rubric_index
-from healthbench.data.schema import Conversation
-from healthbench.data.sources import load_conversations, resolve
-from healthbench.errors import DataError
+from healthbench.data.sources import join_datasets, resolve
 from healthbench.results.allresults_columns import read_columns
 from healthbench.results.simple_evals import AllResults, load_allresults
 from healthbench.scoring.run_score import RunScore, ScoringOptions, score_run, score_table
@@ -110,36 +108,6 @@ def _rescore_columns(
         joined=joined,
         n_samples=len(fast.prompt_ids),
     )
-
-
-def join_datasets(
-    files: Sequence[PathLike], variant: str | None, cache: PathLike | None = None
-) -> dict[str, Conversation] | None:
-    """The conversations of every given dataset by prompt_id (None when none is given); a prompt_id
-    given twice must have the same rubric, or it is a `DataError` naming the file."""
-    if not files and variant is None:
-        return None
-    loaded: list[tuple[str, list[Conversation]]] = []
-    for path in files:
-        source, records = load_conversations(data=path)
-        loaded.append((str(source.path), records))
-    if variant is not None:
-        source, records = load_conversations(variant, cache=cache)
-        loaded.append((str(source.path), records))
-    joined: dict[str, Conversation] = {}
-    origin: dict[str, str] = {}
-    for name, records in loaded:
-        for record in records:
-            known = joined.get(record.prompt_id)
-            if known is not None and known.rubrics != record.rubrics:
-                raise DataError(
-                    f"prompt_id {record.prompt_id} has a different rubric in {origin[record.prompt_id]}"
-                    "; give only the dataset the run used",
-                    path=name,
-                )
-            joined.setdefault(record.prompt_id, record)
-            origin.setdefault(record.prompt_id, name)
-    return joined
 
 
 def agreement(score: float | None, stored: Mapping[str, Any], ours: Mapping[str, Any]) -> Agreement:

@@ -1,23 +1,18 @@
-"""The terminal summary of a run: overall score with its CI, then themes, then axes (then
-HealthBench Professional's task tags), then the ungraded count. `summary_rows` gives the same content
-as plain rows (for tests and other renderers)."""
+"""The content of a run's summary: overall score with its CI, then themes, then axes (then
+HealthBench Professional's task tags), then the ungraded count, as plain rows (`summary_rows`). The
+terminal rendering is `healthbench.cli.summary_view.render_summary`."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Literal
-
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 from healthbench.scoring.rubric import OVERALL
 from healthbench.scoring.run_score import ERROR_RATE, LENGTH_ADJUSTED, RunScore
 
 Section = Literal["overall", "theme", "axis", "use_case", "type", "difficulty", "specialty"]
 # sections after the overall rows, by key prefix; the last four are HealthBench Professional's task tags
-_SECTIONS: tuple[tuple[str, Section, str], ...] = (
+SECTIONS: tuple[tuple[str, Section, str], ...] = (
     ("theme:", "theme", "By theme"),
     ("axis:", "axis", "By axis"),
     ("use_case:", "use_case", "By use case"),
@@ -65,7 +60,7 @@ def summary_rows(run_score: RunScore) -> list[SummaryRow]:
                 overall.n_samples,
             )
         )
-    for prefix, section, _ in _SECTIONS:
+    for prefix, section, _ in SECTIONS:
         for key in sorted(k for k in run_score.stats if k.startswith(prefix)):
             stats = run_score.stats[key]
             rows.append(SummaryRow(section, key, stats.mean, stats.ci_lower, stats.ci_upper, stats.n_samples))
@@ -77,31 +72,3 @@ def ungraded_line(run_score: RunScore) -> str:
         f"ungraded: {run_score.ungraded_criteria} criteria in {run_score.ungraded_samples} of "
         f"{run_score.n_samples} samples (left out of every score)"
     )
-
-
-def render_summary(run_score: RunScore, *, title: str, console: Console) -> None:
-    """Print the summary tables and the ungraded line (red when anything is ungraded)."""
-    level = f"{run_score.options.confidence:.0%} CI"
-    rows = summary_rows(run_score)
-    if not rows:
-        console.print(Text(f"{title}: no graded samples, so no score", style="bold"))
-    for section, heading in (("overall", title), *((name, heading) for _, name, heading in _SECTIONS)):
-        chosen = [row for row in rows if row.section == section]
-        if not chosen:
-            continue
-        table = Table(title=Text(heading), title_justify="left", title_style="bold")
-        table.add_column("metric" if section == "overall" else section, overflow="fold")  # wrap, never cut
-        table.add_column("score", justify="right", no_wrap=True)
-        table.add_column(level, justify="right", no_wrap=True)
-        table.add_column("n", justify="right", no_wrap=True)
-        for row in chosen:
-            table.add_row(Text(row.label), f"{row.mean:.4f}", _interval(row), str(row.n_samples))
-        console.print(table)
-    style = "bold red" if run_score.ungraded_criteria > 0 else "green"
-    console.print(Text(ungraded_line(run_score), style=style))
-
-
-def _interval(row: SummaryRow) -> str:
-    if math.isnan(row.ci_lower) or math.isnan(row.ci_upper):
-        return "-"
-    return f"[{row.ci_lower:.4f}, {row.ci_upper:.4f}]"

@@ -33,7 +33,8 @@ import numpy as np
 import numpy.typing as npt
 
 from healthbench.data.schema import Conversation
-from healthbench.scoring.rubric import OVERALL, Verdict
+from healthbench.scoring.rubric import OVERALL, Verdict, possible_points
+from healthbench.scoring.stats import clip_unit
 
 DEFAULT_MIN_ROWS = 30  # meta-eval rows per truth value (met / not met) for a category's own estimate
 DEFAULT_EPSILON = 0.05  # Se + Sp must exceed 1 + epsilon (else the judge is too close to chance)
@@ -190,7 +191,7 @@ def _sums(
     slots: int,
 ) -> tuple[FloatArray, FloatArray] | None:
     rubric = conversation.rubrics
-    possible = sum(rubric[i].points for i in items if rubric[i].points > 0)
+    possible = possible_points(rubric[i] for i in items)
     if possible <= 0:
         return None
     met, weight = np.zeros(slots), np.zeros(slots)
@@ -278,7 +279,7 @@ def correct(
                 se_draw[:, cols],
                 sp_draw[:, cols],
             )
-            means = np.clip(means, 0.0, 1.0)
+            means = clip_unit(means)
             alpha = (1 - confidence) / 2
             if np.isfinite(means).any():
                 lower, upper = (float(q) for q in np.nanquantile(means, [alpha, 1 - alpha]))
@@ -322,4 +323,4 @@ def _corrected_means(
 
 
 def _clip(value: float | FloatArray) -> float:
-    return float(np.clip(value, 0.0, 1.0))
+    return float(clip_unit(value))

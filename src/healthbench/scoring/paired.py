@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from healthbench.scoring.stats import DEFAULT_RESAMPLES
+from healthbench.scoring.stats import DEFAULT_RESAMPLES, clip_unit, clipped_mean
 
 __all__ = [
     "BETTER",
@@ -76,13 +76,13 @@ def paired_bootstrap(
 ) -> PairedDifference:
     """``b`` minus ``a`` on paired values (module doc); NaN CI and p-value when ``n_resamples`` is 0."""
     first, second = _pair(a, b)
-    mean_a = float(np.clip(first.mean(), 0.0, 1.0))
-    mean_b = float(np.clip(second.mean(), 0.0, 1.0))
+    mean_a = clipped_mean(first)
+    mean_b = clipped_mean(second)
     if n_resamples == 0:
         nan = float("nan")
         return PairedDifference(first.size, mean_a, mean_b, mean_b - mean_a, nan, nan, nan)
     means_a, means_b = paired_resample_means(first, second, n_resamples=n_resamples, seed=seed)
-    differences = np.clip(means_b, 0.0, 1.0) - np.clip(means_a, 0.0, 1.0)
+    differences = clip_unit(means_b) - clip_unit(means_a)
     alpha = (1.0 - confidence) / 2.0
     lower, upper = np.quantile(differences, [alpha, 1.0 - alpha])
     return PairedDifference(

@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 import operator
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
 from itertools import chain, count, repeat
@@ -46,31 +46,18 @@ class Verdict(Enum):
         return None if self is Verdict.UNGRADED else self is Verdict.MET
 
 
-def rubric_score(items: Sequence[RubricItem], verdicts: Sequence[Verdict]) -> float | None:
-    """Achieved points / possible (positive) points; None when there is no positive point.
-
-    Raises ValueError when lengths differ or a verdict is ungraded: callers decide what an ungraded
-    conversation means before asking for a score.
-    """
-    if len(items) != len(verdicts):
-        raise ValueError(f"{len(items)} rubric items but {len(verdicts)} verdicts")
-    if Verdict.UNGRADED in verdicts:
-        raise ValueError("cannot score a rubric with ungraded criteria")
-    possible = sum(item.points for item in items if item.points > 0)
-    if possible == 0:
-        return None
-    achieved = sum(
-        item.points for item, verdict in zip(items, verdicts, strict=True) if verdict is Verdict.MET
-    )
-    return achieved / possible
+def possible_points(items: Iterable[RubricItem]) -> float:
+    """The sum of the positive points of ``items`` (in their order): a score's denominator."""
+    return sum(item.points for item in items if item.points > 0)
 
 
 def conversation_metrics(conversation: Conversation, verdicts: Sequence[Verdict]) -> dict[str, float] | None:
     """All per-conversation metric values, or None when any criterion is ungraded.
 
-    Same numbers, key order and summation order as `rubric_score` applied tag by tag (keys: overall,
-    then example tags, then rubric tags in order of first appearance), in a single pass over the
-    rubric because this runs once per conversation of every run.
+    Each value is met points (negatives included) / `possible_points` of the criteria carrying the
+    key (keys: overall, then example tags, then rubric tags in order of first appearance), summed in
+    criterion order in a single pass over the rubric because this runs once per conversation of
+    every run.
     """
     if len(conversation.rubrics) != len(verdicts):
         raise ValueError(f"{len(conversation.rubrics)} rubric items but {len(verdicts)} verdicts")

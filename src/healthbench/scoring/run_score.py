@@ -23,8 +23,7 @@ from healthbench.scoring.rubric import (
     length_adjusted,
 )
 from healthbench.scoring.stats import (
-    DEFAULT_RESAMPLES,
-    DEFAULT_SEED,
+    BootstrapOptions,
     Column,
     KeyStats,
     aggregate_columns,
@@ -61,16 +60,13 @@ class GradedSample:
 
 
 @dataclass(frozen=True)
-class ScoringOptions:
-    """How to aggregate: bootstrap size and seed, CI level, and the optional extra keys."""
+class ScoringOptions(BootstrapOptions):
+    """How to aggregate: the bootstrap (`BootstrapOptions`: size, seed, CI level, threads) and the
+    optional extra keys."""
 
-    n_resamples: int = DEFAULT_RESAMPLES
-    seed: int = DEFAULT_SEED
-    confidence: float = 0.95
     length_penalty: float | None = None
     length_center: float | None = None
     error_rate: bool = False
-    workers: int = 1  # bootstrap threads; the numbers do not depend on it
 
 
 @dataclass(frozen=True)
@@ -161,14 +157,7 @@ def score_table(
         if completion_lengths is None:
             raise ValueError("a length adjustment needs the answers' lengths")
         _add_length_adjusted(completion_lengths, per_sample, options)
-    stats = aggregate_columns(
-        _run_columns(table.columns, graded, options),
-        len(graded),
-        n_resamples=options.n_resamples,
-        seed=options.seed,
-        confidence=options.confidence,
-        workers=options.workers,
-    )
+    stats = aggregate_columns(_run_columns(table.columns, graded, options), len(graded), options=options)
     return RunScore(
         stats=stats,
         per_sample=per_sample,

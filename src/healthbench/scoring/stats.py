@@ -21,6 +21,7 @@ from healthbench.scoring.bootstrap import Floats, Workspace, resample_sums
 __all__ = [
     "DEFAULT_RESAMPLES",
     "DEFAULT_SEED",
+    "BootstrapOptions",
     "Column",
     "KeyStats",
     "Workspace",
@@ -29,6 +30,7 @@ __all__ = [
     "aggregate_groups",
     "bootstrap_columns",
     "bootstrap_means",
+    "clip_unit",
     "clipped_mean",
     "collect",
     "columns_of",
@@ -37,6 +39,16 @@ __all__ = [
 
 DEFAULT_RESAMPLES = 1000
 DEFAULT_SEED = 0  # bootstrap seed: the same seed gives the same stds and CIs
+
+
+@dataclass(frozen=True)
+class BootstrapOptions:
+    """The bootstrap's settings, which travel together: resamples, seed, CI level and threads."""
+
+    n_resamples: int = DEFAULT_RESAMPLES
+    seed: int = DEFAULT_SEED
+    confidence: float = 0.95
+    workers: int = 1  # bootstrap threads; the numbers do not depend on it
 
 
 @dataclass(frozen=True)
@@ -59,9 +71,14 @@ class Column:
     values: Floats
 
 
+def clip_unit(values: npt.ArrayLike, out: Floats | None = None) -> Floats:
+    """Means clipped to [0, 1], as simple-evals clips every mean (into ``out`` when given)."""
+    return np.clip(values, 0.0, 1.0, out=out)
+
+
 def clipped_mean(values: npt.ArrayLike) -> float:
     """simple-evals' ``np.clip(np.mean(values), 0, 1)``."""
-    return float(np.clip(np.mean(np.asarray(values, dtype=np.float64)), 0, 1))
+    return float(clip_unit(np.mean(np.asarray(values, dtype=np.float64))))
 
 
 def collect(per_conversation: Iterable[Mapping[str, float]]) -> dict[str, list[float]]:
@@ -92,31 +109,19 @@ def columns_of(per_conversation: Sequence[Mapping[str, float]]) -> dict[str, Col
 def aggregate(
     per_conversation: Sequence[Mapping[str, float]],
     *,
-    n_resamples: int = DEFAULT_RESAMPLES,
-    seed: int = DEFAULT_SEED,
-    confidence: float = 0.95,
-    workers: int = 1,
+    options: BootstrapOptions | None = None,
     workspace: Workspace | None = None,
 ) -> dict[str, KeyStats]:
     """Aggregate per-conversation metrics into `KeyStats` per key (same seed, same bits)."""
     return aggregate_columns(
-        columns_of(per_conversation),
-        len(per_conversation),
-        n_resamples=n_resamples,
-        seed=seed,
-        confidence=confidence,
-        workers=workers,
-        workspace=workspace,
+        columns_of(per_conversation), len(per_conversation), options=options, workspace=workspace
     )
 
 
 def aggregate_groups(
     grouped: Mapping[str, Sequence[float]],
     *,
-    n_resamples: int = DEFAULT_RESAMPLES,
-    seed: int = DEFAULT_SEED,
-    confidence: float = 0.95,
-    workers: int = 1,
+    options: BootstrapOptions | None = None,
     workspace: Workspace | None = None,
 ) -> dict[str, KeyStats]:
     """`aggregate` for values already grouped by key (no rows in common: each key on its own rows)."""
@@ -126,40 +131,37 @@ def aggregate_groups(
         array = np.asarray(values, dtype=np.float64)
         columns[key] = Column(np.arange(offset, offset + array.size, dtype=np.intp), array)
         offset += array.size
-    return aggregate_columns(
-        columns,
-        offset,
-        n_resamples=n_resamples,
-        seed=seed,
-        confidence=confidence,
-        workers=workers,
-        workspace=workspace,
-    )
+    return aggregate_columns(columns, offset, options=options, workspace=workspace)
 
 
 def aggregate_columns(
     columns: Mapping[str, Column],
     n_rows: int,
     *,
-    n_resamples: int = DEFAULT_RESAMPLES,
-    seed: int = DEFAULT_SEED,
-    confidence: float = 0.95,
-    workers: int = 1,
+    options: BootstrapOptions | None = None,
     workspace: Workspace | None = None,
 ) -> dict[str, KeyStats]:
     """`KeyStats` per non-empty key (in the mapping's order) of samples laid out as `Column`s.
 
-    ``workspace`` holds the bootstrap's scratch buffers: a new one per call by default; a long-lived
-    caller may pass the same one to every call to reuse them (the numbers never depend on it).
+    ``options`` (default `BootstrapOptions()`) sets the bootstrap. ``workspace`` holds its scratch
+    buffers: a new one per call by default; a long-lived caller may pass the same one to every call
+    to reuse them (the numbers never depend on it).
     """
+    options = options or BootstrapOptions()
     keys = [key for key, column in columns.items() if column.values.size > 0]
     if not keys:
         return {}
     samples = [columns[key] for key in keys]
+    n_resamples = options.n_resamples
     boot = bootstrap_columns(
-        samples, n_rows, n_resamples=n_resamples, seed=seed, workers=workers, workspace=workspace
+        samples,
+        n_rows,
+        n_resamples=n_resamples,
+        seed=options.seed,
+        workers=options.workers,
+        workspace=workspace,
     )
-    alpha = (1.0 - confidence) / 2.0
+    alpha = (1.0 - options.confidence) / 2.0
     if n_resamples > 0:
         stds = boot.std(axis=0)
         lows, highs = np.quantile(boot, [alpha, 1.0 - alpha], axis=0)
@@ -220,7 +222,7 @@ def bootstrap_columns(
         columns, n_rows, n_resamples=n_resamples, seed=seed, workers=workers, workspace=workspace
     )
     np.divide(out, [c.values.size for c in columns], out=out)
-    np.clip(out, 0.0, 1.0, out=out)
+    clip_unit(out, out=out)
     return out
 
 

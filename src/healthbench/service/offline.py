@@ -10,10 +10,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
+from healthbench.data.sources import join_datasets
 from healthbench.errors import HealthBenchError
 from healthbench.results.meta_results import score_label_file
 from healthbench.results.metrics_out import json_safe
-from healthbench.results.rescore import join_datasets
 from healthbench.results.simple_evals import load_allresults
 from healthbench.runner.imported import store_imported
 from healthbench.scoring.rubric import Verdict

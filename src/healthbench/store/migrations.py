@@ -2,7 +2,9 @@
 
 Each migration is a frozen definition: it spells out the tables and columns as they were when it was
 written, never today's ``db.metadata`` (``create_all`` of today's tables would give old and new stores
-different histories). A store opened by any version applies only the migrations it has not recorded.
+different histories). Migration 0001 therefore repeats ``db.py``'s table declarations on purpose:
+the two are not duplicates to merge. A store opened by any version applies only the migrations it has
+not recorded.
 
 Opening is safe under concurrency: the check and the steps run in one transaction holding the store's
 migration lock (SQLite: ``BEGIN IMMEDIATE``; PostgreSQL: ``pg_advisory_xact_lock``), so processes that open

@@ -36,36 +36,59 @@ def free_port() -> int:
 
 
 @contextmanager
-def fake_server_process(*args: str, port: int | None = None, startup_timeout: float = 30.0) -> Iterator[str]:
-    """Start ``healthbench fake-server ARGS`` on ``port`` (default: a free loopback port); yield its
-    ``.../v1`` URL."""
+def healthbench_process(
+    command: str,
+    *args: str,
+    ready_path: str,
+    port: int | None = None,
+    env: dict[str, str] | None = None,
+    startup_timeout: float = 30.0,
+    stop_timeout: float = 10.0,
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """Start ``healthbench COMMAND --port PORT ARGS`` (default: a free loopback port) and yield its
+    base URL and process once ``GET ready_path`` answers; stopped with SIGINT (graceful) at the end
+    unless it already exited, killed when it does not stop within ``stop_timeout`` seconds."""
     port = port or free_port()
-    command = [sys.executable, "-m", "healthbench", "fake-server", "--port", str(port), *args]
     process = subprocess.Popen(
-        command,
+        [sys.executable, "-m", "healthbench", command, "--port", str(port), *args],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + startup_timeout
-        while True:
-            if process.poll() is not None:
-                err = process.stderr.read().decode() if process.stderr else ""
-                raise RuntimeError(f"fake server exited with {process.returncode}: {err.strip()[-500:]}")
-            try:
-                httpx.get(f"{url}/stats", timeout=1.0, trust_env=False).raise_for_status()
-                break
-            except httpx.HTTPError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError("fake server did not start in time") from None
-                time.sleep(0.05)
-        yield f"{url}/v1"
+        _wait_ready(f"{url}{ready_path}", process, command, startup_timeout)
+        yield url, process
     finally:
-        process.send_signal(signal.SIGINT)
+        if process.poll() is None:
+            process.send_signal(signal.SIGINT)
+            try:
+                process.wait(timeout=stop_timeout)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def _wait_ready(url: str, process: subprocess.Popen[bytes], command: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        if process.poll() is not None:
+            err = process.stderr.read().decode() if process.stderr else ""
+            raise RuntimeError(f"{command} exited with {process.returncode}: {err.strip()[-500:]}")
         try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+            httpx.get(url, timeout=1.0, trust_env=False).raise_for_status()
+            return
+        except httpx.HTTPError:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{command} did not start in time") from None
+            time.sleep(0.05)
+
+
+@contextmanager
+def fake_server_process(*args: str, port: int | None = None, startup_timeout: float = 30.0) -> Iterator[str]:
+    """Start ``healthbench fake-server ARGS`` on ``port`` (default: a free loopback port); yield its
+    ``.../v1`` URL."""
+    with healthbench_process(
+        "fake-server", *args, ready_path="/stats", port=port, startup_timeout=startup_timeout
+    ) as (url, _):
+        yield f"{url}/v1"

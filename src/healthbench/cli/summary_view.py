@@ -1,0 +1,41 @@
+"""The terminal rendering of a run's summary (`healthbench.results.summary.summary_rows`): one rich
+table per section, then the ungraded line."""
+
+from __future__ import annotations
+
+import math
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from healthbench.results.summary import SECTIONS, SummaryRow, summary_rows, ungraded_line
+from healthbench.scoring.run_score import RunScore
+
+
+def render_summary(run_score: RunScore, *, title: str, console: Console) -> None:
+    """Print the summary tables and the ungraded line (red when anything is ungraded)."""
+    level = f"{run_score.options.confidence:.0%} CI"
+    rows = summary_rows(run_score)
+    if not rows:
+        console.print(Text(f"{title}: no graded samples, so no score", style="bold"))
+    for section, heading in (("overall", title), *((name, heading) for _, name, heading in SECTIONS)):
+        chosen = [row for row in rows if row.section == section]
+        if not chosen:
+            continue
+        table = Table(title=Text(heading), title_justify="left", title_style="bold")
+        table.add_column("metric" if section == "overall" else section, overflow="fold")  # wrap, never cut
+        table.add_column("score", justify="right", no_wrap=True)
+        table.add_column(level, justify="right", no_wrap=True)
+        table.add_column("n", justify="right", no_wrap=True)
+        for row in chosen:
+            table.add_row(Text(row.label), f"{row.mean:.4f}", _interval(row), str(row.n_samples))
+        console.print(table)
+    style = "bold red" if run_score.ungraded_criteria > 0 else "green"
+    console.print(Text(ungraded_line(run_score), style=style))
+
+
+def _interval(row: SummaryRow) -> str:
+    if math.isnan(row.ci_lower) or math.isnan(row.ci_upper):
+        return "-"
+    return f"[{row.ci_lower:.4f}, {row.ci_upper:.4f}]"
