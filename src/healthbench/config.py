@@ -91,6 +91,8 @@ class RunConfig(BaseModel):
     prices: str | None = None
     cache_dir: str | None = None
     scoring: ScoringConfig = Field(default_factory=ScoringConfig)
+    executor: Literal["local", "ray"] = "local"  # the async engine, or Ray Data (healthbench.executors.ray)
+    ray_address: str | None = None  # None: a cluster already joined (RAY_ADDRESS) or a new local Ray
 
     @model_validator(mode="before")
     @classmethod
@@ -118,6 +120,8 @@ HOW_FIELDS = {
     "prices",
     "cache_dir",
     "scoring",
+    "executor",
+    "ray_address",
 }
 
 

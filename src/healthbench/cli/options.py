@@ -108,6 +108,19 @@ MaxConnections = _opt(
     show_default=False,
     help=f"Concurrent model calls, candidate and judge together (default {DEFAULT_MAX_CONNECTIONS}).",
 )
+Executor = _opt(
+    str,
+    "--executor",
+    show_default=False,
+    help="Where the calls run: local (the async engine, default) or ray (a Ray Data pipeline; "
+    "needs pip install 'healthbench[ray]'; see docs/scale.md).",
+)
+RayAddress = _opt(
+    str,
+    "--ray-address",
+    show_default=False,
+    help="Ray cluster to join with --executor ray (e.g. ray://head:10001 or auto; default: a new local Ray).",
+)
 MaxRetries = _opt(
     int,
     "--max-retries",
@@ -224,6 +237,8 @@ def how_layer(
     rpm: float | None = None,
     tpm: float | None = None,
     max_outage: float | None = None,
+    executor: str | None = None,
+    ray_address: str | None = None,
 ) -> dict[str, Any]:
     """The settings a run may change between sessions (see `RunConfig`), from their flags."""
     how: dict[str, Any] = {
@@ -237,5 +252,7 @@ def how_layer(
         "judge_retries": judge_retries,
         "prices": str(prices) if prices else None,
         "cache_dir": str(cache_dir) if cache_dir else None,
+        "executor": executor,
+        "ray_address": ray_address,
     }
     return {k: v for k, v in how.items() if v is not None}

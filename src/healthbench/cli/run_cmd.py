@@ -18,6 +18,7 @@ from healthbench.cli.options import (
     CacheDir,
     ConfigFile,
     DryRun,
+    Executor,
     GraderTemplate,
     JudgeBaseUrl,
     JudgeExtraBody,
@@ -36,6 +37,7 @@ from healthbench.cli.options import (
     MetricsOutOpt,
     Prices,
     Profile,
+    RayAddress,
     ResamplesOpt,
     Rpm,
     SeedOpt,
@@ -58,6 +60,7 @@ from healthbench.data.professional import (
     resolve_format,
 )
 from healthbench.errors import ConfigError, RunError, StoreMissingError
+from healthbench.executors.ray import require_ray
 from healthbench.results.aggregate import aggregate_document, write_aggregate_scores
 from healthbench.results.correction import corrected_scores
 from healthbench.results.metrics_out import write_metrics
@@ -256,6 +259,8 @@ def run_command(
     judge_retries: JudgeRetries = None,
     prices: Prices = None,
     cache_dir: CacheDir = None,
+    executor: Executor = None,
+    ray_address: RayAddress = None,
     length_center: LengthCenter = None,
     length_penalty: LengthPenalty = None,
     seed: SeedOpt = None,
@@ -294,7 +299,11 @@ def run_command(
         rpm=rpm,
         tpm=tpm,
         max_outage=max_outage,
+        executor=executor,
+        ray_address=ray_address,
     )
+    if executor == "ray" and not dry_run:
+        require_ray()
     if resume is not None:
         refuse_with_resume(
             {

@@ -58,6 +58,35 @@ def parse_chat_response(body: str, fallback_model: str) -> Completion:
     )
 
 
+def chat_body(
+    spec: ModelSpec, settings: ModelSettings, messages: Messages, json_schema: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The JSON body sent for `messages`; `extra_body` is merged last and wins."""
+    s = settings
+    sent: list[dict[str, Any]] = list(messages)
+    if s.system_message is not None:
+        sent = [{"role": "system", "content": s.system_message}, *sent]
+    body: dict[str, Any] = {"model": spec.model, "messages": sent}
+    if s.temperature is not None:
+        body["temperature"] = s.temperature
+    if s.max_tokens is not None:
+        official = urlsplit(spec.url).hostname == OPENAI_HOST
+        body["max_completion_tokens" if official else "max_tokens"] = s.max_tokens
+    if s.reasoning_effort is not None:
+        body["reasoning_effort"] = s.reasoning_effort
+    if json_schema is not None:
+        body["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {
+                "name": "response",
+                "schema": json_schema,
+                "strict": json_schema.get("additionalProperties") is False,
+            },
+        }
+    body.update(s.extra_body)
+    return body
+
+
 class OpenAIChatModel:
     """`ProviderModel` for any server speaking ``POST {base_url}/chat/completions``."""
 
@@ -77,29 +106,7 @@ class OpenAIChatModel:
         self._official = urlsplit(spec.url).hostname == OPENAI_HOST
 
     def build_body(self, messages: Messages, json_schema: dict[str, Any] | None = None) -> dict[str, Any]:
-        """The JSON body sent for `messages`; `extra_body` is merged last and wins."""
-        s = self.settings
-        sent: list[dict[str, Any]] = list(messages)
-        if s.system_message is not None:
-            sent = [{"role": "system", "content": s.system_message}, *sent]
-        body: dict[str, Any] = {"model": self.spec.model, "messages": sent}
-        if s.temperature is not None:
-            body["temperature"] = s.temperature
-        if s.max_tokens is not None:
-            body["max_completion_tokens" if self._official else "max_tokens"] = s.max_tokens
-        if s.reasoning_effort is not None:
-            body["reasoning_effort"] = s.reasoning_effort
-        if json_schema is not None:
-            body["response_format"] = {
-                "type": "json_schema",
-                "json_schema": {
-                    "name": "response",
-                    "schema": json_schema,
-                    "strict": json_schema.get("additionalProperties") is False,
-                },
-            }
-        body.update(s.extra_body)
-        return body
+        return chat_body(self.spec, self.settings, messages, json_schema)
 
     def _headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}

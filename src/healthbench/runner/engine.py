@@ -19,7 +19,15 @@ from typing import Any
 from healthbench.errors import FatalModelError, HealthBenchError, ModelError, RunError
 from healthbench.grading.template import JUDGE_SCHEMA, GraderTemplate
 from healthbench.grading.verdict import DEFAULT_JUDGE_RETRIES, VerdictParseError, parse_verdict
-from healthbench.models.base import DEFAULT_MAX_CONNECTIONS, ChatModel, Completion, Usage, request_key
+from healthbench.models.base import (
+    DEFAULT_MAX_CONNECTIONS,
+    ChatModel,
+    Completion,
+    ModelSettings,
+    ModelSpec,
+    Usage,
+    request_key,
+)
 from healthbench.models.limits import ConnectionPool
 from healthbench.models.pricing import PriceTable
 from healthbench.runner.progress import NoProgress, ProgressSink, RunCounters
@@ -75,6 +83,54 @@ class Plan:
     @property
     def empty(self) -> bool:
         return not self.todo
+
+
+# -- requests: built here once, for this engine and for the Ray executor ---------------------------
+def sample_request(spec: ModelSpec, settings: ModelSettings, w: WorkItem) -> tuple[Messages, str]:
+    """The candidate's messages for ``w`` (its system message is added by the model) and the cache key."""
+    messages = [dict(m) for m in w.messages]
+    return messages, request_key(spec, settings, messages, None, salt=f"repeat:{w.repeat}")
+
+
+def judge_messages(
+    template: GraderTemplate, options: EngineOptions, w: WorkItem, completion: str, index: int
+) -> Messages:
+    """The judge's request for criterion ``index`` of ``w`` answered by ``completion``."""
+    system = options.judge_sees_system
+    head = [{"role": "system", "content": system}] if system else []
+    conversation = [*head, *w.messages, {"role": "assistant", "content": completion}]
+    return [{"role": "user", "content": template.render(conversation, w.criteria[index])}]
+
+
+def judge_schema(options: EngineOptions) -> dict[str, Any] | None:
+    return JUDGE_SCHEMA if options.structured_judge else None
+
+
+def judge_key(
+    spec: ModelSpec,
+    settings: ModelSettings,
+    messages: Messages,
+    schema: dict[str, Any] | None,
+    repeat: int,
+    attempt: int,
+) -> str:
+    """The judge call's cache key: repeats are independent judgements (n_repeats measures the judge's
+    variance too) and re-asks must not be answered by the cached answer that failed to parse."""
+    salt = f"repeat:{repeat};attempt:{attempt}" if (repeat or attempt) else ""
+    return request_key(spec, settings, messages, schema, salt=salt)
+
+
+def call_cache_op(key: str, spec: ModelSpec, result: CallResult) -> Op:
+    """The call-cache row of a real call (written with the row it produced, in one transaction)."""
+    row = {
+        "key": key,
+        "provider": spec.provider,
+        "model": spec.model,
+        "text": result.text,
+        "usage": result.usage.as_dict(),
+        "created_at": now(),
+    }
+    return ("call_cache", row)
 
 
 def plan(store: Store, run_id: int, work: Sequence[WorkItem]) -> Plan:
@@ -190,10 +246,7 @@ class Engine:
     async def _sample(self, w: WorkItem) -> str | None:
         if self.candidate is None:
             raise HealthBenchError(f"{w.item_id}: no completion stored and no candidate model to sample one")
-        messages = [dict(m) for m in w.messages]
-        key = request_key(
-            self.candidate.spec, self.candidate.settings, messages, None, salt=f"repeat:{w.repeat}"
-        )
+        messages, key = sample_request(self.candidate.spec, self.candidate.settings, w)
         row: dict[str, Any] = {
             "run_id": self.run_id,
             "item_id": w.item_id,
@@ -223,11 +276,8 @@ class Engine:
         return result.text
 
     async def _grade(self, w: WorkItem, completion: str, index: int, first_attempt: int = 0) -> None:
-        system = self.options.judge_sees_system
-        head = [{"role": "system", "content": system}] if system else []
-        conversation = [*head, *w.messages, {"role": "assistant", "content": completion}]
-        messages = [{"role": "user", "content": self.template.render(conversation, w.criteria[index])}]
-        schema = JUDGE_SCHEMA if self.options.structured_judge else None
+        messages = judge_messages(self.template, self.options, w, completion, index)
+        schema = judge_schema(self.options)
         row: dict[str, Any] = {
             "run_id": self.run_id,
             "item_id": w.item_id,
@@ -243,10 +293,7 @@ class Engine:
         attempts = first_attempt
         last = first_attempt + self.options.judge_retries
         for attempt in range(first_attempt, last + 1):
-            # repeats are independent judgements (n_repeats measures the judge's variance too) and
-            # re-asks must not be answered by the cached answer that failed to parse
-            salt = f"repeat:{w.repeat};attempt:{attempt}" if (w.repeat or attempt) else ""
-            key = request_key(self.judge.spec, self.judge.settings, messages, schema, salt=salt)
+            key = judge_key(self.judge.spec, self.judge.settings, messages, schema, w.repeat, attempt)
             attempts = attempt + 1
             try:
                 async with self._call(self.judge, key, messages, schema) as result:
@@ -311,19 +358,7 @@ class Engine:
         assert self._writer is not None
         batch = list(ops)
         if result is not None and not result.cached:
-            batch.append(
-                (
-                    "call_cache",
-                    {
-                        "key": key,
-                        "provider": model.spec.provider,
-                        "model": model.spec.model,
-                        "text": result.text,
-                        "usage": result.usage.as_dict(),
-                        "created_at": now(),
-                    },
-                )
-            )
+            batch.append(call_cache_op(key, model.spec, result))
             self._cache_keys.add(key)
         if batch:
             await self._writer.write(batch)

@@ -21,7 +21,7 @@ from healthbench.models.factory import check_model, create_model
 from healthbench.models.limits import ConnectionLimits, ConnectionPool
 from healthbench.models.pricing import PriceTable
 from healthbench.results.views import RunView
-from healthbench.runner.engine import Engine, EngineOptions, WorkItem, plan
+from healthbench.runner.engine import Engine, EngineOptions, Plan, WorkItem, plan
 from healthbench.runner.estimate import RoleEstimate, estimate
 from healthbench.runner.loop import run_async
 from healthbench.runner.progress import NoProgress, ProgressSink, RunCounters
@@ -192,6 +192,43 @@ async def _execute(
         if run.status != "finished":
             store.set_status(run.id, "finished")
         return counters
+    store.set_status(run.id, "running")
+    status = "failed"
+    try:
+        if config.executor == "ray":
+            counters = await _on_ray(store, run, config, work_plan, progress, environ, with_candidate)
+        else:
+            counters = await _on_engine(
+                store, run, config, work_plan, progress, environ, with_candidate, pool
+            )
+        status = "finished" if counters.ungraded == 0 and counters.samples_failed == 0 else "incomplete"
+        return counters
+    except (asyncio.CancelledError, KeyboardInterrupt):
+        status = "interrupted"  # everything committed so far is kept; run it again to continue
+        raise
+    finally:
+        store.set_status(run.id, status)
+
+
+def _engine_options(config: RunConfig) -> EngineOptions:
+    return EngineOptions(
+        max_connections=config.max_connections,
+        judge_retries=config.judge_retries,
+        structured_judge=config.structured_judge,
+        judge_sees_system=judge_sees_system(config),
+    )
+
+
+async def _on_engine(
+    store: Store,
+    run: RunRecord,
+    config: RunConfig,
+    work_plan: Plan,
+    progress: ProgressSink | None,
+    environ: Mapping[str, str] | None,
+    with_candidate: bool,
+    pool: ConnectionPool | None,
+) -> RunCounters:
     pool = pool or ConnectionPool(
         ConnectionLimits(
             max_connections=config.max_connections,
@@ -213,30 +250,42 @@ async def _execute(
         candidate=candidate,
         judge=judge,
         template=load_template(config.grader_template, config.cache_dir),
-        options=EngineOptions(
-            max_connections=config.max_connections,
-            judge_retries=config.judge_retries,
-            structured_judge=config.structured_judge,
-            judge_sees_system=judge_sees_system(config),
-        ),
+        options=_engine_options(config),
         prices=PriceTable.load(config.prices),
         progress=progress or NoProgress(),
         pool=pool,
     )
-    store.set_status(run.id, "running")
-    status = "failed"
     try:
-        counters = await engine.run(work_plan)
-        status = "finished" if counters.ungraded == 0 and counters.samples_failed == 0 else "incomplete"
-        return counters
-    except (asyncio.CancelledError, KeyboardInterrupt):
-        status = "interrupted"  # everything committed so far is kept; run it again to continue
-        raise
+        return await engine.run(work_plan)
     finally:
-        store.set_status(run.id, status)
         for model in (candidate, judge):
             if model is not None:
                 await model.aclose()
+
+
+async def _on_ray(
+    store: Store,
+    run: RunRecord,
+    config: RunConfig,
+    work_plan: Plan,
+    progress: ProgressSink | None,
+    environ: Mapping[str, str] | None,
+    with_candidate: bool,
+) -> RunCounters:
+    """The same plan on Ray (healthbench.executors.ray), off the event loop so the lease stays renewed."""
+    from healthbench.executors.ray import run_plan
+
+    return await asyncio.to_thread(
+        run_plan,
+        store,
+        run.id,
+        config,
+        work_plan,
+        options=_engine_options(config),
+        progress=progress,
+        environ=environ,
+        with_candidate=with_candidate,
+    )
 
 
 def run_eval(
