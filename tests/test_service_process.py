@@ -37,7 +37,7 @@ def test_job_over_http_to_completion(store_target: str) -> None:
             jobs = client.evaluation.benchmark_jobs
             jobs.create(name="http1", limit=4, concurrency=8, max_retries=0, **roles(fake))
             final = client.wait_until_done("http1", interval=0.1, timeout=120)
-            assert final.status == "completed"
+            assert final.status == "completed", final.error
             assert [r.name for r in jobs.results.list(job="http1").data][:2] == [
                 "aggregate-scores",
                 "row-scores",
@@ -77,7 +77,7 @@ def test_kill_9_mid_job_then_restart_gives_the_same_numbers(tmp_path: Path) -> N
         assert jobs_status(store_path, "crash") == "active"  # the dead process still holds it
         with service_process(store_path, "--lease", "1") as again, Client(again.url, token=token) as client:
             final = client.wait_until_done("crash", interval=0.1, timeout=120)
-            assert final.status == "completed"
+            assert final.status == "completed", final.error
             calls = fetch_stats(fake)["requests"]
             needed = final.status_details.samples_total + final.status_details.criteria_total
             assert needed <= calls <= needed + concurrency

@@ -40,6 +40,10 @@ class RunError(HealthBenchError):
     """A run cannot proceed or finish as asked (unknown run, strict mode with ungraded criteria)."""
 
 
+class RunBusyError(RunError):
+    """Another live process executes the run (it holds the run's lease)."""
+
+
 class RunExistsError(RunError):
     """A run of that name was created first (possibly a moment ago, by another process)."""
 

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from healthbench.config import RunConfig
-from healthbench.errors import HealthBenchError
+from healthbench.errors import HealthBenchError, RunBusyError
 from healthbench.models.limits import ConnectionLimits, ConnectionPool
 from healthbench.results.views import RunView
 from healthbench.runner.engine import WorkItem
@@ -43,6 +43,7 @@ from healthbench.service.offline import label_metrics, run_import
 from healthbench.service.operations import job_body, job_config, regrade_overrides, run_name_of
 from healthbench.service.schemas import StatusDetails
 from healthbench.store.jobs import JobRecord, JobStore
+from healthbench.store.lease import LEASE_TTL
 from healthbench.store.runs import RunRecord, Store
 
 DEFAULT_LEASE = 15.0  # seconds an active job stays claimed without a heartbeat
@@ -156,7 +157,7 @@ class JobWorkers:
         watch = asyncio.create_task(self._heartbeat(job, work))
         sink = StatusSink(self.jobs, job.id)
         try:
-            await self._execute(job, pool, sink)
+            await self._execute_when_free(job, pool, sink)
         except asyncio.CancelledError:
             sink.flush()
             if self._stopping.is_set():  # service shutting down: another start picks it up
@@ -179,6 +180,21 @@ class JobWorkers:
                 self.jobs.set_status(job.id, "cancelled")
         finally:
             watch.cancel()
+
+    async def _execute_when_free(self, job: JobRecord, pool: ConnectionPool, sink: StatusSink) -> None:
+        """`_execute`, waiting while another process still holds the job's run (a worker killed with
+        its service lets go of the run when its pid ends, or at most `LEASE_TTL` after its last
+        heartbeat): such a job is retried, not failed."""
+        deadline = time.monotonic() + LEASE_TTL + 5 * POLL
+        while True:
+            try:
+                await self._execute(job, pool, sink)
+                return
+            except RunBusyError as exc:
+                if time.monotonic() > deadline:
+                    raise
+                self.jobs.log(job.id, f"waiting: {exc}")
+                await asyncio.sleep(4 * POLL)
 
     def _fail(self, job: JobRecord, message: str) -> None:
         self.jobs.set_status(job.id, "error", error=message)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from sqlalchemy import and_, or_, select, update
 from sqlalchemy.exc import SQLAlchemyError
 
-from healthbench.errors import RunError
+from healthbench.errors import RunBusyError, RunError
 from healthbench.store.db import now, runs
 from healthbench.store.runs import Store
 
@@ -69,7 +69,7 @@ class RunLease:
             return
         if holder is None:
             raise RunError(f"run {self.run_name!r} changed hands while starting; run the command again")
-        raise RunError(
+        raise RunBusyError(
             f"run {self.run_name!r} is being executed by pid {holder.pid} on {holder.host} since "
             f"{holder.since[:19].replace('T', ' ')} UTC; wait for it to end or stop it (a holder that "
             f"died releases the run at most {self.ttl:.0f} s after its last heartbeat)"
