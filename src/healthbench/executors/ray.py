@@ -359,19 +359,12 @@ class RayExecutor:
 
     def _real(self, endpoint: Endpoint, response: str) -> CallResult | ModelError:
         """A response of a real call, counted (calls, tokens, cost) like the engine counts them."""
-        c = self.counters
-        c.calls += 1
         try:
             completion: Completion = parse_chat_response(response, endpoint.spec.model)
         except ProviderError as exc:
             return ModelError(f"{endpoint.spec.name}: {exc}")
         cost = self.prices.cost(endpoint.spec.provider, endpoint.spec.model, completion.usage)
-        c.input_tokens += completion.usage.input_tokens
-        c.output_tokens += completion.usage.output_tokens
-        if cost is None:
-            c.unpriced_calls += 1
-        else:
-            c.cost += cost
+        self.counters.count_call(completion.usage.input_tokens, completion.usage.output_tokens, cost)
         return CallResult(completion.text, completion.usage, cost, False)
 
     def _commit(self, result: CallResult | None, key: str, spec: ModelSpec, ops: list[Op]) -> None:

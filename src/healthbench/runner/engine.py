@@ -389,14 +389,7 @@ class _Call:
             raise
         cost = e.prices.cost(self.model.spec.provider, self.model.spec.model, completion.usage)
         e._answered[self.model.spec.name] = e._answered.get(self.model.spec.name, 0) + 1
-        c = e.counters
-        c.calls += 1
-        c.input_tokens += completion.usage.input_tokens
-        c.output_tokens += completion.usage.output_tokens
-        if cost is None:
-            c.unpriced_calls += 1
-        else:
-            c.cost += cost
+        e.counters.count_call(completion.usage.input_tokens, completion.usage.output_tokens, cost)
         return CallResult(completion.text, completion.usage, cost, False)
 
     async def __aexit__(self, *exc: object) -> None:

@@ -27,6 +27,16 @@ class RunCounters:
     criteria_at_start: int = 0  # criteria already done when this session started (for the ETA)
     started: float = field(default_factory=time.monotonic)
 
+    def count_call(self, input_tokens: int, output_tokens: int, cost: float | None) -> None:
+        """One model call that answered: its tokens, and its cost when the model has a price."""
+        self.calls += 1
+        self.input_tokens += input_tokens
+        self.output_tokens += output_tokens
+        if cost is None:
+            self.unpriced_calls += 1
+        else:
+            self.cost += cost
+
     @property
     def elapsed(self) -> float:
         return time.monotonic() - self.started
