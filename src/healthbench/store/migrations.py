@@ -19,6 +19,7 @@ ones), update the tables in ``db.py`` to match, and add a case to tests/test_sto
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import NamedTuple
@@ -41,8 +42,11 @@ from sqlalchemy import (
     select,
     text,
 )
+from sqlalchemy.exc import OperationalError
 
 from healthbench.errors import StoreError
+
+SQLITE_SETUP_WAIT = 30.0  # seconds a new SQLite store's setup is retried while another process holds it
 
 MIGRATIONS_TABLE = "schema_migrations"
 # any constant: the key of the PostgreSQL advisory lock that serializes migrations of one database
@@ -211,7 +215,24 @@ MIGRATIONS: tuple[Migration, ...] = (
 
 
 def migrate(engine: Engine, where: str) -> list[str]:
-    """Apply the migrations not yet recorded (``where`` names the store in errors); returns their names."""
+    """Apply the migrations not yet recorded (``where`` names the store in errors); returns their names.
+
+    On SQLite, switching a new file to WAL and taking the write lock can answer "database is locked" at
+    once, without waiting, while another process sets the same new file up: that is retried for up to
+    `SQLITE_SETUP_WAIT` seconds (the other process's migrations are then found applied)."""
+    if engine.dialect.name != "sqlite":
+        return _migrate(engine, where)
+    deadline = time.monotonic() + SQLITE_SETUP_WAIT
+    while True:
+        try:
+            return _migrate(engine, where)
+        except OperationalError as exc:
+            if "locked" not in str(exc.orig) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def _migrate(engine: Engine, where: str) -> list[str]:
     with engine.connect() as conn:
         if _pending(conn, where) == []:  # the common case: no lock taken, nothing written
             return []
