@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from healthbench.models.base import ModelSettings
+from healthbench.models.base import DEFAULT_MAX_CONNECTIONS, ModelSettings
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$"  # no slash, no "..", at most 100 characters
 JobStatusName = Literal["created", "pending", "active", "completed", "error", "cancelling", "cancelled"]
@@ -73,7 +73,9 @@ class JobCreate(BaseModel):
     judge: ModelRef | None = Field(default=None, description="eval: the judge model")
     limit: int | None = Field(default=None, ge=1, le=1_000_000)
     repeats: int = Field(default=1, ge=1, le=100)
-    concurrency: int = Field(default=64, ge=1, le=4096, description="model calls in flight for this job")
+    concurrency: int = Field(
+        default=DEFAULT_MAX_CONNECTIONS, ge=1, le=4096, description="model calls in flight for this job"
+    )
     grader_template: str | None = Field(
         default=None, max_length=200_000, description="grader prompt text with both placeholders"
     )
