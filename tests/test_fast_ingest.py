@@ -33,10 +33,10 @@ def test_both_readers_give_the_same_metrics(run_files: tuple[Path, Path]) -> Non
     file, dataset = run_files
     fast = rescore_allresults(file, options=OPTIONS, data=[dataset], with_samples=False)
     slow = rescore_allresults(file, options=OPTIONS, data=[dataset])
-    assert not fast.stored.samples and slow.stored.samples  # the two paths were taken
+    assert not fast.samples and slow.samples  # the two paths were taken
     assert fast.run_score.metrics() == slow.run_score.metrics()
     assert fast.run_score.per_sample == slow.run_score.per_sample
-    assert (fast.stored.score, fast.stored.metrics) == (slow.stored.score, slow.stored.metrics)
+    assert (fast.score, fast.metrics) == (slow.score, slow.metrics)
     assert (fast.untagged, fast.n_samples, fast.agreement) == (slow.untagged, slow.n_samples, slow.agreement)
     assert any(k.startswith("theme:") for k in fast.run_score.stats)
     untagged = rescore_allresults(file, options=OPTIONS, with_samples=False)
@@ -87,6 +87,19 @@ def test_bad_files_get_the_precise_error(run_files: tuple[Path, Path], change, m
 def test_a_rubric_that_differs_from_the_dataset_is_refused(run_files: tuple[Path, Path]) -> None:
     file, dataset = run_files
     edit(file, lambda d: d["metadata"]["example_level_metadata"][5]["rubric_items"][0].update(criterion="x"))
+    with pytest.raises(DataError, match="differs from the dataset's"):
+        rescore_allresults(file, options=OPTIONS, data=[dataset], with_samples=False)
+
+
+def test_a_criterion_moved_to_the_previous_example_is_refused(run_files: tuple[Path, Path]) -> None:
+    # the file's criteria in the same order overall, but one belongs to another conversation
+    file, dataset = run_files
+
+    def move(document: dict) -> None:
+        examples = document["metadata"]["example_level_metadata"]
+        examples[0]["rubric_items"].append(examples[1]["rubric_items"].pop(0))
+
+    edit(file, move)
     with pytest.raises(DataError, match="differs from the dataset's"):
         rescore_allresults(file, options=OPTIONS, data=[dataset], with_samples=False)
 

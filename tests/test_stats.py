@@ -26,6 +26,7 @@ from healthbench.scoring.bootstrap import (
     _multinomial,
     _plan,
     _segmented_draws,
+    _Tallied,
     _uniform_indices,
 )
 from healthbench.scoring.stats import (
@@ -268,6 +269,28 @@ def test_binary_samples_are_exact() -> None:
     assert sums.shape == (150_000, 3) and np.array_equal(sums[:, 1], sums[:, 2])
     assert_exact(sums[:, 0] / len(BINARY), as_fractions(BINARY))
     assert_exact(sums[:, 1] / len(other), as_fractions(other))
+
+
+def test_tallied_samples_are_exact() -> None:
+    # samples on the same rows with different values, drawn by one tally per resample; more
+    # resamples than one pass holds, and a sample with two keys (identical values)
+    other = [0.0, 1.0, 0.25, 0.25, 1.5, -0.25]
+    samples = [_Counted.of((0,), np.array(SMALL)), _Counted.of((1, 2), np.array(other))]
+    sampler = _Tallied.of(samples, [np.array(SMALL), np.array(other)])
+    sums = sampler.sums(150_000, rng(9), Scratch())
+    assert sampler.keys == (0, 1, 2) and sums.shape == (150_000, 3) and np.array_equal(sums[:, 1], sums[:, 2])
+    assert_exact(np.clip(sums[:, 0] / len(SMALL), 0, 1), as_fractions(SMALL))
+    assert_exact(np.clip(sums[:, 1] / len(other), 0, 1), as_fractions(other))
+
+
+def test_many_runs_of_the_same_conversations_are_tallied_together() -> None:
+    # one key on the same 500 rows in 12 runs (different values): one tally instead of 12 gathers
+    generator = np.random.default_rng(2)
+    rows = np.arange(500)
+    columns = [Column(rows, np.round(generator.uniform(0, 1, 500), 3)) for _ in range(12)]
+    plan = _plan(columns, 500)
+    assert [type(s) for s in plan] == [_Tallied] and sorted(plan[0].keys) == list(range(12))
+    assert not any(isinstance(s, _Tallied) for s in _plan(columns[:1], 500))  # alone: gathered
 
 
 def frame_columns() -> list[Column]:

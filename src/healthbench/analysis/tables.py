@@ -152,12 +152,14 @@ def score_tables(
     confidence: float = 0.95,
     workers: int = 1,
 ) -> ScoreTables:
-    """The theme and axis tables of every run (module doc); each run's bootstrap uses ``seed``."""
+    """The theme and axis tables of every run (module doc). The runs are bootstrapped together, in
+    one call with ``seed``: keys on the same conversations share draws (every key's resamples stay
+    exact; a run's CIs depend on the seed and on the runs analysed with it)."""
     options = BootstrapOptions(n_resamples, seed, confidence, workers)
+    every = _runs_stats([metrics.table for metrics in runs], options)
     themes: list[tuple[str, str, str, KeyStats]] = []
     axes: list[tuple[str, str, str, KeyStats]] = []
-    for metrics in runs:
-        stats = _run_stats(metrics.table, options)
+    for metrics, stats in zip(runs, every, strict=True):
         model, run_id = metrics.run.model, metrics.run.run_id
         for prefix, rows in ((THEME_PREFIX, themes), (AXIS_PREFIX, axes)):
             if OVERALL in stats:
@@ -167,15 +169,22 @@ def score_tables(
     return ScoreTables(_stats_frame(themes, "theme"), _stats_frame(axes, "axis"))
 
 
-def _run_stats(table: MetricTable, options: BootstrapOptions) -> dict[str, KeyStats]:
-    columns: dict[str, Column] = {
-        key: column
+def _runs_stats(tables: Sequence[MetricTable], options: BootstrapOptions) -> list[dict[str, KeyStats]]:
+    """Each run's overall, theme and axis `KeyStats`, bootstrapped in one call (rows: each run's
+    graded conversations)."""
+    columns: dict[tuple[int, str], Column] = {
+        (run, key): column
+        for run, table in enumerate(tables)
+        if OVERALL in table.columns
         for key, column in table.columns.items()
         if key == OVERALL or key.startswith(THEME_PREFIX) or key.startswith(AXIS_PREFIX)
     }
-    if OVERALL not in columns:
-        return {}
-    return aggregate_columns(columns, int(columns[OVERALL].values.size), options=options)
+    n_rows = max((c.values.size for (_, key), c in columns.items() if key == OVERALL), default=0)
+    stats = aggregate_columns(columns, n_rows, options=options)
+    out: list[dict[str, KeyStats]] = [{} for _ in tables]
+    for (run, key), key_stats in stats.items():
+        out[run][key] = key_stats
+    return out
 
 
 def _stats_frame(rows: list[tuple[str, str, str, KeyStats]], name: str) -> pl.DataFrame:

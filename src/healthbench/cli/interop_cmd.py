@@ -10,10 +10,10 @@ import typer
 from healthbench.cli.app import app, console, handles_errors, say
 from healthbench.cli.options import LengthCenter, LengthPenalty, length_adjustment
 from healthbench.cli.summary_view import render_summary
+from healthbench.defaults import DEFAULT_RESAMPLES, DEFAULT_SEED
 from healthbench.errors import ConfigError
 from healthbench.results.rescore import rescore_allresults
 from healthbench.scoring.run_score import ScoringOptions
-from healthbench.scoring.stats import DEFAULT_RESAMPLES, DEFAULT_SEED
 
 
 @app.command("import")
@@ -103,7 +103,7 @@ def import_allresults(
     if export is not None:
         from healthbench.results.simple_evals import write_allresults
 
-        say(f"export: {write_allresults(export, rescored.stored.samples, run_score, html=html)}")
+        say(f"export: {write_allresults(export, rescored.samples, run_score, html=html)}")
     if store is not None:
         # Imported here: the store (SQLAlchemy) and the runner are not needed to re-score a file.
         from healthbench.data.sources import sha256_of
@@ -113,5 +113,5 @@ def import_allresults(
 
         source = {"source": "local", "path": str(file), "sha256": sha256_of(file)}
         target = Store(store)
-        run = store_imported(target, name or new_run_name("import"), rescored.stored.samples, source=source)
+        run = store_imported(target, name or new_run_name("import"), rescored.samples, source=source)
         say(f"stored as run {run.name} in {target.url}")

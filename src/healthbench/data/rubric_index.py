@@ -9,6 +9,7 @@ line and the field.
 
 from __future__ import annotations
 
+import operator
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -51,7 +52,8 @@ class _Line(msgspec.Struct, gc=False):
     canary: str | None = None
 
 
-_DECODER = msgspec.json.Decoder(list[_Line])
+_DECODER = msgspec.json.Decoder(_Line)
+RUBRIC_FIELDS = operator.attrgetter("criterion", "points", "tags")  # a rubric item as a `Criterion`
 
 
 @dataclass(frozen=True)
@@ -77,10 +79,7 @@ def read_rubric_index(paths: Sequence[str | os.PathLike[str]]) -> dict[str, Inde
             if line.prompt_id in seen:
                 return None
             seen.add(line.prompt_id)
-            entry = IndexedConversation(
-                tuple(line.example_tags),
-                [(item.criterion, item.points, item.tags) for item in line.rubrics],
-            )
+            entry = IndexedConversation(tuple(line.example_tags), list(map(RUBRIC_FIELDS, line.rubrics)))
             known = index.setdefault(line.prompt_id, entry)
             if known.rubric != entry.rubric:
                 return None
@@ -97,11 +96,9 @@ def _read_lines(path: Path) -> list[_Line] | None:
         data = path.read_bytes()
     except OSError:
         return None
-    lines = [line for line in data.split(b"\n") if line.strip()]
-    if not lines:
-        return None
     try:
-        decoded = _DECODER.decode(b"[" + b",".join(lines) + b"]")
+        decoded = _DECODER.decode_lines(data)
     except (msgspec.DecodeError, msgspec.ValidationError):
         return None
-    return decoded if len(decoded) == len(lines) else None  # (two objects on one line)
+    lines = sum(1 for line in data.split(b"\n") if line.strip())
+    return decoded if decoded and len(decoded) == lines else None  # (two objects on one line)

@@ -8,9 +8,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from healthbench.defaults import DEFAULT_MAX_CONNECTIONS
 from healthbench.errors import ConfigError
 from healthbench.models.base import (
-    DEFAULT_MAX_CONNECTIONS,
     Completion,
     Messages,
     ModelSettings,

@@ -9,8 +9,8 @@ import json
 from typing import Any
 from urllib.parse import urlsplit
 
+from healthbench.defaults import DEFAULT_MAX_CONNECTIONS
 from healthbench.models.base import (
-    DEFAULT_MAX_CONNECTIONS,
     Completion,
     Messages,
     ModelSettings,

@@ -11,15 +11,17 @@ field. Both readers give the same numbers (a test checks it).
 
 from __future__ import annotations
 
+import operator
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
-from healthbench.data.rubric_index import IndexedConversation, Message, Points, is_text
+from healthbench.data.rubric_index import RUBRIC_FIELDS, IndexedConversation, Message, Points, is_text
 from healthbench.scoring.rubric import MetricTable, Verdict, columns_metrics
 
 
@@ -50,6 +52,8 @@ class _File(msgspec.Struct, gc=False):
 
 _DECODER = msgspec.json.Decoder(_File)
 _VERDICTS = {True: Verdict.MET, False: Verdict.NOT_MET, None: Verdict.UNGRADED}
+_CONTENT, _ITEMS = operator.attrgetter("content"), operator.attrgetter("rubric_items")
+_POINTS, _TAGS, _MET = (operator.attrgetter(name) for name in ("points", "tags", "criteria_met"))
 
 
 @dataclass(frozen=True)
@@ -80,36 +84,27 @@ def read_columns(
         document = _DECODER.decode(Path(path).read_bytes())
     except (OSError, msgspec.DecodeError, msgspec.ValidationError):
         return None
-    n_items: list[int] = []
-    points: list[float] = []
-    verdicts: list[Verdict] = []
-    criterion_tags: list[list[str]] = []
-    example_tags: list[tuple[str, ...]] = []
-    for example in document.metadata.example_level_metadata:
-        items = example.rubric_items
-        if not example.prompt or len(example.completion) != 1 or not items:
+    examples = document.metadata.example_level_metadata
+    for example in examples:
+        if not example.prompt or len(example.completion) != 1 or not example.rubric_items:
             return None
-        if not is_text(example.completion[0].content) or not all(
-            [is_text(m.content) for m in example.prompt]
-        ):
+        if not is_text(example.completion[0].content) or not all(map(is_text, map(_CONTENT, example.prompt))):
             return None
-        known = dataset.get(example.prompt_id) if dataset is not None else None
-        if known is None:
-            if (dataset is not None and not allow_missing) or not any(i.points > 0 for i in items):
-                return None
-            example_tags.append(())
-        else:
-            if known.rubric != [(i.criterion, i.points, i.tags) for i in items]:
-                return None
-            example_tags.append(known.example_tags)
-        n_items.append(len(items))
-        points.extend([i.points for i in items])
-        verdicts.extend([_VERDICTS[i.criteria_met] for i in items])
-        criterion_tags.extend([i.tags for i in items])
-    table = columns_metrics(n_items, points, verdicts, criterion_tags, example_tags)
+    known: list[IndexedConversation | None] = (
+        [dataset.get(e.prompt_id) for e in examples] if dataset is not None else [None] * len(examples)
+    )
+    if not _rubrics_match(examples, known, missing_allowed=dataset is None or allow_missing):
+        return None
+    items = list(chain.from_iterable(map(_ITEMS, examples)))
+    table = columns_metrics(
+        [len(e.rubric_items) for e in examples],
+        list(map(_POINTS, items)),
+        list(map(_VERDICTS.__getitem__, map(_MET, items))),
+        list(map(_TAGS, items)),
+        [() if k is None else k.example_tags for k in known],
+    )
     if table is None:
         return None
-    examples = document.metadata.example_level_metadata
     return ColumnarResults(
         table=table,
         score=document.score,
@@ -117,3 +112,21 @@ def read_columns(
         prompt_ids=[e.prompt_id for e in examples],
         completions=[e.completion[0].content for e in examples],
     )
+
+
+def _rubrics_match(
+    examples: list[_Example], known: list[IndexedConversation | None], *, missing_allowed: bool
+) -> bool:
+    """Whether every example's rubric is its dataset entry's (compared as one list of criteria), and
+    an example without an entry (when allowed) has positive points."""
+    missing = [e for e, k in zip(examples, known, strict=True) if k is None]
+    if missing and (
+        not missing_allowed or not all(any(i.points > 0 for i in e.rubric_items) for e in missing)
+    ):
+        return False
+    joined = [e for e, k in zip(examples, known, strict=True) if k is not None]
+    entries = [k for k in known if k is not None]
+    if [len(e.rubric_items) for e in joined] != [len(k.rubric) for k in entries]:
+        return False
+    expected = list(chain.from_iterable(k.rubric for k in entries))
+    return list(map(RUBRIC_FIELDS, chain.from_iterable(map(_ITEMS, joined)))) == expected

@@ -18,12 +18,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
 from itertools import chain, count, repeat
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
-from healthbench.data.schema import Conversation, RubricItem
 from healthbench.scoring.stats import Column, columns_of
+
+if TYPE_CHECKING:  # only read by attribute: scoring never loads the pydantic models
+    from healthbench.data.schema import Conversation, RubricItem
 
 OVERALL = "overall_score"
 
@@ -137,23 +140,24 @@ class RubricLayout:
     once and reused for every run of the same conversations: only the verdicts change."""
 
     criteria: _Criteria
+    structure: _Structure | None  # None: unusual (see `batch_metrics`)
 
     @classmethod
     def of(cls, conversations: Sequence[Conversation]) -> RubricLayout | None:
         """None when a batch is unusual (see `batch_metrics`)."""
         placeholder = [(Verdict.NOT_MET,) * len(c.rubrics) for c in conversations]
         criteria = _Criteria.of(conversations, placeholder)
-        return cls(criteria) if criteria is not None else None
+        return cls(criteria, _Structure.of(criteria)) if criteria is not None else None
 
     def metrics(self, verdicts: Sequence[Sequence[Verdict]], *, dicts: bool = True) -> MetricTable | None:
         """`batch_metrics` of these conversations graded by ``verdicts`` (None: use `batch_metrics`);
         without the per-conversation ``dicts`` (the slowest part) unless asked."""
         n_items = np.fromiter(map(len, verdicts), np.intp, len(verdicts))
-        if not np.array_equal(n_items, self.criteria.n_items):
+        if self.structure is None or not np.array_equal(n_items, self.criteria.n_items):
             return None
         code = np.fromiter(map(id, chain.from_iterable(verdicts)), np.intp, self.criteria.points.size)
         criteria = replace(self.criteria, met=code == id(Verdict.MET), ungraded=code == id(Verdict.UNGRADED))
-        return criteria.table(dicts)
+        return self.structure.table(criteria, dicts)
 
 
 def columns_metrics(
@@ -241,46 +245,88 @@ class _Criteria:
 
     def table(self, dicts: bool = True) -> MetricTable | None:
         """The metrics, or None when the batch needs `conversation_metrics` one by one."""
-        n_conv, n_names = len(self.n_items), len(self.names)
-        conv_of_item = np.repeat(np.arange(n_conv), self.n_items)
-        graded = np.bincount(conv_of_item, self.ungraded, n_conv) == 0
-        positive = np.where(self.points > 0, self.points, 0.0)
-        earned = np.where(self.met, self.points, 0.0)
-        possible = np.bincount(conv_of_item, positive, n_conv)
-        if np.any(graded & (possible == 0)) or n_conv * n_names > _MAX_CELLS:
+        structure = _Structure.of(self)
+        return structure.table(self, dicts) if structure is not None else None
+
+
+@dataclass(frozen=True)
+class _Structure:
+    """What the metrics of a batch need that does not depend on its verdicts: each criterion's
+    conversation, each (conversation, rubric tag) cell's criteria and positive points, and the
+    example tags (computed once for every run of the same conversations)."""
+
+    conv_of_item: npt.NDArray[np.intp]
+    possible: npt.NDArray[np.float64]  # per conversation: its positive points
+    tag_items: npt.NDArray[np.intp]  # per counted tag occurrence: its criterion
+    cell: npt.NDArray[np.intp]  # per counted tag occurrence: its (conversation, tag) cell
+    tag_possible: npt.NDArray[np.float64]  # per cell: its positive points
+    first_in_cell: npt.NDArray[np.bool_]  # per counted tag occurrence: the first of its cell
+    carried: npt.NDArray[np.int64]  # (conversations, example tag names): 1 where carried
+    example_names: list[str]
+
+    @classmethod
+    def of(cls, criteria: _Criteria) -> _Structure | None:
+        """None when the batch needs `conversation_metrics` one by one (see `batch_metrics`)."""
+        n_conv, n_names = len(criteria.n_items), len(criteria.names)
+        if n_conv * n_names > _MAX_CELLS:
             return None
-        overall = np.divide(
-            np.bincount(conv_of_item, earned, n_conv), possible, where=graded, out=np.zeros(n_conv)
-        )
-        examples = _ExampleTags.of(self.example_tags, graded, set(self.names))
-        if examples is None:
+        carried = _ExampleTags.carried(criteria.example_tags, set(criteria.names))
+        if carried is None:
             return None
-        item_of_tag = np.repeat(np.arange(len(self.points)), self.n_tags)
-        kept = _first_in_criterion(self.tag, item_of_tag)
+        conv_of_item = np.repeat(np.arange(n_conv), criteria.n_items)
+        positive = np.where(criteria.points > 0, criteria.points, 0.0)
+        item_of_tag = np.repeat(np.arange(len(criteria.points)), criteria.n_tags)
+        kept = _first_in_criterion(criteria.tag, item_of_tag)
         tag_items = item_of_tag[kept]
-        cell = conv_of_item[tag_items] * n_names + self.tag[kept]  # (conversation, tag) cell
-        tag_possible = np.bincount(cell, positive[tag_items], n_conv * n_names)
-        scored = ((tag_possible.reshape(n_conv, n_names) > 0) & graded[:, None]).ravel()
-        ratio = np.bincount(cell, earned[tag_items], n_conv * n_names).astype(np.float64, copy=False)
-        np.divide(ratio, tag_possible, where=scored, out=ratio)  # (only scored cells are read)
+        cell = conv_of_item[tag_items] * n_names + criteria.tag[kept]
         position = np.arange(cell.size, dtype=np.int32)
         first = np.full(n_conv * n_names, cell.size, dtype=np.int32)
         np.minimum.at(first, cell, position)
-        entry = cell[(first[cell] == position) & scored[cell]]  # per conversation, in order
+        return cls(
+            conv_of_item,
+            np.bincount(conv_of_item, positive, n_conv).astype(np.float64, copy=False),
+            tag_items,
+            cell,
+            np.bincount(cell, positive[tag_items], n_conv * n_names).astype(np.float64, copy=False),
+            first[cell] == position,
+            carried[0],
+            carried[1],
+        )
+
+    def table(self, criteria: _Criteria, dicts: bool = True) -> MetricTable | None:
+        """The metrics of ``criteria`` (these conversations graded), or None (see `of`)."""
+        n_conv, n_names = len(criteria.n_items), len(criteria.names)
+        graded = np.bincount(self.conv_of_item, criteria.ungraded, n_conv) == 0
+        if np.any(graded & (self.possible == 0)):
+            return None
+        earned = np.where(criteria.met, criteria.points, 0.0)
+        overall = np.divide(
+            np.bincount(self.conv_of_item, earned, n_conv), self.possible, where=graded, out=np.zeros(n_conv)
+        )
+        examples = _ExampleTags(
+            self.example_names,
+            [np.flatnonzero(self.carried[:, e] & graded) for e in range(len(self.example_names))],
+        )
+        scored = ((self.tag_possible.reshape(n_conv, n_names) > 0) & graded[:, None]).ravel()
+        ratio = np.bincount(self.cell, earned[self.tag_items], n_conv * n_names).astype(
+            np.float64, copy=False
+        )
+        np.divide(ratio, self.tag_possible, where=scored, out=ratio)  # (only scored cells are read)
+        entry = self.cell[self.first_in_cell & scored[self.cell]]  # per conversation, in order
         per_conversation = (
-            _dicts(overall, graded, self.example_tags, self.names, entry, ratio) if dicts else []
+            _dicts(overall, graded, criteria.example_tags, criteria.names, entry, ratio) if dicts else []
         )
         columns = _columns(
             overall,
             graded,
-            self.example_tags,
+            criteria.example_tags,
             examples,
-            self.names,
+            criteria.names,
             scored.reshape(n_conv, n_names),
             ratio.reshape(n_conv, n_names),
             entry,
         )
-        return MetricTable(per_conversation, columns, int(self.ungraded.sum()), graded)
+        return MetricTable(per_conversation, columns, int(criteria.ungraded.sum()), graded)
 
 
 def _first_in_criterion(
@@ -302,11 +348,13 @@ class _ExampleTags:
     names: list[str]
     carriers: list[npt.NDArray[np.intp]]
 
-    @classmethod
-    def of(
-        cls, example_tags: list[list[str]], graded: npt.NDArray[np.bool_], rubric_names: set[str]
-    ) -> _ExampleTags | None:
-        """None when a tag repeats within a conversation or is also a rubric tag (or overall's name)."""
+    @staticmethod
+    def carried(
+        example_tags: list[list[str]], rubric_names: set[str]
+    ) -> tuple[npt.NDArray[np.int64], list[str]] | None:
+        """(conversations, names): 1 where a conversation carries an example tag, and the names (by
+        first appearance); None when a tag repeats within a conversation or is also a rubric tag (or
+        overall's name)."""
         index: defaultdict[str, int] = defaultdict(count().__next__)
         tag = np.fromiter(map(index.__getitem__, chain.from_iterable(example_tags)), np.intp)
         names = list(index)
@@ -321,8 +369,7 @@ class _ExampleTags:
         )
         if carried.size and carried.max() > 1:
             return None
-        carried &= graded[:, None]
-        return cls(names, [np.flatnonzero(carried[:, e]) for e in range(len(names))])
+        return carried, names
 
 
 def _dicts(

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from healthbench.data.schema import Conversation
 from healthbench.scoring.rubric import (
     OVERALL,
     MetricTable,
@@ -30,6 +29,9 @@ from healthbench.scoring.stats import (
     columns_of,
     flatten,
 )
+
+if TYPE_CHECKING:  # only read by attribute: scoring never loads the pydantic models
+    from healthbench.data.schema import Conversation
 
 LENGTH_ADJUSTED = "overall_score_length_adjusted"  # simple-evals' key
 ERROR_RATE = "error_rate"

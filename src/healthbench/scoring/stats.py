@@ -10,13 +10,17 @@ and why sharing draws between keys changes no key's numbers).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
+from healthbench.defaults import DEFAULT_RESAMPLES, DEFAULT_SEED
 from healthbench.scoring.bootstrap import Floats, Workspace, resample_sums
+
+Key = TypeVar("Key", bound=Hashable)
 
 __all__ = [
     "DEFAULT_RESAMPLES",
@@ -36,9 +40,6 @@ __all__ = [
     "columns_of",
     "flatten",
 ]
-
-DEFAULT_RESAMPLES = 1000
-DEFAULT_SEED = 0  # bootstrap seed: the same seed gives the same stds and CIs
 
 
 @dataclass(frozen=True)
@@ -135,13 +136,14 @@ def aggregate_groups(
 
 
 def aggregate_columns(
-    columns: Mapping[str, Column],
+    columns: Mapping[Key, Column],
     n_rows: int,
     *,
     options: BootstrapOptions | None = None,
     workspace: Workspace | None = None,
-) -> dict[str, KeyStats]:
-    """`KeyStats` per non-empty key (in the mapping's order) of samples laid out as `Column`s.
+) -> dict[Key, KeyStats]:
+    """`KeyStats` per non-empty key (in the mapping's order) of samples laid out as `Column`s (keys
+    are metric names, or any hashable: (run, name) for a batch of runs drawn in one call).
 
     ``options`` (default `BootstrapOptions()`) sets the bootstrap. ``workspace`` holds its scratch
     buffers: a new one per call by default; a long-lived caller may pass the same one to every call
