@@ -11,6 +11,7 @@ from healthbench.analysis.inputs import LoadedRun
 from healthbench.data.schema import Conversation, Message, RubricItem
 from healthbench.scoring.rubric import Verdict
 from healthbench.scoring.run_score import GradedSample
+from healthbench.scoring.stats import BootstrapOptions
 
 THEMES = ("emergency_referrals", "hedging", "global_health")
 AXES = ("accuracy", "completeness", "communication_quality")
@@ -84,4 +85,4 @@ def loaded(run: Run) -> LoadedRun:
 
 
 def comparison_of(runs: list[Run], seed: int = 5) -> Comparison:
-    return compare_runs(loaded(runs[0]), loaded(runs[1]), seed=seed, n_resamples=200)
+    return compare_runs(loaded(runs[0]), loaded(runs[1]), BootstrapOptions(seed=seed, n_resamples=200))

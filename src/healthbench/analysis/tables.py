@@ -27,7 +27,7 @@ import polars as pl
 from healthbench.analysis.inputs import LoadedRun
 from healthbench.analysis.scores import AXIS_PREFIX, THEME_PREFIX
 from healthbench.scoring.rubric import OVERALL, MetricTable, RubricLayout, Verdict, batch_metrics
-from healthbench.scoring.stats import DEFAULT_RESAMPLES, BootstrapOptions, Column, KeyStats, aggregate_columns
+from healthbench.scoring.stats import BootstrapOptions, Column, KeyStats, aggregate_columns
 
 ALL = "all"
 GRANULAR_COLUMNS = (
@@ -144,18 +144,12 @@ class ScoreTables:
         return pl.concat(parts)
 
 
-def score_tables(
-    runs: Sequence[RunMetrics],
-    *,
-    n_resamples: int = DEFAULT_RESAMPLES,
-    seed: int = 0,
-    confidence: float = 0.95,
-    workers: int = 1,
-) -> ScoreTables:
-    """The theme and axis tables of every run (module doc). The runs are bootstrapped together, in
-    one call with ``seed``: keys on the same conversations share draws (every key's resamples stay
-    exact; a run's CIs depend on the seed and on the runs analysed with it)."""
-    options = BootstrapOptions(n_resamples, seed, confidence, workers)
+def score_tables(runs: Sequence[RunMetrics], options: BootstrapOptions | None = None) -> ScoreTables:
+    """The theme and axis tables of every run (module doc), CIs as ``options`` says (default
+    `BootstrapOptions()`). The runs are bootstrapped together, in one call: keys on the same
+    conversations share draws (every key's resamples stay exact; a run's CIs depend on the seed and
+    on the runs analysed with it)."""
+    options = options or BootstrapOptions()
     every = _runs_stats([metrics.table for metrics in runs], options)
     themes: list[tuple[str, str, str, KeyStats]] = []
     axes: list[tuple[str, str, str, KeyStats]] = []

@@ -34,7 +34,7 @@ import numpy.typing as npt
 
 from healthbench.data.schema import Conversation
 from healthbench.scoring.rubric import OVERALL, Verdict, possible_points
-from healthbench.scoring.stats import clip_unit
+from healthbench.scoring.stats import BootstrapOptions, clip_unit
 
 DEFAULT_MIN_ROWS = 30  # meta-eval rows per truth value (met / not met) for a category's own estimate
 DEFAULT_EPSILON = 0.05  # Se + Sp must exceed 1 + epsilon (else the judge is too close to chance)
@@ -245,14 +245,15 @@ def correct(
     cells: JudgeCells,
     model: ErrorModel,
     *,
-    n_resamples: int = 1000,
-    seed: int = 0,
-    confidence: float = 0.95,
+    options: BootstrapOptions | None = None,
     epsilon: float = DEFAULT_EPSILON,
 ) -> CorrectionResult:
-    """Raw and corrected figures for every key, with the joint bootstrap CI (see the module doc)."""
+    """Raw and corrected figures for every key, with the joint bootstrap CI (see the module doc) of
+    ``options`` (resamples, seed, CI level; default `BootstrapOptions()`)."""
+    options = options or BootstrapOptions()
+    n_resamples, confidence = options.n_resamples, options.confidence
     se_point, sp_point = _parameters(model)
-    rng = np.random.default_rng(np.random.SeedSequence(seed))
+    rng = np.random.default_rng(np.random.SeedSequence(options.seed))
     unstable = 0
     draws: FloatArray | None = None
     if n_resamples > 0:

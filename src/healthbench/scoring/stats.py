@@ -155,14 +155,7 @@ def aggregate_columns(
         return {}
     samples = [columns[key] for key in keys]
     n_resamples = options.n_resamples
-    boot = bootstrap_columns(
-        samples,
-        n_rows,
-        n_resamples=n_resamples,
-        seed=options.seed,
-        workers=options.workers,
-        workspace=workspace,
-    )
+    boot = bootstrap_columns(samples, n_rows, options, workspace=workspace)
     alpha = (1.0 - options.confidence) / 2.0
     if n_resamples > 0:
         stds = boot.std(axis=0)
@@ -182,14 +175,9 @@ def aggregate_columns(
 
 
 def bootstrap_means(
-    samples: Sequence[npt.ArrayLike],
-    *,
-    n_resamples: int,
-    seed: int,
-    workers: int = 1,
-    workspace: Workspace | None = None,
+    samples: Sequence[npt.ArrayLike], options: BootstrapOptions, *, workspace: Workspace | None = None
 ) -> Floats:
-    """Clipped means of ``n_resamples`` resamples (with replacement) of every sample: shape
+    """Clipped means of ``options.n_resamples`` resamples (with replacement) of every sample: shape
     (n_resamples, len(samples)). Samples share no rows; identical samples share their draws."""
     arrays = [np.asarray(s, dtype=np.float64) for s in samples]
     bounds = np.cumsum([0] + [a.size for a in arrays])
@@ -197,31 +185,26 @@ def bootstrap_means(
         Column(np.arange(lo, hi, dtype=np.intp), a)
         for lo, hi, a in zip(bounds[:-1], bounds[1:], arrays, strict=True)
     ]
-    return bootstrap_columns(
-        columns, int(bounds[-1]), n_resamples=n_resamples, seed=seed, workers=workers, workspace=workspace
-    )
+    return bootstrap_columns(columns, int(bounds[-1]), options, workspace=workspace)
 
 
 def bootstrap_columns(
-    columns: Sequence[Column],
-    n_rows: int,
-    *,
-    n_resamples: int,
-    seed: int,
-    workers: int = 1,
-    workspace: Workspace | None = None,
+    columns: Sequence[Column], n_rows: int, options: BootstrapOptions, *, workspace: Workspace | None = None
 ) -> Floats:
-    """Clipped resample means, shape (n_resamples, len(columns)), each column resampled exactly.
-
-    ``workers`` threads run the plan's independent samplers; each owns a child of
-    ``SeedSequence(seed)``, so the result does not depend on ``workers`` (nor on ``workspace``).
-    """
+    """Clipped resample means, shape (options.n_resamples, len(columns)), each column resampled
+    exactly (`resample_sums`: ``options.workers`` threads; neither they nor ``workspace`` change a
+    bit). The CI level is not used here."""
     if any(c.values.size == 0 for c in columns):
         raise ValueError("cannot bootstrap an empty sample")
-    if workers < 1:
-        raise ValueError(f"workers must be at least 1, got {workers}")
+    if options.workers < 1:
+        raise ValueError(f"workers must be at least 1, got {options.workers}")
     out = resample_sums(
-        columns, n_rows, n_resamples=n_resamples, seed=seed, workers=workers, workspace=workspace
+        columns,
+        n_rows,
+        n_resamples=options.n_resamples,
+        seed=options.seed,
+        workers=options.workers,
+        workspace=workspace,
     )
     np.divide(out, [c.values.size for c in columns], out=out)
     clip_unit(out, out=out)
