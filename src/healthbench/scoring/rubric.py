@@ -55,47 +55,11 @@ def possible_points(items: Iterable[RubricItem]) -> float:
 
 
 def conversation_metrics(conversation: Conversation, verdicts: Sequence[Verdict]) -> dict[str, float] | None:
-    """All per-conversation metric values, or None when any criterion is ungraded.
-
-    Each value is met points (negatives included) / `possible_points` of the criteria carrying the
-    key (keys: overall, then example tags, then rubric tags in order of first appearance), summed in
-    criterion order in a single pass over the rubric because this runs once per conversation of
-    every run.
-    """
-    if len(conversation.rubrics) != len(verdicts):
-        raise ValueError(f"{len(conversation.rubrics)} rubric items but {len(verdicts)} verdicts")
-    if Verdict.UNGRADED in verdicts:
-        return None
-    possible: float = 0
-    achieved: float = 0
-    tag_possible: dict[str, float] = {}  # insertion order = first appearance of the tag
-    tag_achieved: dict[str, float] = {}
-    for item, verdict in zip(conversation.rubrics, verdicts, strict=True):
-        points = item.points
-        tags: Sequence[str] = item.tags
-        if len(tags) > 1 and len(set(tags)) != len(tags):
-            tags = list(dict.fromkeys(tags))  # a tag counts once per criterion
-        if points > 0:
-            possible += points
-            for tag in tags:
-                tag_possible[tag] = tag_possible.get(tag, 0) + points
-        else:
-            for tag in tags:
-                tag_possible.setdefault(tag, 0)
-        if verdict is Verdict.MET:
-            achieved += points
-            for tag in tags:
-                tag_achieved[tag] = tag_achieved.get(tag, 0) + points
-    if possible == 0:  # the schema rejects such rubrics; kept for records built by hand
-        raise ValueError(f"conversation {conversation.prompt_id} has no positive points")
-    overall = achieved / possible
-    metrics: dict[str, float] = {OVERALL: overall}
-    for tag in conversation.example_tags:
-        metrics[tag] = overall
-    for tag, tag_total in tag_possible.items():
-        if tag_total > 0:  # only tags with at least one positive-point criterion get a score
-            metrics[tag] = tag_achieved.get(tag, 0) / tag_total
-    return metrics
+    """All per-conversation metric values, or None when any criterion is ungraded: `batch_metrics` of
+    this one conversation (the definitions: module doc). Keys: overall, then the example tags, then
+    the rubric tags in order of first appearance; a later key of the same name overwrites an earlier
+    one's value in its place, as simple-evals' dict updates do."""
+    return batch_metrics([conversation], [verdicts]).per_conversation[0]
 
 
 @dataclass(frozen=True)
@@ -113,25 +77,51 @@ class MetricTable:
 def batch_metrics(
     conversations: Sequence[Conversation], verdicts: Sequence[Sequence[Verdict]]
 ) -> MetricTable:
-    """`conversation_metrics` of every conversation, computed over all criteria at once.
+    """The per-conversation metrics of every conversation (module doc), computed over all criteria
+    at once: the one implementation of the rubric score.
 
-    Sums are `np.bincount` accumulations, which add the same points in the same (criterion) order as
-    `conversation_metrics`, so every value is bit-identical; the keys and their order are the same.
-    Anything unusual (a length mismatch, a conversation without positive points, an example tag
-    repeated or also used as a rubric tag, very many distinct tags) goes through
-    `conversation_metrics` one conversation at a time, which also raises its errors.
+    Sums are `np.bincount` accumulations, which add the points in criterion order, as simple-evals'
+    loop does. A `ValueError` for a conversation with more or fewer verdicts than criteria, or a
+    graded one without positive points. A batch with very many distinct tags is scored in parts.
     """
     if len(conversations) != len(verdicts):
         raise ValueError(f"{len(conversations)} conversations but {len(verdicts)} verdict lists")
     if not conversations:
         return MetricTable([], {}, 0)
     criteria = _Criteria.of(conversations, verdicts)
-    table = criteria.table() if criteria is not None else None
-    if table is not None:
-        return table
-    per_conversation = [conversation_metrics(c, v) for c, v in zip(conversations, verdicts, strict=True)]
-    ungraded = sum(v is Verdict.UNGRADED for v in chain.from_iterable(verdicts))
-    return MetricTable(per_conversation, columns_of([m for m in per_conversation if m is not None]), ungraded)
+    if criteria is None:
+        c, v = next((c, v) for c, v in zip(conversations, verdicts, strict=True) if len(c.rubrics) != len(v))
+        raise ValueError(f"{len(c.rubrics)} rubric items but {len(v)} verdicts")
+    structure = _Structure.of(criteria)
+    if structure is None:  # too many (conversation, tag) cells at once: score the halves
+        if len(conversations) == 1:
+            raise ValueError(f"conversation {conversations[0].prompt_id} has too many distinct tags")
+        half = len(conversations) // 2
+        return _joined(
+            batch_metrics(conversations[:half], verdicts[:half]),
+            batch_metrics(conversations[half:], verdicts[half:]),
+        )
+    table = structure.table(criteria)
+    if table is None:
+        bad = next(
+            c
+            for c, v in zip(conversations, verdicts, strict=True)
+            if Verdict.UNGRADED not in v and not any(item.points > 0 for item in c.rubrics)
+        )
+        raise ValueError(f"conversation {bad.prompt_id} has no positive points")
+    return table
+
+
+def _joined(first: MetricTable, second: MetricTable) -> MetricTable:
+    """The table of two consecutive parts of a batch."""
+    per_conversation = first.per_conversation + second.per_conversation
+    graded = [m is not None for m in per_conversation]
+    return MetricTable(
+        per_conversation,
+        columns_of([m for m in per_conversation if m is not None]),
+        first.ungraded_criteria + second.ungraded_criteria,
+        np.array(graded, dtype=bool),
+    )
 
 
 @dataclass(frozen=True)
@@ -183,12 +173,12 @@ def columns_metrics(
         np.fromiter(map(len, criterion_tags), np.intp, len(criterion_tags)),
         tags,
         list(names),
-        [list(t) for t in example_tags],
+        [_distinct(t) for t in example_tags],
     )
     return criteria.table()
 
 
-_MAX_CELLS = 1 << 24  # conversations x distinct tags for the dense per-tag sums; beyond, one by one
+_MAX_CELLS = 1 << 24  # conversations x distinct tags for the dense per-tag sums; beyond, in parts
 _POINTS, _TAGS = operator.attrgetter("points"), operator.attrgetter("tags")
 
 
@@ -230,7 +220,7 @@ class _Criteria:
             points.extend(map(_POINTS, rubric))
             n_tags.extend(map(len, tag_lists))
             tags.extend(map(lookup, chain.from_iterable(tag_lists)))
-            example_tags.append(conversation.example_tags)
+            example_tags.append(_distinct(conversation.example_tags))
         verdict = np.fromiter(map(id, chain.from_iterable(verdicts)), np.intp, len(points))
         return cls(
             n_items,
@@ -263,16 +253,21 @@ class _Structure:
     first_in_cell: npt.NDArray[np.bool_]  # per counted tag occurrence: the first of its cell
     carried: npt.NDArray[np.int64]  # (conversations, example tag names): 1 where carried
     example_names: list[str]
+    plain: bool  # no name is both an example tag and a rubric tag (or overall's): keys never collide
 
     @classmethod
     def of(cls, criteria: _Criteria) -> _Structure | None:
-        """None when the batch needs `conversation_metrics` one by one (see `batch_metrics`)."""
+        """None when the batch has too many (conversation, tag) cells (see `batch_metrics`)."""
         n_conv, n_names = len(criteria.n_items), len(criteria.names)
         if n_conv * n_names > _MAX_CELLS:
             return None
-        carried = _ExampleTags.carried(criteria.example_tags, set(criteria.names))
+        carried = _ExampleTags.carried(criteria.example_tags)
         if carried is None:
             return None
+        rubric_names = set(criteria.names)
+        plain = (
+            rubric_names.isdisjoint(carried[1]) and OVERALL not in rubric_names and OVERALL not in carried[1]
+        )
         conv_of_item = np.repeat(np.arange(n_conv), criteria.n_items)
         positive = np.where(criteria.points > 0, criteria.points, 0.0)
         item_of_tag = np.repeat(np.arange(len(criteria.points)), criteria.n_tags)
@@ -291,10 +286,12 @@ class _Structure:
             first[cell] == position,
             carried[0],
             carried[1],
+            plain,
         )
 
     def table(self, criteria: _Criteria, dicts: bool = True) -> MetricTable | None:
-        """The metrics of ``criteria`` (these conversations graded), or None (see `of`)."""
+        """The metrics of ``criteria`` (these conversations graded), or None when a graded
+        conversation has no positive points."""
         n_conv, n_names = len(criteria.n_items), len(criteria.names)
         graded = np.bincount(self.conv_of_item, criteria.ungraded, n_conv) == 0
         if np.any(graded & (self.possible == 0)):
@@ -313,6 +310,10 @@ class _Structure:
         )
         np.divide(ratio, self.tag_possible, where=scored, out=ratio)  # (only scored cells are read)
         entry = self.cell[self.first_in_cell & scored[self.cell]]  # per conversation, in order
+        if not self.plain:
+            every = _dicts(overall, graded, criteria.example_tags, criteria.names, entry, ratio, plain=False)
+            columns_by_rows = columns_of([m for m in every if m is not None])
+            return MetricTable(every if dicts else [], columns_by_rows, int(criteria.ungraded.sum()), graded)
         per_conversation = (
             _dicts(overall, graded, criteria.example_tags, criteria.names, entry, ratio) if dicts else []
         )
@@ -349,17 +350,12 @@ class _ExampleTags:
     carriers: list[npt.NDArray[np.intp]]
 
     @staticmethod
-    def carried(
-        example_tags: list[list[str]], rubric_names: set[str]
-    ) -> tuple[npt.NDArray[np.int64], list[str]] | None:
-        """(conversations, names): 1 where a conversation carries an example tag, and the names (by
-        first appearance); None when a tag repeats within a conversation or is also a rubric tag (or
-        overall's name)."""
+    def carried(example_tags: list[list[str]]) -> tuple[npt.NDArray[np.int64], list[str]] | None:
+        """(conversations, names): 1 where a conversation carries an example tag (each at most once,
+        see `_distinct`), and the names (by first appearance); None when that is too many cells."""
         index: defaultdict[str, int] = defaultdict(count().__next__)
         tag = np.fromiter(map(index.__getitem__, chain.from_iterable(example_tags)), np.intp)
         names = list(index)
-        if not rubric_names.isdisjoint(names) or OVERALL in rubric_names or OVERALL in index:
-            return None
         n_conv = len(example_tags)
         if n_conv * len(names) > _MAX_CELLS:
             return None
@@ -367,9 +363,21 @@ class _ExampleTags:
         carried = np.bincount(conv * len(names) + tag, minlength=n_conv * len(names)).reshape(
             n_conv, len(names)
         )
-        if carried.size and carried.max() > 1:
-            return None
         return carried, names
+
+
+def _distinct(tags: Sequence[str]) -> list[str]:
+    """A conversation's example tags, each once (a repeated tag is one key, in its first place)."""
+    return list(tags) if len(set(tags)) == len(tags) else list(dict.fromkeys(tags))
+
+
+def _colliding_dict(score: float, example_tags: list[str], tags: list[tuple[str, float]]) -> dict[str, float]:
+    """One conversation's dict when key names collide (an example tag also used as a rubric tag, or
+    named like the overall score), built key by key: a later key overwrites an earlier one's value
+    in its place, as simple-evals' dict updates do."""
+    metrics = {OVERALL: float(score)} | dict.fromkeys(example_tags, float(score))
+    metrics.update(tags)
+    return metrics
 
 
 def _dicts(
@@ -379,9 +387,20 @@ def _dicts(
     names: list[str],
     entry: npt.NDArray[np.intp],
     ratio: npt.NDArray[np.float64],
+    *,
+    plain: bool = True,
 ) -> list[dict[str, float] | None]:
     """simple-evals' per-conversation dicts: overall, the example tags, then the scored rubric tags
-    (``entry``: their cells, conversation by conversation in key order), None when ungraded."""
+    (``entry``: their cells, conversation by conversation in key order), None when ungraded; built
+    key by key when names collide (not ``plain``, see `_colliding_dicts`)."""
+    if not plain:
+        n_names = max(len(names), 1)
+        starts = np.searchsorted(entry // n_names, np.arange(len(graded) + 1)).tolist()
+        tags = list(zip([names[c % n_names] for c in entry.tolist()], ratio[entry].tolist(), strict=True))
+        return [
+            _colliding_dict(overall[c], example_tags[c], tags[starts[c] : starts[c + 1]]) if ok else None
+            for c, ok in enumerate(graded.tolist())
+        ]
     n_heads = np.where(graded, 1 + np.fromiter(map(len, example_tags), np.intp, len(graded)), 0)
     sizes = n_heads + np.bincount(entry // len(names), minlength=len(graded))
     within = np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)
