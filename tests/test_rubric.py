@@ -16,7 +16,6 @@ from healthbench.scoring.rubric import (
     batch_metrics,
     conversation_metrics,
     length_adjusted,
-    possible_points,
 )
 from healthbench.scoring.stats import columns_of
 
@@ -35,7 +34,7 @@ def rubric_score(items: list[RubricItem], verdicts: list[Verdict]) -> float | No
         raise ValueError(f"{len(items)} rubric items but {len(verdicts)} verdicts")
     if UNGRADED in verdicts:
         raise ValueError("cannot score a rubric with ungraded criteria")
-    possible = possible_points(items)
+    possible = sum(item.points for item in items if item.points > 0)
     if possible == 0:
         return None
     return (

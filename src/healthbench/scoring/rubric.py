@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 import operator
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
 from itertools import chain, count, repeat
@@ -26,7 +26,7 @@ import numpy.typing as npt
 from healthbench.scoring.stats import Column, columns_of
 
 if TYPE_CHECKING:  # only read by attribute: scoring never loads the pydantic models
-    from healthbench.data.schema import Conversation, RubricItem
+    from healthbench.data.schema import Conversation
 
 OVERALL = "overall_score"
 
@@ -47,11 +47,6 @@ class Verdict(Enum):
     @property
     def criteria_met(self) -> bool | None:
         return None if self is Verdict.UNGRADED else self is Verdict.MET
-
-
-def possible_points(items: Iterable[RubricItem]) -> float:
-    """The sum of the positive points of ``items`` (in their order): a score's denominator."""
-    return sum(item.points for item in items if item.points > 0)
 
 
 def conversation_metrics(conversation: Conversation, verdicts: Sequence[Verdict]) -> dict[str, float] | None:
@@ -110,6 +105,54 @@ def batch_metrics(
         )
         raise ValueError(f"conversation {bad.prompt_id} has no positive points")
     return table
+
+
+@dataclass(frozen=True)
+class KeyMembers:
+    """One key's criteria in the graded conversations that have it, for scores that weigh them
+    otherwise (`healthbench.scoring.correction`): ``rows`` as in `Column`; per member criterion (in
+    criterion order) its ``row`` (an index into ``rows``) and its index in the batch's criteria
+    (conversations' rubrics one after another); per row the key's positive points."""
+
+    rows: npt.NDArray[np.intp]
+    row: npt.NDArray[np.intp]
+    criterion: npt.NDArray[np.intp]
+    possible: npt.NDArray[np.float64]
+
+
+def key_members(
+    conversations: Sequence[Conversation], verdicts: Sequence[Sequence[Verdict]]
+) -> dict[str, KeyMembers]:
+    """`KeyMembers` of every key of `batch_metrics` (in its order): overall and the example tags take
+    every criterion of their conversations, a rubric tag its own criteria (each once)."""
+    table = batch_metrics(conversations, verdicts)  # (raises for a bad batch)
+    criteria = _Criteria.of(conversations, verdicts)
+    if criteria is None or table.graded is None:  # (no conversation)
+        return {}
+    structure = _Structure.of(criteria)
+    if structure is None:
+        raise ValueError("too many distinct tags in one batch to weigh their criteria")
+    graded, index = table.graded, {name: i for i, name in enumerate(criteria.names)}
+    rank = np.cumsum(graded) - 1
+    n_names = max(len(criteria.names), 1)
+    occurrence_conv = structure.cell // n_names
+    members = {}
+    for key, column in table.columns.items():
+        if key in index:  # a rubric tag: its counted occurrences in conversations where it is scored
+            chosen = (structure.cell % n_names == index[key]) & graded[occurrence_conv]
+            chosen &= structure.tag_possible[structure.cell] > 0
+            items, conv = structure.tag_items[chosen], occurrence_conv[chosen]
+            possible = structure.tag_possible[structure.cell[chosen]]
+        else:  # overall or an example tag: every criterion of the conversations that have it
+            items = np.flatnonzero(graded[structure.conv_of_item])
+            items = items[np.isin(rank[structure.conv_of_item[items]], column.rows)]
+            conv = structure.conv_of_item[items]
+            possible = structure.possible[conv]
+        row = np.searchsorted(column.rows, rank[conv])
+        per_row = np.zeros(column.rows.size)
+        per_row[row] = possible
+        members[key] = KeyMembers(column.rows, row, items, per_row)
+    return members
 
 
 def _joined(first: MetricTable, second: MetricTable) -> MetricTable:
