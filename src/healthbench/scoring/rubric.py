@@ -11,24 +11,35 @@ conversation with any ungraded criterion has no score (it is left out of the agg
 
 from __future__ import annotations
 
-import itertools
 import operator
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
-from itertools import chain, count, repeat
+from itertools import chain, count
 from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
+from healthbench.scoring.metric_layout import OVERALL, ExampleTags, key_columns, key_dicts, once_each
 from healthbench.scoring.stats import Column, columns_of
 
 if TYPE_CHECKING:  # only read by attribute: scoring never loads the pydantic models
     from healthbench.data.schema import Conversation
 
-OVERALL = "overall_score"
+__all__ = [
+    "OVERALL",
+    "KeyMembers",
+    "MetricTable",
+    "RubricLayout",
+    "Verdict",
+    "batch_metrics",
+    "columns_metrics",
+    "conversation_metrics",
+    "key_members",
+    "length_adjusted",
+]
 
 
 class Verdict(Enum):
@@ -216,7 +227,7 @@ def columns_metrics(
         np.fromiter(map(len, criterion_tags), np.intp, len(criterion_tags)),
         tags,
         list(names),
-        [_distinct(t) for t in example_tags],
+        [once_each(t) for t in example_tags],
     )
     return criteria.table()
 
@@ -263,7 +274,7 @@ class _Criteria:
             points.extend(map(_POINTS, rubric))
             n_tags.extend(map(len, tag_lists))
             tags.extend(map(lookup, chain.from_iterable(tag_lists)))
-            example_tags.append(_distinct(conversation.example_tags))
+            example_tags.append(once_each(conversation.example_tags))
         verdict = np.fromiter(map(id, chain.from_iterable(verdicts)), np.intp, len(points))
         return cls(
             n_items,
@@ -277,7 +288,7 @@ class _Criteria:
         )
 
     def table(self, dicts: bool = True) -> MetricTable | None:
-        """The metrics, or None when the batch needs `conversation_metrics` one by one."""
+        """The metrics, or None when `batch_metrics` must decide (too many tags, no positive points)."""
         structure = _Structure.of(self)
         return structure.table(self, dicts) if structure is not None else None
 
@@ -304,7 +315,7 @@ class _Structure:
         n_conv, n_names = len(criteria.n_items), len(criteria.names)
         if n_conv * n_names > _MAX_CELLS:
             return None
-        carried = _ExampleTags.carried(criteria.example_tags)
+        carried = ExampleTags.carried(criteria.example_tags, _MAX_CELLS)
         if carried is None:
             return None
         rubric_names = set(criteria.names)
@@ -343,7 +354,7 @@ class _Structure:
         overall = np.divide(
             np.bincount(self.conv_of_item, earned, n_conv), self.possible, where=graded, out=np.zeros(n_conv)
         )
-        examples = _ExampleTags(
+        examples = ExampleTags(
             self.example_names,
             [np.flatnonzero(self.carried[:, e] & graded) for e in range(len(self.example_names))],
         )
@@ -354,13 +365,15 @@ class _Structure:
         np.divide(ratio, self.tag_possible, where=scored, out=ratio)  # (only scored cells are read)
         entry = self.cell[self.first_in_cell & scored[self.cell]]  # per conversation, in order
         if not self.plain:
-            every = _dicts(overall, graded, criteria.example_tags, criteria.names, entry, ratio, plain=False)
+            every = key_dicts(
+                overall, graded, criteria.example_tags, criteria.names, entry, ratio, plain=False
+            )
             columns_by_rows = columns_of([m for m in every if m is not None])
             return MetricTable(every if dicts else [], columns_by_rows, int(criteria.ungraded.sum()), graded)
         per_conversation = (
-            _dicts(overall, graded, criteria.example_tags, criteria.names, entry, ratio) if dicts else []
+            key_dicts(overall, graded, criteria.example_tags, criteria.names, entry, ratio) if dicts else []
         )
-        columns = _columns(
+        columns = key_columns(
             overall,
             graded,
             criteria.example_tags,
@@ -383,121 +396,6 @@ def _first_in_criterion(
         kept[lag:] &= ~((item_of_tag[lag:] == item_of_tag[:-lag]) & (tag[lag:] == tag[:-lag]))
         lag += 1
     return kept
-
-
-@dataclass(frozen=True)
-class _ExampleTags:
-    """The example tags' names (by first appearance) and, per name, the graded conversations with it."""
-
-    names: list[str]
-    carriers: list[npt.NDArray[np.intp]]
-
-    @staticmethod
-    def carried(example_tags: list[list[str]]) -> tuple[npt.NDArray[np.int64], list[str]] | None:
-        """(conversations, names): 1 where a conversation carries an example tag (each at most once,
-        see `_distinct`), and the names (by first appearance); None when that is too many cells."""
-        index: defaultdict[str, int] = defaultdict(count().__next__)
-        tag = np.fromiter(map(index.__getitem__, chain.from_iterable(example_tags)), np.intp)
-        names = list(index)
-        n_conv = len(example_tags)
-        if n_conv * len(names) > _MAX_CELLS:
-            return None
-        conv = np.repeat(np.arange(n_conv), np.fromiter(map(len, example_tags), np.intp, n_conv))
-        carried = np.bincount(conv * len(names) + tag, minlength=n_conv * len(names)).reshape(
-            n_conv, len(names)
-        )
-        return carried, names
-
-
-def _distinct(tags: Sequence[str]) -> list[str]:
-    """A conversation's example tags, each once (a repeated tag is one key, in its first place)."""
-    return list(tags) if len(set(tags)) == len(tags) else list(dict.fromkeys(tags))
-
-
-def _colliding_dict(score: float, example_tags: list[str], tags: list[tuple[str, float]]) -> dict[str, float]:
-    """One conversation's dict when key names collide (an example tag also used as a rubric tag, or
-    named like the overall score), built key by key: a later key overwrites an earlier one's value
-    in its place, as simple-evals' dict updates do."""
-    metrics = {OVERALL: float(score)} | dict.fromkeys(example_tags, float(score))
-    metrics.update(tags)
-    return metrics
-
-
-def _dicts(
-    overall: npt.NDArray[np.float64],
-    graded: npt.NDArray[np.bool_],
-    example_tags: list[list[str]],
-    names: list[str],
-    entry: npt.NDArray[np.intp],
-    ratio: npt.NDArray[np.float64],
-    *,
-    plain: bool = True,
-) -> list[dict[str, float] | None]:
-    """simple-evals' per-conversation dicts: overall, the example tags, then the scored rubric tags
-    (``entry``: their cells, conversation by conversation in key order), None when ungraded; built
-    key by key when names collide (not ``plain``, see `_colliding_dicts`)."""
-    if not plain:
-        n_names = max(len(names), 1)
-        starts = np.searchsorted(entry // n_names, np.arange(len(graded) + 1)).tolist()
-        tags = list(zip([names[c % n_names] for c in entry.tolist()], ratio[entry].tolist(), strict=True))
-        return [
-            _colliding_dict(overall[c], example_tags[c], tags[starts[c] : starts[c + 1]]) if ok else None
-            for c, ok in enumerate(graded.tolist())
-        ]
-    n_heads = np.where(graded, 1 + np.fromiter(map(len, example_tags), np.intp, len(graded)), 0)
-    sizes = n_heads + np.bincount(entry // len(names), minlength=len(graded))
-    within = np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-    is_head = within < np.repeat(n_heads, sizes)
-    keys = np.empty(is_head.size, dtype=object)
-    graded_tags = itertools.compress(example_tags, graded.tolist())
-    keys[is_head] = list(chain.from_iterable(chain.from_iterable(zip(repeat((OVERALL,)), graded_tags))))
-    keys[~is_head] = np.array(names, dtype=object)[entry % len(names)]
-    values = np.empty(is_head.size)
-    values[is_head] = np.repeat(overall, n_heads)
-    values[~is_head] = ratio[entry]
-    key_iter, value_iter = iter(keys.tolist()), iter(values.tolist())
-    slices = (
-        map(itertools.islice, repeat(key_iter), sizes.tolist()),
-        map(itertools.islice, repeat(value_iter), sizes.tolist()),
-    )
-    dicts: list[dict[str, float] | None] = list(map(dict, map(zip, *slices)))
-    if not graded.all():
-        for i in np.flatnonzero(~graded).tolist():
-            dicts[i] = None
-    return dicts
-
-
-def _columns(
-    overall: npt.NDArray[np.float64],
-    graded: npt.NDArray[np.bool_],
-    example_tags: list[list[str]],
-    examples: _ExampleTags,
-    names: list[str],
-    scored: npt.NDArray[np.bool_],
-    ratio: npt.NDArray[np.float64],
-    entry: npt.NDArray[np.intp],
-) -> dict[str, Column]:
-    """One column per key (``scored`` and ``ratio`` are conversations x rubric tags), keys in the order
-    they are first seen in the per-conversation dicts: by conversation, then position in its dict."""
-    if not graded.any():
-        return {}
-    rank = np.cumsum(graded) - 1  # the row of each graded conversation
-    columns = {OVERALL: Column(np.arange(int(graded.sum()), dtype=np.intp), overall[graded])}
-    seen = {OVERALL: (int(np.argmax(graded)), 0)}
-    for name, carriers in zip(examples.names, examples.carriers, strict=True):
-        if carriers.size:
-            first = int(carriers[0])
-            columns[name] = Column(rank[carriers], overall[carriers])
-            seen[name] = (first, 1 + example_tags[first].index(name))
-    bounds = np.searchsorted(entry // len(names), np.arange(len(graded) + 1))
-    for tag, name in enumerate(names):
-        carriers = np.flatnonzero(scored[:, tag])
-        if carriers.size:
-            first = int(carriers[0])
-            columns[name] = Column(rank[carriers], ratio[carriers, tag])
-            at = np.flatnonzero(entry[bounds[first] : bounds[first + 1]] == first * len(names) + tag)[0]
-            seen[name] = (first, 1 + len(example_tags[first]) + int(at))
-    return {key: columns[key] for key in sorted(columns, key=seen.__getitem__)}
 
 
 def length_adjusted(score: float, response_length: int, *, penalty: float, center: float) -> float:
