@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import importlib
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -151,6 +152,9 @@ def handles_errors(func: Callable[P, R]) -> Callable[P, R]:
 
 
 def main() -> None:
+    # Our matrix products are small enough for one thread (scoring/bootstrap.py); an OpenBLAS pool of
+    # threads would cost ~30 ms of CPU to start with numpy. Set before numpy loads; the user's wins.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from healthbench import cli  # noqa: F401  (registers the commands)
 
     # A command's process builds many long-lived objects (imported modules, decoded files) and few
