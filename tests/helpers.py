@@ -1,10 +1,55 @@
-"""Small helpers shared by the CLI tests: argument lists for runs against the fake server, and the
-one-line error check every bad input must pass."""
+"""Small helpers shared by the tests: tiny record builders, argument lists for runs against the fake
+server, and the one-line error check every bad input must pass."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from healthbench.data.schema import Conversation, Message, RubricItem
+from healthbench.scoring.rubric import Verdict
+from healthbench.scoring.run_score import GradedSample
+
+Item = tuple[float, Sequence[str]] | RubricItem
+
+
+def build_conversation(
+    items: Sequence[Item],
+    *,
+    prompt_id: str = "conv-1",
+    example_tags: Sequence[str] = (),
+    question: str = "What should I do about a mild headache?",
+) -> Conversation:
+    """A conversation whose rubric is ``items``: RubricItems or ``(points, tags)`` pairs."""
+    rubrics = [
+        item
+        if isinstance(item, RubricItem)
+        else RubricItem(criterion=f"criterion {number}", points=item[0], tags=list(item[1]))
+        for number, item in enumerate(items)
+    ]
+    return Conversation(
+        prompt=[Message(role="user", content=question)],
+        prompt_id=prompt_id,
+        rubrics=rubrics,
+        example_tags=list(example_tags),
+    )
+
+
+def build_sample(
+    conversation: Conversation,
+    met: Sequence[bool | None],
+    *,
+    completion: str = "Rest, drink water, and see a doctor if it gets worse.",
+    repeat: int = 0,
+) -> GradedSample:
+    """A graded sample: ``met`` gives criteria_met per criterion (None = ungraded)."""
+    return GradedSample(
+        conversation=conversation,
+        completion=completion,
+        verdicts=tuple(Verdict.of(m) for m in met),
+        repeat=repeat,
+    )
 
 
 def judged_run_args(url: str, store: Path | str, *extra: str) -> list[str]:

@@ -14,13 +14,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import build_conversation
 from typer.testing import CliRunner
 
 import healthbench
 import healthbench.cli
 from healthbench.cli.app import app
 from healthbench.config import build_config
-from healthbench.data.schema import Conversation, Message, RubricItem
+from healthbench.data.schema import Conversation
 from healthbench.errors import RunError
 from healthbench.results.aggregate import aggregate_scores
 from healthbench.results.rows import iter_row_scores
@@ -29,30 +30,27 @@ from healthbench.runner.run import stored_record
 from healthbench.store import Store
 
 
-def build_conversation(
+def conversation(
     items: list[tuple[int, list[str]]], *, prompt_id: str, example_tags: list[str]
 ) -> Conversation:
-    return Conversation(
-        prompt=[Message(role="user", content=f"question {prompt_id}")],
-        prompt_id=prompt_id,
-        rubrics=[RubricItem(criterion=f"criterion {i}", points=p, tags=t) for i, (p, t) in enumerate(items)],
-        example_tags=example_tags,
+    return build_conversation(
+        items, prompt_id=prompt_id, example_tags=example_tags, question=f"question {prompt_id}"
     )
 
 
 CONVERSATIONS = [
-    build_conversation(
+    conversation(
         [(5, ["axis:accuracy"]), (3, ["axis:completeness"]), (-2, ["axis:accuracy"])],
         prompt_id="c1",
         example_tags=["theme:hedging"],
     ),
-    build_conversation(
+    conversation(
         [(4, ["axis:accuracy", "cluster:x"]), (6, ["axis:communication"])],
         prompt_id="c2",
         example_tags=["theme:emergency_referrals"],
     ),
-    build_conversation([(10, ["axis:accuracy"])], prompt_id="c3", example_tags=["theme:hedging"]),
-    build_conversation(
+    conversation([(10, ["axis:accuracy"])], prompt_id="c3", example_tags=["theme:hedging"]),
+    conversation(
         [(2, ["axis:completeness"]), (2, ["axis:accuracy"])],
         prompt_id="c4",
         example_tags=["theme:emergency_referrals"],
