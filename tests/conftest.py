@@ -1,10 +1,11 @@
-"""Shared fixtures: the real HealthBench fragments (when present) and tiny record factories."""
+"""Shared fixtures: the real HealthBench fragments (when present), a fake server per test module, an
+in-process job service, and tiny record factories."""
 
 from __future__ import annotations
 
 import importlib.util
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -15,9 +16,11 @@ if importlib.util.find_spec("healthbench") is None:  # a checkout without `pip i
 
 from helpers import build_conversation, build_sample  # noqa: E402
 from pg_fixtures import pg_server, pg_url, store_target  # noqa: E402, F401  (PostgreSQL fixtures)
+from service_helpers import http, service  # noqa: E402, F401  (an in-process job service)
 
 from healthbench.data.schema import Conversation  # noqa: E402
 from healthbench.scoring.run_score import GradedSample  # noqa: E402
+from healthbench.testing.process import fake_server_process  # noqa: E402
 
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data" / "healthbench"
 SHARED_SKIP_REASON = (
@@ -41,6 +44,13 @@ def shared_data() -> Path:
 @pytest.fixture(scope="session")
 def fixtures_dir() -> Path:
     return FIXTURES
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[str]:
+    """A fake server in its own process on a free port, one per test module; its ``/v1`` URL."""
+    with fake_server_process() as url:
+        yield url
 
 
 @pytest.fixture

@@ -24,16 +24,9 @@ from healthbench.scoring.run_score import GradedSample, ScoringOptions, score_ru
 from healthbench.store.db import grades, samples
 from healthbench.store.runs import Store
 from healthbench.testing.fake_server import fake_verdict, fetch_stats, reset_stats
-from healthbench.testing.process import fake_server_process
 
 runner = CliRunner()
 SAMPLE = "eval/oss_eval_sample527.jsonl"
-
-
-@pytest.fixture(scope="module")
-def server():
-    with fake_server_process() as url:
-        yield url
 
 
 def raw_rows(shared: Path) -> list[dict[str, Any]]:

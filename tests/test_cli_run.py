@@ -18,12 +18,6 @@ from healthbench.testing.process import GARBAGE_JUDGE, fake_server_process, free
 runner = CliRunner()
 
 
-@pytest.fixture(scope="module")
-def server():
-    with fake_server_process() as url:
-        yield url
-
-
 def invoke(*args: str, env: dict[str, str] | None = None):
     return runner.invoke(app, list(args), env=env)
 
@@ -34,18 +28,8 @@ def fake_args(url: str, store: Path, *extra: str) -> list[str]:
 
 def test_run_writes_metrics_allresults_and_summary(server: str, tmp_path: Path) -> None:
     metrics, allresults = tmp_path / "m.json", tmp_path / "x_allresults.json"
-    result = invoke(
-        *fake_args(
-            server,
-            tmp_path / "s.db",
-            "--name",
-            "cli",
-            "--metrics-out",
-            str(metrics),
-            "--allresults-out",
-            str(allresults),
-        )
-    )
+    outputs = ["--metrics-out", str(metrics), "--allresults-out", str(allresults)]
+    result = invoke(*fake_args(server, tmp_path / "s.db", "--name", "cli", *outputs))
     assert result.exit_code == 0, result.output
     written = json.loads(metrics.read_text())
     assert written["ungraded_criteria"] == 0 and written["overall_score:n_samples"] == 8

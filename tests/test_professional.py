@@ -20,16 +20,9 @@ from healthbench.data.professional import (
     resolve_format,
 )
 from healthbench.errors import DataError
-from healthbench.testing.process import fake_server_process
 
 runner = CliRunner()
 FIXTURE = "professional_small.jsonl"
-
-
-@pytest.fixture(scope="module")
-def server():
-    with fake_server_process() as url:
-        yield url
 
 
 def test_tasks_become_conversations_with_task_tags(fixtures_dir: Path) -> None:
