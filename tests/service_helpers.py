@@ -7,11 +7,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
-from fastapi.testclient import TestClient
 
 from healthbench.client import Client
 from healthbench.results.views import RunView
@@ -22,6 +21,9 @@ from healthbench.service.operations import JobService
 from healthbench.service.schemas import JobStatus
 from healthbench.store.jobs import JobStore
 from healthbench.store.runs import Store
+
+if TYPE_CHECKING:  # imported when used: starlette's TestClient warns at import in every test run
+    from fastapi.testclient import TestClient
 
 # the results of a job that makes (or imports) a run, in the order the service lists them
 RUN_RESULTS = ["aggregate-scores", "row-scores", "allresults", "metrics"]
@@ -38,6 +40,8 @@ def service(tmp_path: Path) -> Iterator[JobService]:
 @pytest.fixture
 def http(service: JobService) -> TestClient:
     """`service` over HTTP, in-process (ASGI); server errors come back as responses."""
+    from fastapi.testclient import TestClient
+
     return TestClient(create_app(service), raise_server_exceptions=False)
 
 
