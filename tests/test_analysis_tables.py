@@ -13,6 +13,7 @@ import polars as pl
 import pytest
 from synthetic_runs import conversations, graded, loaded, reference_scores
 
+from healthbench.analysis import tables
 from healthbench.analysis.analyze import analyze, write_analysis
 from healthbench.analysis.inputs import load_inputs
 from healthbench.analysis.tables import GRANULAR_COLUMNS, granular_frame, run_metrics, score_tables
@@ -237,3 +238,18 @@ def test_runs_on_different_datasets_are_flagged() -> None:
     assert any(w.startswith("the runs use different judges") for w in warnings)
     differing = sum(f.rubrics != o.rubrics for f, o in zip(first, other, strict=True))
     assert f"{differing} conversation(s) have different rubrics in different runs" in " ".join(warnings)
+
+
+def test_runs_are_bootstrapped_together_in_calls_of_runs_per_call(runs, monkeypatch) -> None:
+    # one run to a call: each run's tables are exactly those of the run analysed alone
+    options = BootstrapOptions(n_resamples=200, seed=3)
+    metrics = run_metrics(runs)
+    monkeypatch.setattr(tables, "RUNS_PER_CALL", 1)
+    one_by_one = score_tables(metrics, options)
+    alone = [score_tables([m], options) for m in metrics]
+    assert one_by_one.themes.equals(pl.concat([t.themes for t in alone]))
+    assert one_by_one.axes.equals(pl.concat([t.axes for t in alone]))
+    monkeypatch.setattr(tables, "RUNS_PER_CALL", 64)
+    together = score_tables(metrics, options)  # shared draws: other CIs, the same means and counts
+    columns = ["model", "run_id", "theme", "mean", "n_samples"]
+    assert together.themes.select(columns).equals(one_by_one.themes.select(columns))

@@ -30,6 +30,7 @@ from healthbench.scoring.rubric import OVERALL, MetricTable, RubricLayout, Verdi
 from healthbench.scoring.stats import BootstrapOptions, Column, KeyStats, aggregate_columns
 
 ALL = "all"
+RUNS_PER_CALL = 64  # runs bootstrapped together (sharing draws); bounds the resample means held at once
 GRANULAR_COLUMNS = (
     "model",
     "run_id",
@@ -146,9 +147,9 @@ class ScoreTables:
 
 def score_tables(runs: Sequence[RunMetrics], options: BootstrapOptions | None = None) -> ScoreTables:
     """The theme and axis tables of every run (module doc), CIs as ``options`` says (default
-    `BootstrapOptions()`). The runs are bootstrapped together, in one call: keys on the same
-    conversations share draws (every key's resamples stay exact; a run's CIs depend on the seed and
-    on the runs analysed with it)."""
+    `BootstrapOptions()`). The runs are bootstrapped together (`RUNS_PER_CALL` to a call): keys on
+    the same conversations share draws (every key's resamples stay exact; a run's CIs depend on the
+    seed and on the runs analysed with it)."""
     options = options or BootstrapOptions()
     every = _runs_stats([metrics.table for metrics in runs], options)
     themes: list[tuple[str, str, str, KeyStats]] = []
@@ -164,20 +165,20 @@ def score_tables(runs: Sequence[RunMetrics], options: BootstrapOptions | None = 
 
 
 def _runs_stats(tables: Sequence[MetricTable], options: BootstrapOptions) -> list[dict[str, KeyStats]]:
-    """Each run's overall, theme and axis `KeyStats`, bootstrapped in one call (rows: each run's
-    graded conversations)."""
-    columns: dict[tuple[int, str], Column] = {
-        (run, key): column
-        for run, table in enumerate(tables)
-        if OVERALL in table.columns
-        for key, column in table.columns.items()
-        if key == OVERALL or key.startswith(THEME_PREFIX) or key.startswith(AXIS_PREFIX)
-    }
-    n_rows = max((c.values.size for (_, key), c in columns.items() if key == OVERALL), default=0)
-    stats = aggregate_columns(columns, n_rows, options=options)
+    """Each run's overall, theme and axis `KeyStats`, bootstrapped `RUNS_PER_CALL` runs to a call
+    (rows: each run's graded conversations; the resample means of a call are held at once)."""
     out: list[dict[str, KeyStats]] = [{} for _ in tables]
-    for (run, key), key_stats in stats.items():
-        out[run][key] = key_stats
+    for first in range(0, len(tables), RUNS_PER_CALL):
+        columns: dict[tuple[int, str], Column] = {
+            (run, key): column
+            for run, table in enumerate(tables[first : first + RUNS_PER_CALL], start=first)
+            if OVERALL in table.columns
+            for key, column in table.columns.items()
+            if key == OVERALL or key.startswith(THEME_PREFIX) or key.startswith(AXIS_PREFIX)
+        }
+        n_rows = max((c.values.size for (_, key), c in columns.items() if key == OVERALL), default=0)
+        for (run, key), key_stats in aggregate_columns(columns, n_rows, options=options).items():
+            out[run][key] = key_stats
     return out
 
 
