@@ -120,3 +120,11 @@ def test_bad_datasets_go_to_the_line_numbered_reader(run_files: tuple[Path, Path
     assert read_rubric_index([duplicate]) is None
     with pytest.raises(DataError, match="duplicate"):
         rescore_allresults(file, options=OPTIONS, data=[duplicate], with_samples=False)
+
+
+@pytest.mark.shared
+def test_real_datasets_are_read_by_the_columnar_index(shared_data: Path) -> None:
+    # real lines carry ideal_completions_data objects: the fast index must take them, not fall back
+    for name in ("oss_eval_sample527.jsonl", "consensus_sample104.jsonl"):
+        index = read_rubric_index([shared_data / "eval" / name])
+        assert index is not None and len(index) == sum(1 for _ in (shared_data / "eval" / name).open())

@@ -21,7 +21,17 @@ from typing import Any
 
 import msgspec
 
-from healthbench.data.rubric_index import RUBRIC_FIELDS, IndexedConversation, Message, Points, is_text
+from healthbench.data.rubric_index import (
+    CRITERION,
+    NULL,
+    POINTS,
+    TAGS,
+    IndexedConversation,
+    Message,
+    Points,
+    is_object_or_null,
+    is_text,
+)
 from healthbench.scoring.rubric import MetricTable, Verdict, columns_metrics
 
 
@@ -37,7 +47,7 @@ class _Example(msgspec.Struct, gc=False):
     rubric_items: list[_Item]
     prompt: list[Message]
     completion: list[Message]
-    usage: dict[str, Any] | None = None
+    usage: msgspec.Raw = NULL  # an object or null (checked, not decoded)
 
 
 class _Metadata(msgspec.Struct, gc=False):
@@ -52,8 +62,7 @@ class _File(msgspec.Struct, gc=False):
 
 _DECODER = msgspec.json.Decoder(_File)
 _VERDICTS = {True: Verdict.MET, False: Verdict.NOT_MET, None: Verdict.UNGRADED}
-_CONTENT, _ITEMS = operator.attrgetter("content"), operator.attrgetter("rubric_items")
-_POINTS, _TAGS, _MET = (operator.attrgetter(name) for name in ("points", "tags", "criteria_met"))
+_CONTENT, _ITEMS, _MET = (operator.attrgetter(name) for name in ("content", "rubric_items", "criteria_met"))
 
 
 @dataclass(frozen=True)
@@ -90,17 +99,22 @@ def read_columns(
             return None
         if not is_text(example.completion[0].content) or not all(map(is_text, map(_CONTENT, example.prompt))):
             return None
+        if not is_object_or_null(example.usage):
+            return None
     known: list[IndexedConversation | None] = (
         [dataset.get(e.prompt_id) for e in examples] if dataset is not None else [None] * len(examples)
     )
-    if not _rubrics_match(examples, known, missing_allowed=dataset is None or allow_missing):
-        return None
     items = list(chain.from_iterable(map(_ITEMS, examples)))
+    rubric = _Rubric(
+        [len(e.rubric_items) for e in examples], items, list(map(POINTS, items)), list(map(TAGS, items))
+    )
+    if not _rubrics_match(examples, known, rubric, missing_allowed=dataset is None or allow_missing):
+        return None
     table = columns_metrics(
-        [len(e.rubric_items) for e in examples],
-        list(map(_POINTS, items)),
+        rubric.n_items,
+        rubric.points,
         list(map(_VERDICTS.__getitem__, map(_MET, items))),
-        list(map(_TAGS, items)),
+        rubric.tags,
         [() if k is None else k.example_tags for k in known],
     )
     if table is None:
@@ -114,19 +128,43 @@ def read_columns(
     )
 
 
+@dataclass(frozen=True)
+class _Rubric:
+    """The file's criteria, flattened: per example its number of criteria; per criterion its item,
+    points and tags."""
+
+    n_items: list[int]
+    items: list[_Item]
+    points: list[float]
+    tags: list[list[str]]
+
+
 def _rubrics_match(
-    examples: list[_Example], known: list[IndexedConversation | None], *, missing_allowed: bool
+    examples: list[_Example],
+    known: list[IndexedConversation | None],
+    rubric: _Rubric,
+    *,
+    missing_allowed: bool,
 ) -> bool:
-    """Whether every example's rubric is its dataset entry's (compared as one list of criteria), and
-    an example without an entry (when allowed) has positive points."""
+    """Whether every example's rubric is its dataset entry's (compared as three columns), and an
+    example without an entry (when allowed) has positive points."""
     missing = [e for e, k in zip(examples, known, strict=True) if k is None]
     if missing and (
         not missing_allowed or not all(any(i.points > 0 for i in e.rubric_items) for e in missing)
     ):
         return False
-    joined = [e for e, k in zip(examples, known, strict=True) if k is not None]
     entries = [k for k in known if k is not None]
-    if [len(e.rubric_items) for e in joined] != [len(k.rubric) for k in entries]:
+    if [n for n, k in zip(rubric.n_items, known, strict=True) if k is not None] != [
+        len(k.criteria) for k in entries
+    ]:
         return False
-    expected = list(chain.from_iterable(k.rubric for k in entries))
-    return list(map(RUBRIC_FIELDS, chain.from_iterable(map(_ITEMS, joined)))) == expected
+    if missing:  # only the joined examples' criteria are compared
+        joined = list(chain.from_iterable(e.rubric_items for e, k in zip(examples, known, strict=True) if k))
+        points, tags = list(map(POINTS, joined)), list(map(TAGS, joined))
+    else:
+        joined, points, tags = rubric.items, rubric.points, rubric.tags
+    return (
+        list(chain.from_iterable(k.points for k in entries)) == points
+        and list(chain.from_iterable(k.tags for k in entries)) == tags
+        and list(chain.from_iterable(k.criteria for k in entries)) == list(map(CRITERION, joined))
+    )
