@@ -7,9 +7,7 @@ module that defines CMD. A module imported by other means (tests, plugins) simpl
 
 from __future__ import annotations
 
-import gc
 import importlib
-import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -105,7 +103,6 @@ err_console = Console(stderr=True)
 
 P = ParamSpec("P")
 R = TypeVar("R")
-_GC_ALLOCATIONS = 50_000  # allocations between collections of the youngest generation (default 700)
 
 
 def say(text: str, *, style: str | None = None, stderr: bool = False) -> None:
@@ -152,12 +149,9 @@ def handles_errors(func: Callable[P, R]) -> Callable[P, R]:
 
 
 def main() -> None:
-    # Our matrix products are small enough for one thread (scoring/bootstrap.py); an OpenBLAS pool of
-    # threads would cost ~30 ms of CPU to start with numpy. Set before numpy loads; the user's wins.
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from healthbench import cli  # noqa: F401  (registers the commands)
+    from healthbench.cli_settings import apply
 
-    # A command's process builds many long-lived objects (imported modules, decoded files) and few
-    # cycles: collect cycles less often than the default 700 allocations, as mypy's main does.
-    gc.set_threshold(_GC_ALLOCATIONS, *gc.get_threshold()[1:])
+    apply()  # (python -m healthbench applied them before any import already)
+
     sys.exit(app())

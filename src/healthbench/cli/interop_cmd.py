@@ -12,6 +12,7 @@ from healthbench.cli.options import LengthCenter, LengthPenalty, length_adjustme
 from healthbench.cli.summary_view import render_summary
 from healthbench.defaults import DEFAULT_RESAMPLES, DEFAULT_SEED
 from healthbench.errors import ConfigError
+from healthbench.gc_paused import gc_paused
 from healthbench.results.rescore import rescore_allresults
 from healthbench.scoring.run_score import ScoringOptions
 
@@ -72,19 +73,20 @@ def import_allresults(
     if name is not None and store is None:
         raise ConfigError("--name names the run kept with --store; give --store too")
     center, penalty = length_adjustment(length_center, length_penalty)
-    rescored = rescore_allresults(
-        file,
-        data=data or [],
-        dataset=dataset,
-        cache=cache,
-        allow_untagged=allow_untagged,
-        options=ScoringOptions(
-            n_resamples=n_resamples, seed=seed, length_center=center, length_penalty=penalty
-        ),
-        with_samples=export is not None or store is not None,
-    )
-    run_score, a = rescored.run_score, rescored.agreement
-    render_summary(run_score, title=f"{file.name} (re-scored)", console=console)
+    with gc_paused():  # a short-lived process building no cycles: no collection of every object in between
+        rescored = rescore_allresults(
+            file,
+            data=data or [],
+            dataset=dataset,
+            cache=cache,
+            allow_untagged=allow_untagged,
+            options=ScoringOptions(
+                n_resamples=n_resamples, seed=seed, length_center=center, length_penalty=penalty
+            ),
+            with_samples=export is not None or store is not None,
+        )
+        run_score, a = rescored.run_score, rescored.agreement
+        render_summary(run_score, title=f"{file.name} (re-scored)", console=console)
     say(
         f"agreement with the file: {a.equal}/{a.compared} means and n_samples equal, top-level score "
         f"{'equal' if a.same_score else 'differs'} (bootstrap std not compared: it is random)"
