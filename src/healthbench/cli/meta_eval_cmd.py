@@ -314,10 +314,10 @@ def meta_eval_command(
                 cfg, store=s, name=name, progress=progress, download_progress=DownloadBar(err_console)
             )
     result = score_meta_run(s, outcome.run, min_physician_ratings=min_physician_ratings)
-    c = outcome.counters
+    c, t = outcome.counters, outcome.counters.tally
     say(
-        f"{c.calls} judge calls ({c.cache_hits} from cache) in {c.elapsed:.1f}s · "
-        f"{c.input_tokens + c.output_tokens:,} tokens · ${c.cost:.4f}"
+        f"{t.made} judge calls ({t.cached_calls} from cache) in {c.elapsed:.1f}s · "
+        f"{t.input_tokens + t.output_tokens:,} tokens · ${t.cost:.4f}"
     )
     view = RunView.of(s, outcome.run)
     judge_spec = view.judge_spec

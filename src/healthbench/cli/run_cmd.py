@@ -477,13 +477,13 @@ def _finish(
     *,
     store_flag: str | None = None,
 ) -> None:
-    c = outcome.counters
+    c, t = outcome.counters, outcome.counters.tally
     line = (
-        f"{c.calls} model calls ({c.cache_hits} answered from cache) in {c.elapsed:.1f}s · "
-        f"{c.input_tokens:,} input + {c.output_tokens:,} output tokens · ${c.cost:.4f}"
+        f"{t.made} model calls ({t.cached_calls} answered from cache) in {c.elapsed:.1f}s · "
+        f"{t.input_tokens:,} input + {t.output_tokens:,} output tokens · ${t.cost:.4f}"
     )
-    if c.unpriced_calls:
-        line += f" + unknown cost of {c.unpriced_calls} calls to unpriced models (see --prices)"
+    if t.unpriced_calls:
+        line += f" + unknown cost of {t.unpriced_calls} calls to unpriced models (see --prices)"
     if c.samples_failed:
         line += f" · {c.samples_failed} conversations could not be sampled"
     _report(

@@ -70,9 +70,9 @@ def details_of(counters: RunCounters) -> dict[str, float | int]:
         criteria_done=counters.criteria_done,
         criteria_total=counters.criteria_total,
         ungraded=counters.ungraded,
-        input_tokens=counters.input_tokens,
-        output_tokens=counters.output_tokens,
-        cost=counters.cost,
+        input_tokens=counters.tally.input_tokens,
+        output_tokens=counters.tally.output_tokens,
+        cost=counters.tally.cost,
     ).model_dump()
 
 
