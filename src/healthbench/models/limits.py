@@ -11,7 +11,7 @@ import asyncio
 import random
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -141,22 +141,22 @@ class Connection:
     gate: Gate
     requests: TokenBucket | None = None
     tokens: TokenBucket | None = None
-    answered: int = 0  # successful requests (see `never_answered`)
+    answered: dict[str, int] = field(default_factory=dict)  # successful requests per model name
     # an outage in progress: when calls on this endpoint started failing, the last error, and when
     # the next attempt is due (monotonic seconds); all None while calls succeed
     failing_since: float | None = None
     last_error: str | None = None
     next_attempt: float | None = None
 
-    @property
-    def never_answered(self) -> bool:
-        """The one "never answered" test: an endpoint that has not answered once is down or misconfigured
-        (wrong --base-url, model or key) rather than busy, so its calls are not retried for long and a
-        run whose model sits on it stops instead of failing every call the same way."""
-        return self.answered == 0
+    def never_answered(self, model: str | None = None) -> bool:
+        """The one "never answered" test, for the endpoint (``model`` None) or one model on it: what has
+        not answered once is down or misconfigured (wrong --base-url, model name or key) rather than
+        busy, so its calls are not retried for long and a run using it stops instead of failing every
+        call the same way."""
+        return not (self.answered.get(model, 0) if model is not None else self.answered)
 
-    def succeeded(self) -> None:
-        self.answered += 1
+    def succeeded(self, model: str) -> None:
+        self.answered[model] = self.answered.get(model, 0) + 1
         self.failing_since = self.last_error = self.next_attempt = None
 
     def failed(self, message: str, now: float) -> float:
@@ -265,7 +265,7 @@ class ManagedModel:
         while True:
             result = await self._attempt(connection, messages, json_schema)
             if isinstance(result, Completion):
-                connection.succeeded()
+                connection.succeeded(self.spec.name)
                 self.stats.count(result.usage.as_dict(), None)
                 return result
             self._count(result)
@@ -283,14 +283,14 @@ class ManagedModel:
         """The error that ends the call after failed attempt number ``retry`` (0-based), or None to retry."""
         if result.kind is FailureKind.FATAL:
             return FatalModelError(f"{self.spec.describe()}: {result.message}")
-        never_answered = result.kind is FailureKind.UNREACHABLE and connection.never_answered
+        never_answered = result.kind is FailureKind.UNREACHABLE and connection.never_answered()
         if never_answered and retry >= self.policy.unreachable_retries:
             return FatalModelError(
                 f"{self.spec.describe()}: {result.message} (no answer from this endpoint yet; "
                 "check --base-url and that the server is running)"
             )
         failing_for = connection.failed(result.message, self._clock())
-        if not connection.never_answered and failing_for >= self.policy.max_outage:
+        if not connection.never_answered() and failing_for >= self.policy.max_outage:
             return OutageError(
                 f"{self.spec.describe()} has not answered for {failing_for:.0f}s (--max-outage "
                 f"{self.policy.max_outage:g}); last error: {result.message}"

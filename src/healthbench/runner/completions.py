@@ -13,28 +13,25 @@ per group: ``<name>-<short group name>`` when no ``--group`` is given.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Unpack
 
 from healthbench.config import RunConfig
 from healthbench.data.schema import Conversation
-from healthbench.data.sources import DatasetFile, DownloadProgress, load_conversations
+from healthbench.data.sources import DatasetFile, load_conversations
 from healthbench.data.subset import select
 from healthbench.errors import ConfigError, DataError, RunError
 from healthbench.grading.template import load_template
 from healthbench.models.pricing import PriceTable
-from healthbench.results.views import RunView
 from healthbench.runner.engine import WorkItem
 from healthbench.runner.estimate import RoleEstimate, estimate
-from healthbench.runner.progress import ProgressSink
 from healthbench.runner.run import (
+    RunHooks,
     RunOutcome,
     check_same_settings,
-    eval_work,
+    finish,
     new_run_name,
-    run_to_end,
-    stored_item_ids,
     stored_record,
 )
 from healthbench.store.db import now
@@ -210,13 +207,7 @@ class BaselineOutcome:
 
 
 def run_baselines(
-    config: RunConfig,
-    *,
-    store: Store,
-    name: str | None = None,
-    progress: ProgressSink | None = None,
-    environ: Mapping[str, str] | None = None,
-    download_progress: DownloadProgress | None = None,
+    config: RunConfig, *, store: Store, name: str | None = None, **hooks: Unpack[RunHooks]
 ) -> list[BaselineOutcome]:
     """Grade the dataset's ``config.completions`` for each group (``config.group`` or all), one run each."""
     mode = config.completions
@@ -226,7 +217,7 @@ def run_baselines(
     group_name = find_group(config.group).name if config.group is not None else None
     config = config.model_copy(update={"model": None, "group": group_name})
     loaded = load_conversations(
-        config.dataset, data=config.data, cache=config.cache_dir, progress=download_progress
+        config.dataset, data=config.data, cache=config.cache_dir, progress=hooks.get("download_progress")
     )
     groups = groups_to_run(config, loaded[1])
     base = name or new_run_name(mode)
@@ -236,12 +227,7 @@ def run_baselines(
         run, selection = prepare_baseline(store, config, run_name, group, loaded)
         if run.parent_run is not None:
             raise RunError(f"run {run_name!r} is a regrade, not a baseline run")
-        conversations = RunView.of(store, run).conversations()
-        work = eval_work(conversations, config.n_repeats, item_ids=stored_item_ids(store, run))
-        outcome = run_to_end(
-            store, run, config, work, with_candidate=False, progress=progress, environ=environ
-        )
-        outcomes.append(BaselineOutcome(group, outcome, selection))
+        outcomes.append(BaselineOutcome(group, finish(store, run, config, **hooks), selection))
     return outcomes
 
 

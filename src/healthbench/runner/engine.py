@@ -341,9 +341,9 @@ class Engine:
             self.counters.ungraded += 1
 
     def _check_alive(self, model: ChatModel, exc: ModelError) -> None:
-        """A model whose endpoint has never answered and that just exhausted its retries is down or
-        misconfigured: stop the run with that error instead of failing every remaining call the same way."""
-        if self.pool.connection(model.spec.connection_key).never_answered:
+        """A model that has never answered and just exhausted its retries is down or misconfigured: stop
+        the run with that error instead of failing every remaining call the same way."""
+        if self.pool.connection(model.spec.connection_key).never_answered(model.spec.name):
             raise RunError(
                 f"{exc} (no call to {model.spec.name} has succeeded; stopping the run, "
                 "everything finished so far is saved)"
