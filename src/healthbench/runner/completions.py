@@ -14,7 +14,7 @@ per group: ``<name>-<short group name>`` when no ``--group`` is given.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Unpack
 
 from healthbench.config import RunConfig
@@ -23,17 +23,18 @@ from healthbench.data.sources import DatasetFile, load_conversations
 from healthbench.data.subset import select
 from healthbench.errors import ConfigError, DataError, RunError
 from healthbench.grading.template import load_template
-from healthbench.models.pricing import PriceTable
-from healthbench.runner.engine import WorkItem
-from healthbench.runner.estimate import RoleEstimate, estimate
+from healthbench.runner.estimate import RoleEstimate
 from healthbench.runner.run import (
     RunHooks,
     RunOutcome,
     check_same_settings,
+    dataset_record,
     finish,
+    judge_estimate,
     new_run_name,
     stored_record,
 )
+from healthbench.runner.work import eval_work
 from healthbench.store.db import now
 from healthbench.store.runs import RunRecord, Store
 
@@ -161,16 +162,14 @@ def prepare_baseline(
         if len(store.sample_progress(existing.id)) < len(chosen) * config.n_repeats:  # stopped when created
             _write_completions(store, existing.id, chosen, config.n_repeats)
         return existing, selection
-    dataset = {
-        "variant": config.dataset,
-        "source": source.source,
-        "path": str(source.path),
-        "sha256": source.sha256,
-        "conversations": len(chosen),
-        "completions": config.completions,
-        "group": group.name,
-        "rows_without_completions": selection.skipped,
-    }
+    dataset = dataset_record(
+        config,
+        source,
+        conversations=len(chosen),
+        completions=config.completions,
+        group=group.name,
+        rows_without_completions=selection.skipped,
+    )
     template = load_template(config.grader_template)
     record = stored_record(config, kind="eval", dataset=dataset, template_sha=template.sha256)
     items = [(row.item_id, row.conversation.model_dump(mode="json")) for row in chosen]
@@ -252,26 +251,14 @@ def estimate_baselines(store: Store, config: RunConfig, name: str | None) -> lis
         chosen = select(rows, limit=config.limit, ids=config.ids, themes=config.themes) if rows else []
         existing = store.get_run(run_name)
         done = store.grade_progress(existing.id) if existing is not None else {}
-        work = [
-            WorkItem(
-                item_id=row.item_id,
-                repeat=r,
-                messages=tuple({"role": m.role, "content": m.content} for m in row.conversation.prompt),
-                criteria=tuple(str(item) for item in row.conversation.rubrics),
-                fixed_completion=row.completion,
-            )
-            for r in range(config.n_repeats)
-            for row in chosen
-        ]
-        estimates = estimate(
-            work,
-            candidate=None,
-            answer_tokens=None,
-            judge=config.judge.parsed(),
-            template=load_template(config.grader_template),
-            prices=PriceTable.load(config.prices),
-            done_samples=set(),
-            done_grades={key for key, (status, _) in done.items() if status != "ungraded"},
+        items = eval_work(
+            [row.conversation for row in chosen], config.n_repeats, item_ids=[r.item_id for r in chosen]
         )
+        work = [
+            replace(w, fixed_completion=row.completion)
+            for w, row in zip(items, list(chosen) * config.n_repeats, strict=True)
+        ]
+        graded = {key for key, (status, _) in done.items() if status != "ungraded"}
+        estimates = judge_estimate(work, config, done_grades=graded)
         out.append(BaselineEstimate(run_name, len(chosen), estimates))
     return out

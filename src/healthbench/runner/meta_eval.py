@@ -11,9 +11,15 @@ from healthbench.data.sources import DownloadProgress, load_meta_eval
 from healthbench.data.subset import select
 from healthbench.errors import RunError
 from healthbench.grading.template import load_template
-from healthbench.models.pricing import PriceTable
-from healthbench.runner.estimate import RoleEstimate, estimate
-from healthbench.runner.run import RunKind, check_models, check_same_settings, stored_record
+from healthbench.runner.estimate import RoleEstimate
+from healthbench.runner.run import (
+    RunKind,
+    check_models,
+    check_same_settings,
+    dataset_record,
+    judge_estimate,
+    stored_record,
+)
 from healthbench.runner.work import meta_work
 from healthbench.store.runs import RunRecord, Store
 
@@ -39,13 +45,7 @@ def prepare_meta_eval(
         config.dataset, data=config.data, cache=config.cache_dir, progress=download_progress
     )
     chosen = select(records, limit=config.limit, ids=config.ids, categories=config.categories)
-    dataset = {
-        "variant": config.dataset,
-        "source": source.source,
-        "path": str(source.path),
-        "sha256": source.sha256,
-        "rows": len(chosen),
-    }
+    dataset = dataset_record(config, source, rows=len(chosen))
     template = load_template(config.grader_template, config.cache_dir)
     record = stored_record(config, kind="meta_eval", dataset=dataset, template_sha=template.sha256)
     check_models(config, with_candidate=False, environ=environ)
@@ -58,16 +58,7 @@ def meta_dry_run(config: RunConfig) -> tuple[int, list[RoleEstimate]]:
     """Rows and the judge calls, tokens and cost a meta-eval run needs (no call is made)."""
     _, records = load_meta_eval(config.dataset, data=config.data, cache=config.cache_dir)
     chosen = select(records, limit=config.limit, ids=config.ids, categories=config.categories)
-    rows = estimate(
-        meta_work(chosen, config.n_repeats),
-        candidate=None,
-        answer_tokens=None,
-        judge=config.judge.parsed(),
-        template=load_template(config.grader_template),
-        prices=PriceTable.load(config.prices),
-        done_samples=set(),
-        done_grades=set(),
-    )
+    rows = judge_estimate(meta_work(chosen, config.n_repeats), config)
     return len(chosen), rows
 
 

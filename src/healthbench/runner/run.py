@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol, TypedDict, Unpack
 
 from healthbench.config import HOW_FIELDS, ModelConfig, RunConfig, validate_config
-from healthbench.data.sources import DownloadProgress, load_conversations
+from healthbench.data.sources import DatasetFile, DownloadProgress, load_conversations
 from healthbench.data.subset import select
 from healthbench.errors import RunError, RunExistsError
 from healthbench.grading.template import load_template
@@ -70,6 +70,37 @@ def stored_record(
     }
 
 
+def dataset_record(config: RunConfig, source: DatasetFile, **counts: Any) -> dict[str, Any]:
+    """What a run stores about its dataset: variant, where it came from, its sha256, and ``counts``."""
+    return {
+        "variant": config.dataset,
+        "source": source.source,
+        "path": str(source.path),
+        "sha256": source.sha256,
+        **counts,
+    }
+
+
+def judge_estimate(
+    work: Sequence[WorkItem],
+    config: RunConfig,
+    *,
+    done_samples: set[tuple[str, int]] | None = None,
+    done_grades: set[tuple[str, int, int]] | None = None,
+) -> list[RoleEstimate]:
+    """The judge calls, tokens and cost ``work`` still needs when its answers are given (no candidate)."""
+    return estimate(
+        work,
+        candidate=None,
+        answer_tokens=None,
+        judge=config.judge.parsed(),
+        template=load_template(config.grader_template, config.cache_dir),
+        prices=PriceTable.load(config.prices),
+        done_samples=done_samples or set(),
+        done_grades=done_grades or set(),
+    )
+
+
 def check_same_settings(run: RunRecord, config: RunConfig) -> None:
     """Continuing a run by name is only allowed with the settings that define it (the grader
     template's text included, not only its path)."""
@@ -117,13 +148,7 @@ def prepare_eval(
         config.dataset, data=config.data, cache=config.cache_dir, progress=download_progress
     )
     chosen = select(conversations, limit=config.limit, ids=config.ids, themes=config.themes)
-    dataset = {
-        "variant": config.dataset,
-        "source": source.source,
-        "path": str(source.path),
-        "sha256": source.sha256,
-        "conversations": len(chosen),
-    }
+    dataset = dataset_record(config, source, conversations=len(chosen))
     record = stored_record(config, kind="eval", dataset=dataset, template_sha=template.sha256)
     check_models(config, environ=environ)
     try:
@@ -397,17 +422,7 @@ def regrade_dry_run(
         dataclasses.replace(w, fixed_completion=answers.get((w.item_id, w.repeat), ""))
         for w in eval_work(RunView.of(store, parent).conversations(), config.n_repeats)
     ]
-    rows = estimate(
-        work,
-        candidate=None,
-        answer_tokens=None,
-        judge=config.judge.parsed(),
-        template=load_template(config.grader_template, config.cache_dir),
-        prices=PriceTable.load(config.prices),
-        done_samples=set(answers),
-        done_grades=set(),
-    )
-    return config, rows
+    return config, judge_estimate(work, config, done_samples=set(answers))
 
 
 def regrade(
