@@ -102,6 +102,11 @@ CASES = [
         lambda d, u: ["run", "--resume", "base", "--timeout", "5", "--temperature", "1"],
         "drop --temperature, --timeout",
     ),
+    Case(
+        "resume-with-newest-flags",
+        lambda d, u: ["run", "--resume", "base", "--profile", "inspect", "--completions", "physician"],
+        "drop --profile, --completions",
+    ),
     Case("resume-unknown", lambda d, u: ["run", "--resume", "nosuch"], "nosuch"),
     Case(
         "labels-with-judge",

@@ -8,10 +8,10 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol, TypedDict, Unpack
+from typing import Any, TypedDict, Unpack
 
 from healthbench.config import HOW_FIELDS, ModelConfig, RunConfig, validate_config
 from healthbench.data.sources import DatasetFile, DownloadProgress, load_conversations
@@ -287,18 +287,9 @@ async def _on_ray(x: _Execution, work_plan: Plan) -> RunCounters:
     )
 
 
-class Prepare(Protocol):
-    """How a run kind makes its run ``name`` (or takes the existing one with the same settings)."""
-
-    def __call__(
-        self,
-        store: Store,
-        config: RunConfig,
-        name: str,
-        *,
-        download_progress: DownloadProgress | None = None,
-        environ: Mapping[str, str] | None = None,
-    ) -> RunRecord: ...
+# how a run kind makes its run (store, config, name, *, download_progress=, environ=), or takes the
+# existing one with the same settings: `prepare_eval`, `prepare_meta_eval`
+Prepare = Callable[..., RunRecord]
 
 
 @dataclass(frozen=True)
