@@ -67,37 +67,38 @@ items = Table(
     Column("record", JSON, nullable=False),
 )
 
-samples = Table(
+
+def _call_table(name: str, *columns: Column[Any]) -> Table:
+    """A table of one model call per row (samples, grades): keyed by (run, item, repeat, ...), then
+    ``columns``, then how the call went."""
+    return Table(
+        name,
+        metadata,
+        Column("run_id", Integer, ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
+        Column("item_id", String(300), primary_key=True),
+        Column("repeat", Integer, primary_key=True),
+        *columns,
+        Column("usage", JSON),
+        Column("cost", Float),
+        Column("cached", Boolean, nullable=False, default=False),
+        Column("error", Text),
+        Column("created_at", String(40), nullable=False),
+    )
+
+
+samples = _call_table(
     "samples",
-    metadata,
-    Column("run_id", Integer, ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
-    Column("item_id", String(300), primary_key=True),
-    Column("repeat", Integer, primary_key=True),
     Column("completion", Text),
     Column("messages", JSON),  # the messages as sent, system message included
-    Column("usage", JSON),
-    Column("cost", Float),
-    Column("cached", Boolean, nullable=False, default=False),
-    Column("error", Text),
-    Column("created_at", String(40), nullable=False),
 )
 
-grades = Table(
+grades = _call_table(
     "grades",
-    metadata,
-    Column("run_id", Integer, ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
-    Column("item_id", String(300), primary_key=True),
-    Column("repeat", Integer, primary_key=True),
     Column("criterion", Integer, primary_key=True),
     Column("status", String(10), nullable=False),  # met, not_met, ungraded
     Column("explanation", Text),
     Column("raw", Text),
     Column("attempts", Integer, nullable=False),
-    Column("usage", JSON),
-    Column("cost", Float),
-    Column("cached", Boolean, nullable=False, default=False),
-    Column("error", Text),
-    Column("created_at", String(40), nullable=False),
 )
 
 call_cache = Table(
