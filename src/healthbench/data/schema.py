@@ -165,14 +165,19 @@ def field_of(error: ValidationError) -> tuple[str | None, str]:
     return ".".join(parts) or None, message
 
 
-def parse_record(line: str, record_type: type[Record], *, source: str, line_number: int) -> Record:
-    """Parse one JSON line into ``record_type``; every failure is a `DataError` naming file and line."""
+def json_line(line: str, *, source: str, line_number: int) -> Any:
+    """One JSONL line's value; bad JSON is a `DataError` naming the file, line and column."""
     try:
-        raw = json.loads(line)
+        return json.loads(line)
     except json.JSONDecodeError as exc:
         raise DataError(
             f"invalid JSON ({exc.msg} at column {exc.colno})", path=source, line=line_number
         ) from None
+
+
+def parse_record(line: str, record_type: type[Record], *, source: str, line_number: int) -> Record:
+    """Parse one JSON line into ``record_type``; every failure is a `DataError` naming file and line."""
+    raw = json_line(line, source=source, line_number=line_number)
     if not isinstance(raw, dict):
         raise DataError(f"expected a JSON object, got {type(raw).__name__}", path=source, line=line_number)
     try:
