@@ -3,16 +3,17 @@ as is, no points prefix), through the same engine, store, cache, resume and fini
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from typing import Unpack
 
 from healthbench.config import RunConfig
 from healthbench.data.schema import row_id
-from healthbench.data.sources import DownloadProgress, load_meta_eval
+from healthbench.data.sources import load_meta_eval
 from healthbench.data.subset import select
 from healthbench.errors import RunError
 from healthbench.grading.template import load_template
 from healthbench.runner.estimate import RoleEstimate
 from healthbench.runner.run import (
+    RunHooks,
     RunKind,
     check_models,
     check_same_settings,
@@ -24,14 +25,7 @@ from healthbench.runner.work import meta_work
 from healthbench.store.runs import RunRecord, Store
 
 
-def prepare_meta_eval(
-    store: Store,
-    config: RunConfig,
-    name: str,
-    *,
-    download_progress: DownloadProgress | None = None,
-    environ: Mapping[str, str] | None = None,
-) -> RunRecord:
+def prepare_meta_eval(store: Store, config: RunConfig, name: str, **hooks: Unpack[RunHooks]) -> RunRecord:
     """The meta-eval run ``name``: created with its rows (the judge is the only model), or the existing
     one with the same settings."""
     config = config.model_copy(update={"model": None})
@@ -42,13 +36,13 @@ def prepare_meta_eval(
         check_same_settings(existing, config)
         return existing
     source, records = load_meta_eval(
-        config.dataset, data=config.data, cache=config.cache_dir, progress=download_progress
+        config.dataset, data=config.data, cache=config.cache_dir, progress=hooks.get("download_progress")
     )
     chosen = select(records, limit=config.limit, ids=config.ids, categories=config.categories)
     dataset = dataset_record(config, source, rows=len(chosen))
     template = load_template(config.grader_template, config.cache_dir)
     record = stored_record(config, kind="meta_eval", dataset=dataset, template_sha=template.sha256)
-    check_models(config, with_candidate=False, environ=environ)
+    check_models(config, with_candidate=False, environ=hooks.get("environ"))
     return store.create_run(
         name, "meta_eval", record, [(row_id(r), r.model_dump(mode="json")) for r in chosen]
     )

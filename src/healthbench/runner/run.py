@@ -8,10 +8,10 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import secrets
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, TypedDict, Unpack
+from typing import Any, Protocol, TypedDict, Unpack
 
 from healthbench.config import HOW_FIELDS, ModelConfig, RunConfig, validate_config
 from healthbench.data.sources import DatasetFile, DownloadProgress, load_conversations
@@ -128,14 +128,7 @@ def check_models(
 
 
 # -- eval runs -------------------------------------------------------------------------------------
-def prepare_eval(
-    store: Store,
-    config: RunConfig,
-    name: str,
-    *,
-    download_progress: DownloadProgress | None = None,
-    environ: Mapping[str, str] | None = None,
-) -> RunRecord:
+def prepare_eval(store: Store, config: RunConfig, name: str, **hooks: Unpack[RunHooks]) -> RunRecord:
     """The run called ``name``: created with its conversations, or the existing one if compatible."""
     existing = store.get_run(name)
     template = load_template(config.grader_template, config.cache_dir)
@@ -145,18 +138,18 @@ def prepare_eval(
     if config.model is None:
         raise RunError("an eval run needs a candidate model (--model)")
     source, conversations = load_conversations(
-        config.dataset, data=config.data, cache=config.cache_dir, progress=download_progress
+        config.dataset, data=config.data, cache=config.cache_dir, progress=hooks.get("download_progress")
     )
     chosen = select(conversations, limit=config.limit, ids=config.ids, themes=config.themes)
     dataset = dataset_record(config, source, conversations=len(chosen))
     record = stored_record(config, kind="eval", dataset=dataset, template_sha=template.sha256)
-    check_models(config, environ=environ)
+    check_models(config, environ=hooks.get("environ"))
     try:
         return store.create_run(
             name, "eval", record, [(c.prompt_id, c.model_dump(mode="json")) for c in chosen]
         )
     except RunExistsError:  # another process created it a moment ago: continue it as an existing run
-        return prepare_eval(store, config, name, download_progress=download_progress, environ=environ)
+        return prepare_eval(store, config, name, **hooks)
 
 
 def judge_sees_system(config: RunConfig) -> str | None:
@@ -287,9 +280,12 @@ async def _on_ray(x: _Execution, work_plan: Plan) -> RunCounters:
     )
 
 
-# how a run kind makes its run (store, config, name, *, download_progress=, environ=), or takes the
-# existing one with the same settings: `prepare_eval`, `prepare_meta_eval`
-Prepare = Callable[..., RunRecord]
+class Prepare(Protocol):
+    """How a run kind makes its run ``name``, or takes the existing one with the same settings."""
+
+    def __call__(
+        self, store: Store, config: RunConfig, name: str, **hooks: Unpack[RunHooks]
+    ) -> RunRecord: ...
 
 
 @dataclass(frozen=True)
@@ -305,13 +301,7 @@ class RunKind:
         self, config: RunConfig, *, store: Store, name: str | None = None, **hooks: Unpack[RunHooks]
     ) -> RunOutcome:
         """Start (or continue, with the same settings) the run ``name`` and run it to the end."""
-        run = self.prepare(
-            store,
-            config,
-            name or new_run_name(self.name_prefix),
-            download_progress=hooks.get("download_progress"),
-            environ=hooks.get("environ"),
-        )
+        run = self.prepare(store, config, name or new_run_name(self.name_prefix), **hooks)
         return finish(store, run, config, **hooks)
 
     def resume(
