@@ -26,8 +26,8 @@ from sqlalchemy import (
     event,
 )
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import URL, Connection
-from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+from sqlalchemy.engine import URL, Connection, ExceptionContext
+from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, SQLAlchemyError
 
 from healthbench.errors import StoreError, StoreMissingError
 from healthbench.store.location import hide_password, shown, sqlite_file
@@ -152,7 +152,21 @@ def connect(url: URL, *, create: bool = True) -> Engine:
     except StoreError:
         engine.dispose()
         raise
+    event.listen(engine, "handle_error", _store_failure(where))
     return engine
+
+
+def _store_failure(where: str) -> Any:
+    """Once the store is open, a database failure in any read, write or status update (the file gone or
+    unwritable, the server stopped, a lock held too long) is one `StoreError`: one line naming the
+    store, never a traceback. A key conflict (IntegrityError) stays for its caller to handle."""
+
+    def handle(context: ExceptionContext) -> None:
+        exc = context.sqlalchemy_exception
+        if isinstance(exc, DBAPIError) and not isinstance(exc, IntegrityError):
+            raise StoreError(f"cannot use the store {where}: {reason(exc)}") from None
+
+    return handle
 
 
 def _check_sqlite_path(path: Path, *, create: bool) -> None:

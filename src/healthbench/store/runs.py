@@ -8,9 +8,9 @@ from dataclasses import dataclass, fields
 from typing import Any, TypeVar
 
 from sqlalchemy import Engine, Table, and_, func, select, update
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import IntegrityError
 
-from healthbench.errors import RunError, RunExistsError, StoreError
+from healthbench.errors import RunError, RunExistsError
 from healthbench.store import db
 from healthbench.store.db import call_cache, grades, items, runs, samples, upsert
 from healthbench.store.location import shown, store_url
@@ -290,9 +290,6 @@ class Store:
         by_table: dict[str, list[Mapping[str, Any]]] = {}
         for table, row in ops:
             by_table.setdefault(table, []).append(row)
-        try:
-            with self.engine.begin() as conn:
-                for table, rows in by_table.items():
-                    upsert(conn, db.metadata.tables[table], rows)
-        except OperationalError as exc:  # disk full, store deleted or locked for too long
-            raise StoreError(f"cannot write to the store {self.url}: {db.reason(exc)}") from None
+        with self.engine.begin() as conn:  # a failure is a StoreError (see healthbench.store.db)
+            for table, rows in by_table.items():
+                upsert(conn, db.metadata.tables[table], rows)
