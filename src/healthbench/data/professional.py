@@ -28,7 +28,7 @@ from healthbench.data.schema import (
     RubricItem,
     decode_lines,
     field_of,
-    json_line,
+    load_json_line,
     parse_lines,
 )
 from healthbench.errors import DataError
@@ -115,7 +115,7 @@ def parse_professional(lines: Sequence[str], *, source: str) -> list[Conversatio
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
-        raw = json_line(line, source=source, line_number=number)
+        raw = load_json_line(line, source=source, line_number=number)
         check_same_format(raw, PROFESSIONAL, source=source, line=number)
         try:
             conversation = ProfessionalTask.model_validate(raw).to_conversation()
