@@ -84,11 +84,12 @@ def test_one_layer_for_every_command() -> None:
     assert (layer["requests_per_minute"], layer["tokens_per_minute"]) == (60.0, 1000.0)
     # the same judge flags mean the same in regrade and meta-eval; a bare judge name asks the candidate's URL
     judge_args = ["--judge", "j", "--judge-temperature", "0", "--timeout", "4", "--rpm", "6"]
-    regrade: dict[str, Any] = config_layer(context("regrade", ["src", *judge_args]).params)
-    meta = config_layer(context("meta-eval", judge_args).params)
+    regrade: dict[str, Any] = config_layer(context("regrade", ["src", *judge_args]).params, candidate=False)
+    meta = config_layer(context("meta-eval", judge_args).params, candidate=False)
     assert (
         regrade["judge"] == meta["judge"] == {"spec": "j", "settings": {"temperature": 0.0, "timeout": 4.0}}
     )
+    assert "model" not in regrade and "model" not in meta  # no candidate: --timeout is the judge's
     bare = config_layer(context("run", ["--base-url", "http://x", "--judge", "j"]).params)
     assert bare["judge"]["base_url"] == "http://x"
 

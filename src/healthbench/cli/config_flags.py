@@ -95,10 +95,11 @@ CONFIG_FLAGS: dict[str, ConfigFlag] = {
 
 
 def config_layer(
-    params: Mapping[str, Any], *, only: frozenset[str] | set[str] | None = None
+    params: Mapping[str, Any], *, candidate: bool = True, only: frozenset[str] | set[str] | None = None
 ) -> dict[str, Any]:
     """The run-config layer of a command's flags (unset ones left out so lower layers show), the
-    endpoints resolved as the SDKs do (`base_urls`); ``only``: just these top-level settings."""
+    endpoints resolved as the SDKs do (`base_urls`). ``candidate`` False: a command with no candidate
+    (regrade, meta-eval; its --timeout is the judge's); ``only``: just these top-level settings."""
     values = dict(params)
     if "judge" in values or "base_url" in values:
         values["base_url"], values["judge_base_url"] = base_urls(
@@ -111,7 +112,8 @@ def config_layer(
             continue
         value = flag.convert(value) if flag.convert is not None else value
         for path in flag.paths:
-            if value is not None and (only is None or path[0] in only):
+            wanted = only is None or path[0] in only
+            if value is not None and wanted and (candidate or path[0] != "model"):
                 _put(layer, path, value)
     return layer
 

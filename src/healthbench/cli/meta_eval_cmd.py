@@ -230,7 +230,7 @@ def meta_eval_command(
             overrides = resume_overrides(ctx.params)
             outcome = resume_meta_eval(resume, store=s, overrides=overrides, progress=progress)
     else:
-        flags = {**config_layer(ctx.params), "dataset": variant}
+        flags = {**config_layer(ctx.params, candidate=False), "dataset": variant}
         cfg = build_config(
             load_config_file(config) if config else {}, flags, defaults={"judge": {"spec": OFFLINE_MODEL}}
         )

@@ -458,8 +458,7 @@ def regrade_command(
 ) -> None:
     """Grade an existing run's answers with another judge or template, without re-sampling."""
     s = Store(store)
-    overrides = config_layer(ctx.params)
-    overrides.pop("model", None)  # the candidate's settings stay the parent's (--timeout is the judge's)
+    overrides = config_layer(ctx.params, candidate=False)  # the candidate's settings stay the parent's
     layer = overrides.pop("judge", {})
     if dry_run:
         config, rows = runner.regrade_dry_run(s, source, layer or None, overrides)
