@@ -116,16 +116,16 @@ def test_demo_on_ray_equals_the_core_and_a_repeat_calls_nothing(
     outcome = run_eval(config(server), store=store, name="ray-demo")
     criteria = sum(len(c.rubrics) for c in demo())
     assert outcome.run.status == "finished"
-    assert outcome.counters.calls == calls(server) == len(demo()) + criteria
-    assert outcome.counters.input_tokens > 0 and outcome.counters.output_tokens > 0
+    assert outcome.counters.tally.made == calls(server) == len(demo()) + criteria
+    assert outcome.counters.tally.input_tokens > 0 and outcome.counters.tally.output_tokens > 0
     assert score_stored_run(store, outcome.run).metrics() == score_run(expected_samples(demo())).metrics()
     again = run_eval(config(server), store=store, name="ray-demo")
-    assert calls(server) == outcome.counters.calls  # nothing left: no call
-    assert again.counters.calls == 0
+    assert calls(server) == outcome.counters.tally.made  # nothing left: no call
+    assert again.counters.tally.made == 0
     # a new run with the same requests is answered from the call cache, on Ray too
     fresh = run_eval(config(server), store=store, name="ray-demo-2")
-    assert fresh.counters.calls == 0 and fresh.counters.cache_hits == len(demo()) + criteria
-    assert calls(server) == outcome.counters.calls
+    assert fresh.counters.tally.made == 0 and fresh.counters.tally.cached_calls == len(demo()) + criteria
+    assert calls(server) == outcome.counters.tally.made
 
 
 @needs_ray
@@ -163,15 +163,15 @@ def test_shared_527_on_ray_equals_the_local_engine(
         local = run_eval(config(url, "local", **extra), store=local_store, name="e2e")
         reset_stats(url)
         on_ray = run_eval(config(url, **extra), store=ray_store, name="e2e")
-        assert calls(url) == on_ray.counters.calls == 527 + sum(len(c.rubrics) for c in conversations)
+        assert calls(url) == on_ray.counters.tally.made == 527 + sum(len(c.rubrics) for c in conversations)
         again = run_eval(config(url, **extra), store=ray_store, name="e2e")
-        assert again.counters.calls == 0 and calls(url) == on_ray.counters.calls
+        assert again.counters.tally.made == 0 and calls(url) == on_ray.counters.tally.made
     want = score_run(expected_samples(conversations), options).metrics()
     assert score_stored_run(ray_store, on_ray.run, options).metrics() == want
     assert score_stored_run(local_store, local.run, options).metrics() == want
-    assert (on_ray.counters.input_tokens, on_ray.counters.output_tokens) == (
-        local.counters.input_tokens,
-        local.counters.output_tokens,
+    assert (on_ray.counters.tally.input_tokens, on_ray.counters.tally.output_tokens) == (
+        local.counters.tally.input_tokens,
+        local.counters.tally.output_tokens,
     )
 
 

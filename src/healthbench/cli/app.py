@@ -8,6 +8,7 @@ module that defines CMD. A module imported by other means (tests, plugins) simpl
 from __future__ import annotations
 
 import importlib
+import logging
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -154,4 +155,7 @@ def main() -> None:
 
     apply()  # (python -m healthbench applied them before any import already)
 
+    # a store failure is one line of ours: the database driver's own warnings (psycopg's "error ignored
+    # terminating ..." when the server goes away) are not printed beside it
+    logging.getLogger("psycopg").addHandler(logging.NullHandler())
     sys.exit(app())
