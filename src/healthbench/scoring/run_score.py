@@ -112,18 +112,25 @@ class RunScore:
 
 def sample_metrics(sample: GradedSample, options: ScoringOptions) -> dict[str, float] | None:
     """The per-sample metric values (simple-evals' ``SingleEvalResult.metrics``), None if ungraded."""
-    metrics = conversation_metrics(sample.conversation, sample.verdicts)
-    if metrics is None:
-        return None
-    if _length_adjustment_on(options):
-        assert options.length_penalty is not None and options.length_center is not None
-        metrics[LENGTH_ADJUSTED] = length_adjusted(
-            metrics[OVERALL],
-            len(sample.completion),
-            penalty=options.length_penalty,
-            center=options.length_center,
-        )
-    return metrics
+    return samples_metrics([sample], options)[0]
+
+
+def samples_metrics(
+    samples: Sequence[GradedSample], options: ScoringOptions
+) -> list[dict[str, float] | None]:
+    """`sample_metrics` of many samples, computed in one `batch_metrics` call."""
+    table = batch_metrics([s.conversation for s in samples], [s.verdicts for s in samples])
+    adjust = _length_adjustment_on(options)
+    for sample, metrics in zip(samples, table.per_conversation, strict=True):
+        if metrics is not None and adjust:
+            assert options.length_penalty is not None and options.length_center is not None
+            metrics[LENGTH_ADJUSTED] = length_adjusted(
+                metrics[OVERALL],
+                len(sample.completion),
+                penalty=options.length_penalty,
+                center=options.length_center,
+            )
+    return table.per_conversation
 
 
 def metric_keys(sample: GradedSample, options: ScoringOptions) -> list[str]:
