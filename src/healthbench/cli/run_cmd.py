@@ -45,9 +45,11 @@ from healthbench.cli.options import (
     Strict,
     Timeout,
     Tpm,
+    VllmEngineArg,
     base_urls,
     how_layer,
     model_layer,
+    parse_key_values,
     split_list,
 )
 from healthbench.cli.progress import DownloadBar, run_progress
@@ -261,6 +263,7 @@ def run_command(
     cache_dir: CacheDir = None,
     executor: Executor = None,
     ray_address: RayAddress = None,
+    vllm_engine_arg: VllmEngineArg = None,
     length_center: LengthCenter = None,
     length_penalty: LengthPenalty = None,
     seed: SeedOpt = None,
@@ -326,6 +329,7 @@ def run_command(
                 "--judge-system-message": judge_system_message,
                 "--profile": profile,
                 "--timeout": timeout,
+                "--vllm-engine-arg": vllm_engine_arg,
                 "--grader-template": grader_template,
                 "--dataset": dataset,
                 "--data": data,
@@ -379,6 +383,7 @@ def run_command(
         ),
         "grader_template": str(grader_template) if grader_template else None,
         "judge_structured_output": judge_json,
+        "vllm_engine_args": parse_key_values("--vllm-engine-arg", vllm_engine_arg),
         "completions": completions,
         "group": group,
         "profile": profile,
@@ -486,6 +491,8 @@ def _finish(
         line += f" + unknown cost of {c.unpriced_calls} calls to unpriced models (see --prices)"
     if c.samples_failed:
         line += f" · {c.samples_failed} conversations could not be sampled"
+    if c.repeat_bound is not None:
+        line += f" · resumed after an interrupted session: at most {c.repeat_bound} calls repeated"
     _report(
         s,
         outcome.run,

@@ -25,6 +25,9 @@ class RunCounters:
     unpriced_calls: int = 0  # calls to a model with no known price: their cost is unknown
     retrying: str | None = None  # an endpoint outage in progress (see ConnectionPool.outage_note)
     criteria_at_start: int = 0  # criteria already done when this session started (for the ETA)
+    # resuming a session that died (killed driver): at most this many of this session's calls repeat
+    # calls whose answers that session lost (Ray executor: its in-flight budget); None: nothing lost
+    repeat_bound: int | None = None
     started: float = field(default_factory=time.monotonic)
 
     def count_call(self, input_tokens: int, output_tokens: int, cost: float | None) -> None:

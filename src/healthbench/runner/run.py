@@ -28,6 +28,9 @@ from healthbench.runner.progress import NoProgress, ProgressSink, RunCounters
 from healthbench.store.lease import RunLease
 from healthbench.store.runs import RunRecord, Store
 
+# statuses a run is left in by a session that did not end normally (a killed process leaves "running")
+INTERRUPTED = ("running", "interrupted", "failed")
+
 
 @dataclass(frozen=True)
 class RunOutcome:
@@ -82,7 +85,8 @@ def check_models(
     roles = [config.model] if with_candidate and config.model is not None else []
     specs = [role.parsed() for role in [*roles, config.judge]]  # every spec parses before any check
     for spec in specs:
-        check_model(spec, environ)
+        if not (spec.provider == "vllm" and config.executor == "ray"):  # checked by the Ray executor
+            check_model(spec, environ)
 
 
 # -- eval runs -------------------------------------------------------------------------------------
@@ -285,6 +289,7 @@ async def _on_ray(
         progress=progress,
         environ=environ,
         with_candidate=with_candidate,
+        interrupted_before=run.status in INTERRUPTED,
     )
 
 
