@@ -44,7 +44,7 @@ from healthbench.runner.engine import (
     judge_schema,
     sample_fields,
     sample_request,
-    sent_messages,
+    sample_row,
 )
 from healthbench.runner.progress import NoProgress, ProgressSink, RunCounters
 from healthbench.store.db import now
@@ -184,13 +184,7 @@ class RayExecutor:
 
     def _sampled(self, w: WorkItem, key: str, result: CallResult | ModelError) -> str | None:
         assert self.candidate is not None
-        row: dict[str, Any] = {
-            "run_id": self.run_id,
-            "item_id": w.item_id,
-            "repeat": w.repeat,
-            "messages": sent_messages(self.candidate.settings, w),
-            "created_at": now(),
-        }
+        row = sample_row(self.run_id, self.candidate.settings, w)
         if isinstance(result, ModelError):
             row.update(sample_fields(None, str(result)))
             self._commit(None, key, self.candidate.spec, [("samples", row)])
@@ -339,17 +333,22 @@ def run_plan(
         prices=PriceTable.load(config.prices),
         progress=progress,
     )
-    started = _join_ray(config.ray_address)
+    started = join_ray(config.ray_address)
     try:
         return executor.run(work_plan, interrupted_before=interrupted_before)
     finally:
         if started:
-            import ray
-
-            ray.shutdown()
+            leave_ray()
 
 
-def _join_ray(address: str | None) -> bool:
+def leave_ray() -> None:
+    """Disconnect from Ray (and stop the local Ray `join_ray` started, if any)."""
+    import ray
+
+    ray.shutdown()
+
+
+def join_ray(address: str | None) -> bool:
     """Connect to Ray unless already connected; True when this call started the connection."""
     import ray
     import ray.data

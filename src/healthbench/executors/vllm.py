@@ -20,15 +20,7 @@ from typing import Any
 from healthbench.executors.ray_calls import RUN_AHEAD
 from healthbench.models.base import Messages, ModelSettings, ModelSpec
 
-VLLM_PREFIX = "vllm/"
 CONCURRENT_BATCHES = 8  # batches one vLLM engine works on at once (vLLMEngineProcessorConfig's default)
-
-
-def vllm_model_source(spec_text: str) -> str | None:
-    """The Hugging Face id or path of ``vllm/HF_ID_OR_PATH``; None for any other spec."""
-    if not spec_text.startswith(VLLM_PREFIX) or not spec_text[len(VLLM_PREFIX) :].strip():
-        return None
-    return spec_text[len(VLLM_PREFIX) :].strip()
 
 
 def vllm_request(settings: ModelSettings, messages: Messages) -> dict[str, Any]:
@@ -92,19 +84,22 @@ class VllmEndpoint:
     def body(self, messages: Messages, schema: dict[str, Any] | None) -> dict[str, Any]:
         return vllm_request(self.settings, messages)
 
+    def config(self) -> Any:
+        """The `vLLMEngineProcessorConfig` (needs Ray; building the processor also needs transformers)."""
+        return vllm_processor_config(
+            self.spec.model, self.engine_kwargs, concurrency=self.concurrency, batch_size=self.batch_size
+        )
+
     def processor(self) -> Any:
         from ray.data.llm import build_processor
 
-        config = vllm_processor_config(
-            self.spec.model, self.engine_kwargs, concurrency=self.concurrency, batch_size=self.batch_size
-        )
-        answer = functools.partial(_from_vllm, model=self.spec.model)
-        return build_processor(config, preprocess=_to_vllm, postprocess=answer)
+        answer = functools.partial(vllm_answer_row, model=self.spec.model)
+        return build_processor(self.config(), preprocess=vllm_input_row, postprocess=answer)
 
 
-def _to_vllm(row: dict[str, Any]) -> dict[str, Any]:
+def vllm_input_row(row: dict[str, Any]) -> dict[str, Any]:
     return {"tag": row["tag"], **json.loads(row["body"])}
 
 
-def _from_vllm(row: dict[str, Any], *, model: str) -> dict[str, Any]:
+def vllm_answer_row(row: dict[str, Any], *, model: str) -> dict[str, Any]:
     return {"tag": int(row["tag"]), "response": vllm_response(row, model)}

@@ -92,10 +92,12 @@ def sample_request(spec: ModelSpec, settings: ModelSettings, w: WorkItem) -> tup
     return messages, request_key(spec, settings, messages, None, salt=f"repeat:{w.repeat}")
 
 
-def sent_messages(settings: ModelSettings, w: WorkItem) -> Messages:
-    """The conversation as the candidate received it (its system message first): a sample row's messages."""
+def sample_row(run_id: int, settings: ModelSettings, w: WorkItem) -> dict[str, Any]:
+    """A sample row's key and request columns; its messages are the conversation as the candidate
+    received it (its system message first). The outcome columns come from `sample_fields`."""
     system = settings.system_message
-    return ([{"role": "system", "content": system}] if system else []) + [dict(m) for m in w.messages]
+    sent = ([{"role": "system", "content": system}] if system else []) + [dict(m) for m in w.messages]
+    return {"run_id": run_id, "item_id": w.item_id, "repeat": w.repeat, "messages": sent, "created_at": now()}
 
 
 def sample_fields(result: CallResult | None, error: str | None = None) -> dict[str, Any]:
@@ -260,13 +262,7 @@ class Engine:
         if self.candidate is None:
             raise HealthBenchError(f"{w.item_id}: no completion stored and no candidate model to sample one")
         messages, key = sample_request(self.candidate.spec, self.candidate.settings, w)
-        row: dict[str, Any] = {
-            "run_id": self.run_id,
-            "item_id": w.item_id,
-            "repeat": w.repeat,
-            "messages": sent_messages(self.candidate.settings, w),
-            "created_at": now(),
-        }
+        row = sample_row(self.run_id, self.candidate.settings, w)
         try:
             async with self._call(self.candidate, key, messages, None) as result:
                 row.update(sample_fields(result))
