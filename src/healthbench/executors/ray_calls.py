@@ -94,7 +94,13 @@ class Endpoint:
             batch_size=self.batch_size,
             session_factory=SessionFactory(self.max_retries, self.settings.timeout),
         )
-        return build_processor(config, preprocess=_to_payload, postprocess=_from_response)
+        # the postprocess is a few string copies: it takes no CPU slot that HTTP actors could need
+        return build_processor(
+            config,
+            preprocess=_to_payload,
+            postprocess=_from_response,
+            postprocess_map_kwargs={"num_cpus": 0},
+        )
 
 
 def _to_payload(row: dict[str, Any]) -> dict[str, Any]:
