@@ -32,19 +32,9 @@ from healthbench.data.schema import Conversation, Message, RubricItem
 from healthbench.results.simple_evals import write_allresults
 from healthbench.scoring.rubric import Verdict
 from healthbench.scoring.run_score import GradedSample, ScoringOptions, score_run
+from healthbench.testing.browser import CHROMIUM, chromium_context
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "healthbench"
-CHROMIUM = Path("/usr/bin/chromium")
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 WORDS = tuple(
     [
         "patient",
@@ -153,8 +143,11 @@ def browser_timings(path: Path) -> dict[str, float] | None:
         return None
     if not CHROMIUM.exists():
         return None
-    with sync_playwright() as p, tempfile.TemporaryDirectory() as profile:
-        ctx = p.chromium.launch_persistent_context(profile, executable_path=str(CHROMIUM), args=ARGS)
+    with (
+        sync_playwright() as p,
+        tempfile.TemporaryDirectory() as profile,
+        chromium_context(p, profile) as ctx,
+    ):
         page = ctx.new_page()
         start = time.perf_counter()
         page.goto(path.as_uri())
@@ -173,7 +166,6 @@ def browser_timings(path: Path) -> dict[str, float] | None:
         opened = time.perf_counter() - start
         heap = page.evaluate("performance.memory ? performance.memory.usedJSHeapSize : 0")
         rows = page.locator(".conv-row").count()
-        ctx.close()
     return {"ready_s": ready, "filter_ms": filt, "open_s": opened, "heap_mb": heap / 1e6, "rows": rows}
 
 

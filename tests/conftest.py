@@ -1,10 +1,11 @@
-"""Shared fixtures: the real HealthBench fragments (when present) and tiny record factories."""
+"""Shared fixtures: the real HealthBench fragments (when present), a fake server per test module, an
+in-process job service, and tiny record factories."""
 
 from __future__ import annotations
 
 import importlib.util
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -13,11 +14,13 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if importlib.util.find_spec("healthbench") is None:  # a checkout without `pip install -e .`
     sys.path.insert(0, str(REPO_ROOT / "src"))
 
+from helpers import build_conversation, build_sample  # noqa: E402
 from pg_fixtures import pg_server, pg_url, store_target  # noqa: E402, F401  (PostgreSQL fixtures)
+from service_helpers import http, service  # noqa: E402, F401  (an in-process job service)
 
-from healthbench.data.schema import Conversation, Message, RubricItem  # noqa: E402
-from healthbench.scoring.rubric import Verdict  # noqa: E402
+from healthbench.data.schema import Conversation  # noqa: E402
 from healthbench.scoring.run_score import GradedSample  # noqa: E402
+from healthbench.testing.process import fake_server_process  # noqa: E402
 
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data" / "healthbench"
 SHARED_SKIP_REASON = (
@@ -26,7 +29,6 @@ SHARED_SKIP_REASON = (
 )
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
-Item = tuple[float, Sequence[str]] | RubricItem
 ConversationFactory = Callable[..., Conversation]
 SampleFactory = Callable[..., GradedSample]
 
@@ -44,42 +46,11 @@ def fixtures_dir() -> Path:
     return FIXTURES
 
 
-def build_conversation(
-    items: Sequence[Item],
-    *,
-    prompt_id: str = "conv-1",
-    example_tags: Sequence[str] = (),
-    question: str = "What should I do about a mild headache?",
-) -> Conversation:
-    """A conversation whose rubric is ``items``: RubricItems or ``(points, tags)`` pairs."""
-    rubrics = [
-        item
-        if isinstance(item, RubricItem)
-        else RubricItem(criterion=f"criterion {number}", points=item[0], tags=list(item[1]))
-        for number, item in enumerate(items)
-    ]
-    return Conversation(
-        prompt=[Message(role="user", content=question)],
-        prompt_id=prompt_id,
-        rubrics=rubrics,
-        example_tags=list(example_tags),
-    )
-
-
-def build_sample(
-    conversation: Conversation,
-    met: Sequence[bool | None],
-    *,
-    completion: str = "Rest, drink water, and see a doctor if it gets worse.",
-    repeat: int = 0,
-) -> GradedSample:
-    """A graded sample: ``met`` gives criteria_met per criterion (None = ungraded)."""
-    return GradedSample(
-        conversation=conversation,
-        completion=completion,
-        verdicts=tuple(Verdict.of(m) for m in met),
-        repeat=repeat,
-    )
+@pytest.fixture(scope="module")
+def server() -> Iterator[str]:
+    """A fake server in its own process on a free port, one per test module; its ``/v1`` URL."""
+    with fake_server_process() as url:
+        yield url
 
 
 @pytest.fixture

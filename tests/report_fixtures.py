@@ -6,14 +6,15 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
+from helpers import build_conversation
+from synthetic_runs import AXES, THEMES
+
 from healthbench.analysis.compare import Comparison, compare_runs
 from healthbench.analysis.inputs import LoadedRun
-from healthbench.data.schema import Conversation, Message, RubricItem
+from healthbench.data.schema import Conversation, RubricItem
 from healthbench.scoring.rubric import Verdict
 from healthbench.scoring.run_score import GradedSample
 
-THEMES = ("emergency_referrals", "hedging", "global_health")
-AXES = ("accuracy", "completeness", "communication_quality")
 HOSTILE = '<script>window.__pwned = 1</script></script><img src=x onerror="window.__pwned=2">'
 
 
@@ -37,13 +38,10 @@ def conversations(n: int, seed: int = 7) -> list[Conversation]:
             )
             for j in range(4)
         ]
+        question = f"Question {i}: what should I do about symptom {i}?"
+        theme = f"theme:{THEMES[i % len(THEMES)]}"
         out.append(
-            Conversation(
-                prompt=[Message(role="user", content=f"Question {i}: what should I do about symptom {i}?")],
-                prompt_id=f"conv-{i:03d}",
-                rubrics=items,
-                example_tags=[f"theme:{THEMES[i % len(THEMES)]}"],
-            )
+            build_conversation(items, prompt_id=f"conv-{i:03d}", example_tags=[theme], question=question)
         )
     return out
 

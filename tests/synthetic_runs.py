@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import random
 
+from helpers import build_conversation
+
 from healthbench.analysis.inputs import LoadedRun
-from healthbench.data.schema import Conversation, Message, RubricItem
+from healthbench.data.schema import Conversation, RubricItem
 from healthbench.scoring.rubric import Verdict
 from healthbench.scoring.run_score import GradedSample
 
@@ -28,12 +30,10 @@ def conversations(n: int, *, seed: int = 0) -> list[Conversation]:
                     tags=[f"axis:{rng.choice(AXES)}", "level:example"],
                 )
             )
+        theme = f"theme:{THEMES[index % len(THEMES)]}"
         out.append(
-            Conversation(
-                prompt=[Message(role="user", content=f"question {index}")],
-                prompt_id=f"conv-{index:04d}",
-                rubrics=items,
-                example_tags=[f"theme:{THEMES[index % len(THEMES)]}"],
+            build_conversation(
+                items, prompt_id=f"conv-{index:04d}", example_tags=[theme], question=f"question {index}"
             )
         )
     return out

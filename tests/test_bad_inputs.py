@@ -53,12 +53,6 @@ def snapshot(db: Path) -> dict[str, list[tuple[object, ...]]]:
 
 
 @pytest.fixture(scope="module")
-def server() -> object:
-    with fake_server_process() as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
 def base_store(server: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A store holding a finished run ``base`` and a run ``unanswered`` that has no answer yet."""
     db = tmp_path_factory.mktemp("base") / "s.db"

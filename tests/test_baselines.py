@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import judged_run_args, one_line_error
 from typer.testing import CliRunner
 
 import healthbench.cli  # noqa: F401  (registers the commands)
@@ -23,16 +24,9 @@ from healthbench.scoring.run_score import GradedSample, ScoringOptions, score_ru
 from healthbench.store.db import grades, samples
 from healthbench.store.runs import Store
 from healthbench.testing.fake_server import fake_verdict, fetch_stats, reset_stats
-from healthbench.testing.process import fake_server_process
 
 runner = CliRunner()
 SAMPLE = "eval/oss_eval_sample527.jsonl"
-
-
-@pytest.fixture(scope="module")
-def server():
-    with fake_server_process() as url:
-        yield url
 
 
 def raw_rows(shared: Path) -> list[dict[str, Any]]:
@@ -128,22 +122,7 @@ def expected_metrics(rows: list[tuple[Conversation, str]], n_resamples: int) -> 
 
 
 def baseline_args(url: str, store: Path, data: Path, *extra: str) -> list[str]:
-    return [
-        "run",
-        "--data",
-        str(data),
-        "--judge",
-        "judge",
-        "--judge-base-url",
-        url,
-        "--store",
-        str(store),
-        "--max-retries",
-        "0",
-        "--n-resamples",
-        "50",
-        *extra,
-    ]
+    return judged_run_args(url, store, "--data", str(data), "--n-resamples", "50", *extra)
 
 
 def test_physician_baseline_scores_equal_the_core_on_the_fake_verdicts(
@@ -229,13 +208,6 @@ def test_reference_baselines_one_run_per_group_with_limit(
     assert sorted(runs) == ["refs-apr_2025_reference", "refs-aug_2024_reference"]
     assert runs["refs-apr_2025_reference"].config["dataset"]["group"] == "Group 3"
     assert runs["refs-apr_2025_reference"].config["run"]["model"] is None
-
-
-def one_line_error(result) -> str:
-    assert result.exit_code == 1, result.output
-    text = result.stderr.strip()
-    assert "Traceback" not in result.output and len(text.splitlines()) == 1, text
-    return text
 
 
 def test_bad_baseline_requests_are_one_line_errors(server: str, tmp_path: Path, fixtures_dir: Path) -> None:

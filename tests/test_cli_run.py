@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import judged_run_args, one_line_error
 from typer.testing import CliRunner
 
 import healthbench.cli  # noqa: F401  (registers the commands)
@@ -17,57 +18,18 @@ from healthbench.testing.process import GARBAGE_JUDGE, fake_server_process, free
 runner = CliRunner()
 
 
-@pytest.fixture(scope="module")
-def server():
-    with fake_server_process() as url:
-        yield url
-
-
 def invoke(*args: str, env: dict[str, str] | None = None):
     return runner.invoke(app, list(args), env=env)
 
 
 def fake_args(url: str, store: Path, *extra: str) -> list[str]:
-    return [
-        "run",
-        "--model",
-        "cand",
-        "--base-url",
-        url,
-        "--judge",
-        "judge",
-        "--judge-base-url",
-        url,
-        "--store",
-        str(store),
-        "--max-retries",
-        "0",
-        *extra,
-    ]
-
-
-def one_line_error(result) -> str:
-    assert result.exit_code == 1, result.output
-    text = result.stderr.strip()
-    assert "Traceback" not in result.output and "Traceback" not in text
-    assert len(text.splitlines()) == 1, text
-    return text
+    return judged_run_args(url, store, "--model", "cand", "--base-url", url, *extra)
 
 
 def test_run_writes_metrics_allresults_and_summary(server: str, tmp_path: Path) -> None:
     metrics, allresults = tmp_path / "m.json", tmp_path / "x_allresults.json"
-    result = invoke(
-        *fake_args(
-            server,
-            tmp_path / "s.db",
-            "--name",
-            "cli",
-            "--metrics-out",
-            str(metrics),
-            "--allresults-out",
-            str(allresults),
-        )
-    )
+    outputs = ["--metrics-out", str(metrics), "--allresults-out", str(allresults)]
+    result = invoke(*fake_args(server, tmp_path / "s.db", "--name", "cli", *outputs))
     assert result.exit_code == 0, result.output
     written = json.loads(metrics.read_text())
     assert written["ungraded_criteria"] == 0 and written["overall_score:n_samples"] == 8

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import one_line_error
 from typer.testing import CliRunner
 
 import healthbench.cli  # noqa: F401  (registers the commands)
@@ -13,13 +14,6 @@ from healthbench.cli.app import app
 from healthbench.results.simple_evals import read_allresults
 
 runner = CliRunner()
-
-
-def one_line_error(result, code: int = 1) -> str:
-    assert result.exit_code == code, result.output
-    text = result.stderr.strip()
-    assert "Traceback" not in result.output and len(text.splitlines()) == 1, text
-    return text
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import one_line_error
 from typer.testing import CliRunner
 
 import healthbench.cli  # noqa: F401
@@ -132,6 +133,16 @@ def test_labels_file_errors_name_the_line(tmp_path: Path) -> None:
     assert result.exit_code == 1
     assert f"{bad}:2" in result.stderr and "criteria_met" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_labels_file_with_invalid_json_names_the_line_and_column(tmp_path: Path) -> None:
+    first = read_records(FIXTURE, MetaEvalRecord)[0]
+    good = {"completion_id": first.completion_id, "rubric": first.rubric, "criteria_met": True}
+    bad = tmp_path / "labels.jsonl"
+    bad.write_text(json.dumps(good) + '\n{"completion_id": oops}\n')
+    result = runner.invoke(app, ["meta-eval", "--data", str(FIXTURE), "--labels", str(bad)])
+    message = one_line_error(result)
+    assert message.startswith(f"error: {bad}:2: invalid JSON (Expecting value at column 19)"), message
 
 
 @pytest.mark.parametrize(

@@ -23,16 +23,8 @@ from healthbench.models.errors import (
     [
         (429, '{"error": {"message": "Rate limit reached"}}', FailureKind.RATE_LIMIT),
         (429, '{"error": {"code": "insufficient_quota"}}', FailureKind.FATAL),
-        (500, "", FailureKind.TRANSIENT),
-        (502, "", FailureKind.TRANSIENT),
-        (503, "", FailureKind.TRANSIENT),
-        (529, "", FailureKind.TRANSIENT),
-        (408, "", FailureKind.TRANSIENT),
-        (400, "", FailureKind.FATAL),
-        (401, "", FailureKind.FATAL),
-        (403, "", FailureKind.FATAL),
-        (404, "", FailureKind.FATAL),
-        (422, "", FailureKind.FATAL),
+        *((status, "", FailureKind.TRANSIENT) for status in (500, 502, 503, 529, 408)),
+        *((status, "", FailureKind.FATAL) for status in (400, 401, 403, 404, 422)),
     ],
 )
 def test_classify_status(status, body, kind):

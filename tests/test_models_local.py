@@ -131,13 +131,15 @@ async def test_a_broken_gguf_fails_once_with_a_clear_line(tmp_path):
     assert model.stats.attempts == 1
 
 
+def greedy_smollm2(max_tokens: int):
+    """SmolLM2 in process at temperature 0, answering at most ``max_tokens`` tokens."""
+    settings = ModelSettings(temperature=0.0, max_tokens=max_tokens)
+    return create_model(parse_model_spec("local/smollm2"), settings, pool=ConnectionPool())
+
+
 @needs_smollm2
 async def test_smollm2_answers_deterministically():
-    model = create_model(
-        parse_model_spec("local/smollm2"),
-        ModelSettings(temperature=0.0, max_tokens=24),
-        pool=ConnectionPool(),
-    )
+    model = greedy_smollm2(max_tokens=24)
     question = [{"role": "user", "content": "What should I do for a mild headache?"}]
     first, second = await asyncio.gather(model.generate(question), model.generate(question))
     assert first.text.strip()
@@ -152,11 +154,7 @@ async def test_smollm2_answers_deterministically():
 
 @needs_smollm2
 async def test_smollm2_follows_a_json_schema():
-    model = create_model(
-        parse_model_spec("local/smollm2"),
-        ModelSettings(temperature=0.0, max_tokens=200),
-        pool=ConnectionPool(),
-    )
+    model = greedy_smollm2(max_tokens=200)
     schema = {
         "type": "object",
         "properties": {"explanation": {"type": "string"}, "criteria_met": {"type": "boolean"}},

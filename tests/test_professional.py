@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import judged_run_args
 from typer.testing import CliRunner
 
 import healthbench.cli  # noqa: F401  (registers the commands)
@@ -19,16 +20,9 @@ from healthbench.data.professional import (
     resolve_format,
 )
 from healthbench.errors import DataError
-from healthbench.testing.process import fake_server_process
 
 runner = CliRunner()
 FIXTURE = "professional_small.jsonl"
-
-
-@pytest.fixture(scope="module")
-def server():
-    with fake_server_process() as url:
-        yield url
 
 
 def test_tasks_become_conversations_with_task_tags(fixtures_dir: Path) -> None:
@@ -138,22 +132,7 @@ def test_default_grader_is_said_in_the_output(fixtures_dir: Path, tmp_path: Path
 
 
 def fake_run(url: str, store: Path, data: Path, *extra: str) -> list[str]:
-    return [
-        "run",
-        "--data",
-        str(data),
-        "--judge",
-        "judge",
-        "--judge-base-url",
-        url,
-        "--store",
-        str(store),
-        "--max-retries",
-        "0",
-        "--n-resamples",
-        "20",
-        *extra,
-    ]
+    return judged_run_args(url, store, "--data", str(data), "--n-resamples", "20", *extra)
 
 
 def test_professional_run_scores_task_tags_and_length_adjusted_by_hand(

@@ -18,18 +18,8 @@ from report_fixtures import AXES, THEMES, comparison_of, two_runs
 from healthbench.analysis.report import build_report
 from healthbench.scoring.rubric import OVERALL
 from healthbench.scoring.run_score import ScoringOptions, score_run
+from healthbench.testing.browser import CHROMIUM, chromium_context
 
-CHROMIUM = Path("/usr/bin/chromium")
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 OPTIONS = ScoringOptions(n_resamples=200, seed=5)
 N = 60
 SCREENSHOT_COPY = Path("/tmp/healthbench-report.png")
@@ -53,15 +43,12 @@ def report_file(runs: list[Any], tmp_path_factory: pytest.TempPathFactory) -> Pa
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    with sync_api.sync_playwright() as playwright:
-        context = playwright.chromium.launch_persistent_context(
-            str(tmp_path_factory.mktemp("chromium-profile")),
-            executable_path=str(CHROMIUM),
-            args=ARGS,
-            viewport={"width": 1280, "height": 900},
-        )
+    profile = tmp_path_factory.mktemp("chromium-profile")
+    with (
+        sync_api.sync_playwright() as playwright,
+        chromium_context(playwright, profile, viewport={"width": 1280, "height": 900}) as context,
+    ):
         yield context
-        context.close()
 
 
 @pytest.fixture

@@ -14,13 +14,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
-from typer.testing import CliRunner
+from helpers import build_conversation
+from typer.testing import CliRunner, Result
 
 import healthbench
 import healthbench.cli
 from healthbench.cli.app import app
 from healthbench.config import build_config
-from healthbench.data.schema import Conversation, Message, RubricItem
+from healthbench.data.schema import Conversation
 from healthbench.errors import RunError
 from healthbench.results.aggregate import aggregate_scores
 from healthbench.results.rows import iter_row_scores
@@ -29,30 +30,27 @@ from healthbench.runner.run import stored_record
 from healthbench.store import Store
 
 
-def build_conversation(
+def conversation(
     items: list[tuple[int, list[str]]], *, prompt_id: str, example_tags: list[str]
 ) -> Conversation:
-    return Conversation(
-        prompt=[Message(role="user", content=f"question {prompt_id}")],
-        prompt_id=prompt_id,
-        rubrics=[RubricItem(criterion=f"criterion {i}", points=p, tags=t) for i, (p, t) in enumerate(items)],
-        example_tags=example_tags,
+    return build_conversation(
+        items, prompt_id=prompt_id, example_tags=example_tags, question=f"question {prompt_id}"
     )
 
 
 CONVERSATIONS = [
-    build_conversation(
+    conversation(
         [(5, ["axis:accuracy"]), (3, ["axis:completeness"]), (-2, ["axis:accuracy"])],
         prompt_id="c1",
         example_tags=["theme:hedging"],
     ),
-    build_conversation(
+    conversation(
         [(4, ["axis:accuracy", "cluster:x"]), (6, ["axis:communication"])],
         prompt_id="c2",
         example_tags=["theme:emergency_referrals"],
     ),
-    build_conversation([(10, ["axis:accuracy"])], prompt_id="c3", example_tags=["theme:hedging"]),
-    build_conversation(
+    conversation([(10, ["axis:accuracy"])], prompt_id="c3", example_tags=["theme:hedging"]),
+    conversation(
         [(2, ["axis:completeness"]), (2, ["axis:accuracy"])],
         prompt_id="c4",
         example_tags=["theme:emergency_referrals"],
@@ -314,26 +312,22 @@ def test_nemo_access_patterns_work_on_the_documents(store: Store) -> None:
     assert not math.isnan(rows["healthbench/overall_score"].mean())
 
 
+def results_cli(tmp_path: Path, name: str, *flags: str) -> Result:
+    """`healthbench results NAME FLAGS` on the store of the `store` fixture."""
+    return CliRunner().invoke(app, ["results", name, "--store", str(tmp_path / "runs.db"), *flags])
+
+
 def test_cli_results_writes_both_documents(store: Store, tmp_path: Path) -> None:
     aggregate_path, rows_path, metrics_path = (
         tmp_path / "agg.json",
         tmp_path / "rows.jsonl",
         tmp_path / "m.json",
     )
-    result = CliRunner().invoke(
-        app,
-        [
-            "results",
-            "docs",
-            "--store",
-            str(tmp_path / "runs.db"),
-            "--metrics-out",
-            str(metrics_path),
-            "--aggregate-out",
-            str(aggregate_path),
-            "--row-scores-out",
-            str(rows_path),
-        ],
+    result = results_cli(
+        tmp_path,
+        "docs",
+        *("--metrics-out", str(metrics_path), "--aggregate-out", str(aggregate_path)),
+        *("--row-scores-out", str(rows_path)),
     )
     assert result.exit_code == 0, result.output
     assert f"{N_ROWS} row scores written to {rows_path}" in result.output
@@ -352,9 +346,7 @@ def test_cli_results_writes_both_documents(store: Store, tmp_path: Path) -> None
 
 def test_cli_results_on_an_unknown_run_is_one_line_and_writes_nothing(store: Store, tmp_path: Path) -> None:
     out = tmp_path / "agg.json"
-    result = CliRunner().invoke(
-        app, ["results", "nope", "--store", str(tmp_path / "runs.db"), "--aggregate-out", str(out)]
-    )
+    result = results_cli(tmp_path, "nope", "--aggregate-out", str(out))
     assert result.exit_code == 1
     assert "no run named 'nope'" in result.stderr and len(result.stderr.strip().splitlines()) == 1
     assert not out.exists()
@@ -378,17 +370,7 @@ def test_results_and_config_never_import_the_runner() -> None:
 def test_cli_results_into_an_unwritable_place_is_one_line(store: Store, tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("")
-    result = CliRunner().invoke(
-        app,
-        [
-            "results",
-            "docs",
-            "--store",
-            str(tmp_path / "runs.db"),
-            "--row-scores-out",
-            str(blocker / "rows.jsonl"),
-        ],
-    )
+    result = results_cli(tmp_path, "docs", "--row-scores-out", str(blocker / "rows.jsonl"))
     assert result.exit_code == 1 and "Traceback" not in result.output
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert errors == [f"error: File exists: {blocker}"]

@@ -98,6 +98,15 @@ def slow_server():
         yield url
 
 
+@pytest.fixture
+def args(slow_server: str, store_target: str, tmp_path: Path) -> list[str]:
+    """The command of a run named 'crash' of CONVERSATIONS conversations, the server's counters at zero."""
+    data = tmp_path / "data.jsonl"
+    write_dataset(data, CONVERSATIONS)
+    reset_stats(slow_server)
+    return command(slow_server, data, store_target)
+
+
 def _wait_for_calls(url: str, at_least: int, process: subprocess.Popen[bytes]) -> None:
     deadline = time.monotonic() + 60
     while fetch_stats(url)["requests"] < at_least:
@@ -107,12 +116,8 @@ def _wait_for_calls(url: str, at_least: int, process: subprocess.Popen[bytes]) -
 
 
 def test_two_processes_on_one_run_name_do_not_double_the_calls(
-    slow_server: str, store_target: str, tmp_path: Path
+    slow_server: str, store_target: str, args: list[str]
 ) -> None:
-    data = tmp_path / "data.jsonl"
-    write_dataset(data, CONVERSATIONS)
-    args = command(slow_server, data, store_target)
-    reset_stats(slow_server)
     first = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _wait_for_calls(slow_server, 20, first)
     second = subprocess.run(args, capture_output=True, text=True, timeout=120)
@@ -126,12 +131,8 @@ def test_two_processes_on_one_run_name_do_not_double_the_calls(
 
 
 def test_a_holder_killed_with_kill_9_does_not_block_the_run(
-    slow_server: str, store_target: str, tmp_path: Path
+    slow_server: str, store_target: str, args: list[str]
 ) -> None:
-    data = tmp_path / "data.jsonl"
-    write_dataset(data, CONVERSATIONS)
-    args = command(slow_server, data, store_target)
-    reset_stats(slow_server)
     first = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     _wait_for_calls(slow_server, 20, first)
     os.kill(first.pid, signal.SIGKILL)
@@ -144,12 +145,8 @@ def test_a_holder_killed_with_kill_9_does_not_block_the_run(
 
 
 def test_two_processes_started_together_on_a_new_name_run_it_once(
-    slow_server: str, store_target: str, tmp_path: Path
+    slow_server: str, store_target: str, args: list[str]
 ) -> None:
-    data = tmp_path / "data.jsonl"
-    write_dataset(data, CONVERSATIONS)
-    args = command(slow_server, data, store_target)
-    reset_stats(slow_server)
     started = [
         subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for _ in "ab"
     ]

@@ -8,26 +8,13 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from healthbench.service.app import PREFIX, create_app
+from healthbench.service.app import PREFIX
 from healthbench.service.auth import create_token, first_token, token_hash
 from healthbench.service.operations import JobService
-from healthbench.store.runs import Store
 
 JOBS = PREFIX.format(workspace="default")
 URL = "http://127.0.0.1:9/v1"
 BODY = {"model": {"spec": "cand", "base_url": URL}, "judge": {"spec": "judge", "base_url": URL}}
-
-
-@pytest.fixture
-def service(tmp_path: Path):
-    store = Store(tmp_path / "s.db")
-    yield JobService(store)
-    store.close()
-
-
-@pytest.fixture
-def http(service: JobService) -> TestClient:
-    return TestClient(create_app(service), raise_server_exceptions=False)
 
 
 @pytest.fixture

@@ -8,13 +8,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 import pytest
+from service_helpers import RUN_RESULTS, check_stored_against_core, completed_job, roles
 
 from healthbench.client import Client, ServiceError
-from healthbench.results.views import RunView
-from healthbench.scoring.run_score import score_run
 from healthbench.service.jobs import JobWorkers, WorkerSettings
 from healthbench.store.jobs import JobStore
 from healthbench.store.runs import Store
@@ -30,84 +28,22 @@ def fake() -> Any:
         yield url
 
 
-def roles(url: str, temperature: float | None = None) -> dict[str, Any]:
-    """Candidate and judge on the fake server (a temperature makes calls that no other job cached)."""
-    settings = {"temperature": temperature} if temperature is not None else {}
-    return {
-        "model": {"spec": "cand", "base_url": url, "settings": settings},
-        "judge": {"spec": "judge", "base_url": url, "settings": settings},
-    }
-
-
-def assert_close(a: float | None, b: float | None) -> None:
-    assert (a is None and b is None) or a == pytest.approx(b, rel=1e-12, abs=1e-12), (a, b)
-
-
-def check_against_core(store: Store, run_name: str, aggregate: dict, rows: list[dict]) -> None:
-    """Every number of both documents, recomputed from the stored verdicts by the scoring core."""
-    view = RunView.open(store, run_name)
-    samples = view.graded_samples()
-    core = score_run(samples, view.scoring_options())
-    assert len(rows) == len(samples) == len(core.per_sample)
-    columns: dict[str, list[float]] = {}
-    for row, sample, values in zip(rows, samples, core.per_sample, strict=True):
-        assert row["item"]["prompt_id"] == sample.conversation.prompt_id
-        assert row["sample"]["output_text"] == sample.completion
-        assert values is not None
-        assert {ref: entries[0]["value"] for ref, entries in row["metrics"].items()} == {
-            f"healthbench/{k}": v for k, v in values.items()
-        }
-        for key, value in values.items():
-            columns.setdefault(key, []).append(value)
-    by_key = {
-        m["metric_ref"].removeprefix("healthbench/"): m["aggregation"]["scores"][0]
-        for m in aggregate["metrics"]
-    }
-    assert set(by_key) == set(columns)
-    for key, column in columns.items():
-        score, stats = by_key[key], core.stats[key]
-        values = np.asarray(column)
-        assert score["name"] == key and score["count"] == len(column)
-        for field, expected in (
-            ("mean", values.mean()),
-            ("min", values.min()),
-            ("max", values.max()),
-            ("sum", values.sum()),
-            ("std_dev", values.std()),
-            ("score", stats.mean),
-            ("bootstrap_std", stats.bootstrap_std),
-            ("ci_lower", stats.ci_lower),
-            ("ci_upper", stats.ci_upper),
-        ):
-            assert_close(score[field], float(expected))
-
-
 def test_local_client_job_end_to_end(store_target: str, fake: str) -> None:
     with Client.local(store_target) as client:
         jobs = client.evaluation.benchmark_jobs
         job = jobs.create(name="j1", limit=3, repeats=2, concurrency=4, max_retries=0, **roles(fake))
         assert job.status == "pending"
-        final = client.wait_until_done("j1", interval=0.1, timeout=120)
-        assert final.status == "completed", jobs.get_logs(name="j1")
+        final = completed_job(client, "j1")
         details = final.status_details
         assert (details.samples_done, details.samples_total, details.progress) == (6, 6, 100.0)
         assert details.criteria_done == details.criteria_total > 0 and details.ungraded == 0
         assert details.input_tokens > 0 and details.output_tokens > 0
 
-        assert [r.name for r in jobs.results.list(name="j1").data] == [
-            "aggregate-scores",
-            "row-scores",
-            "allresults",
-            "metrics",
-        ]
+        assert [r.name for r in jobs.results.list(name="j1").data] == RUN_RESULTS
         aggregate = jobs.results.aggregate_scores.download(name="j1")
         rows = list(jobs.results.row_scores.download(job="j1"))
         assert aggregate["job"] == "j1"
-        store = Store(store_target)
-        try:
-            check_against_core(store, "default/j1", aggregate, rows)
-        finally:
-            store.close()
+        check_stored_against_core(store_target, "default/j1", aggregate, rows)
         # NeMo's access patterns
         for metric in aggregate["metrics"]:
             for score in metric["aggregation"]["scores"]:

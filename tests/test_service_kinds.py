@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from service_helpers import completed_job
 from test_meta_eval_pipeline import expected_labels
 from test_service_offline import META, demo_samples
 
@@ -51,8 +52,7 @@ def test_regrade_job_grades_the_source_answers_again(
         jobs.create(
             name="re", kind="regrade", source="imp", judge={"spec": "judge", "base_url": fake}, max_retries=0
         )
-        final = client.wait_until_done("re", interval=0.1, timeout=120)
-        assert final.status == "completed", jobs.get_logs(name="re")
+        final = completed_job(client, "re")
         stats = fetch_stats(fake)
         metrics = jobs.results.metrics.download(name="re")
         rows = list(jobs.results.row_scores.download(name="re"))
@@ -81,8 +81,7 @@ def test_meta_eval_job_grades_the_meta_eval_rows(store_target: str, fake: str) -
             judge={"spec": "judge", "base_url": fake},
             max_retries=0,
         )
-        final = client.wait_until_done("meta", interval=0.1, timeout=120)
-        assert final.status == "completed", jobs.get_logs(name="meta")
+        completed_job(client, "meta")
         assert [r.name for r in jobs.results.list(name="meta").data] == ["metrics"]
         metrics = jobs.results.metrics.download(name="meta")
         with pytest.raises(ServiceError) as refused:

@@ -6,14 +6,12 @@ at creation with a 422."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from test_service_jobs import check_against_core
-from test_service_process import token_for
+from service_helpers import RUN_RESULTS, check_stored_against_core, completed_job, token_for
 
 from healthbench.client import Client, ServiceError
 from healthbench.data.sources import load_conversations, load_meta_eval
@@ -22,11 +20,10 @@ from healthbench.results.simple_evals import load_allresults, write_allresults
 from healthbench.scoring.meta import meta_metrics
 from healthbench.scoring.rubric import Verdict
 from healthbench.scoring.run_score import GradedSample, score_run
-from healthbench.service.app import PREFIX, create_app
+from healthbench.service.app import PREFIX
 from healthbench.service.auth import create_token
 from healthbench.service.jobs import JobWorkers
 from healthbench.service.operations import JobService
-from healthbench.store.runs import Store
 from healthbench.testing.service_process import service_process
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -74,8 +71,7 @@ def test_import_job_is_a_run_like_any_other(
         jobs = client.evaluation.benchmark_jobs
         job = jobs.create(name="imp", kind="import", dataset="demo", allresults_json=text)
         assert job.spec["kind"] == "import" and "allresults_json" in job.spec["uploads"]
-        final = client.wait_until_done("imp", interval=0.1, timeout=60)
-        assert final.status == "completed", jobs.get_logs(name="imp")
+        final = completed_job(client, "imp", timeout=60)
         details = final.status_details
         criteria = sum(len(s.verdicts) for s in samples)
         assert (details.samples_done, details.samples_total, details.progress) == (
@@ -84,12 +80,7 @@ def test_import_job_is_a_run_like_any_other(
             100.0,
         )
         assert (details.criteria_done, details.criteria_total, details.ungraded) == (criteria, criteria, 0)
-        assert [r.name for r in jobs.results.list(name="imp").data] == [
-            "aggregate-scores",
-            "row-scores",
-            "allresults",
-            "metrics",
-        ]
+        assert [r.name for r in jobs.results.list(name="imp").data] == RUN_RESULTS
         aggregate = jobs.results.aggregate_scores.download(name="imp")
         rows = list(jobs.results.row_scores.download(job="imp"))
         metrics = jobs.results.metrics.download(name="imp")
@@ -97,11 +88,7 @@ def test_import_job_is_a_run_like_any_other(
     assert metrics["overall_score"] == pytest.approx(expected["overall_score"], abs=1e-12)
     assert {k for k in metrics if k.startswith("theme:")} == {k for k in expected if k.startswith("theme:")}
     assert [r["sample"]["output_text"] for r in rows] == [s.completion for s in samples]
-    store = Store(store_target)
-    try:
-        check_against_core(store, "default/imp", aggregate, rows)
-    finally:
-        store.close()
+    check_stored_against_core(store_target, "default/imp", aggregate, rows)
 
 
 def test_meta_eval_labels_job_scores_the_label_file(store_target: str) -> None:
@@ -110,8 +97,7 @@ def test_meta_eval_labels_job_scores_the_label_file(store_target: str) -> None:
     with Client.local(store_target) as client:
         jobs = client.evaluation.benchmark_jobs
         jobs.create(name="lab", kind="meta-eval-labels", labels_jsonl=text, data_jsonl=META.read_text())
-        final = client.wait_until_done("lab", interval=0.1, timeout=60)
-        assert final.status == "completed", jobs.get_logs(name="lab")
+        completed_job(client, "lab", timeout=60)
         assert [r.name for r in jobs.results.list(name="lab").data] == ["metrics"]
         metrics = jobs.results.metrics.download(name="lab")
         with pytest.raises(ServiceError) as refused:
@@ -122,18 +108,6 @@ def test_meta_eval_labels_job_scores_the_label_file(store_target: str) -> None:
 
 
 # -- over HTTP (ASGI) ---------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def service(tmp_path: Path) -> Iterator[JobService]:
-    store = Store(tmp_path / "s.db")
-    yield JobService(store)
-    store.close()
-
-
-@pytest.fixture
-def http(service: JobService) -> TestClient:
-    return TestClient(create_app(service), raise_server_exceptions=False)
 
 
 @pytest.fixture

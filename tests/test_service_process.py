@@ -8,26 +8,17 @@ import time
 from pathlib import Path
 
 import pytest
-from test_service_jobs import check_against_core, roles
+from service_helpers import check_stored_against_core, roles, token_for
 
 from healthbench.client import Client, ServiceError
 from healthbench.results.aggregate import aggregate_scores
 from healthbench.runner.run import run_eval
-from healthbench.service.auth import create_token
 from healthbench.service.operations import job_config
 from healthbench.store.jobs import JobStore
 from healthbench.store.runs import Store
 from healthbench.testing.fake_server import fetch_stats, reset_stats
 from healthbench.testing.process import fake_server_process
 from healthbench.testing.service_process import service_process
-
-
-def token_for(store_target: str, workspaces: list[str]) -> str:
-    store = Store(store_target)
-    try:
-        return create_token(JobStore(store), workspaces)
-    finally:
-        store.close()
 
 
 def test_job_over_http_to_completion(store_target: str) -> None:
@@ -50,11 +41,7 @@ def test_job_over_http_to_completion(store_target: str) -> None:
         with Client(service.url, token="hb_bad") as bad, pytest.raises(ServiceError) as caught:
             bad.evaluation.benchmark_jobs.list()
         assert caught.value.status == 401
-    store = Store(store_target)
-    try:
-        check_against_core(store, "default/http1", aggregate, rows)
-    finally:
-        store.close()
+    check_stored_against_core(store_target, "default/http1", aggregate, rows)
 
 
 def test_kill_9_mid_job_then_restart_gives_the_same_numbers(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import one_line_error
 from sqlalchemy import create_engine, inspect, text
 from typer.testing import CliRunner
 
@@ -29,14 +30,6 @@ cli = CliRunner()
 
 def invoke(*args: str, env: dict[str, str] | None = None):
     return cli.invoke(app, list(args), env=env)
-
-
-def one_line_error(result) -> str:
-    assert result.exit_code == 1, result.output
-    message = result.stderr.strip()
-    assert "Traceback" not in result.output and "Traceback" not in message
-    assert len(message.splitlines()) == 1, message
-    return message
 
 
 # -- where the store is ------------------------------------------------------------------------------

@@ -58,6 +58,14 @@ COMMANDS: dict[str, LazyCommand] = {
         "healthbench.cli.serve_cmd",
         "Make an API token for the job service; it is printed once and only its hash is stored.",
     ),
+    "tokens": LazyCommand(
+        "healthbench.cli.serve_cmd",
+        "List the job service's API tokens: id (start of the hash), workspaces, label, creation time.",
+    ),
+    "revoke-token": LazyCommand(
+        "healthbench.cli.serve_cmd",
+        "Revoke an API token of the job service (a running service stops accepting it within seconds).",
+    ),
 }
 
 

@@ -1,4 +1,4 @@
-"""`healthbench serve` (the job service) and `healthbench new-token` (a workspace-scoped API token)."""
+"""`healthbench serve` (the job service) and its API tokens: `new-token`, `tokens`, `revoke-token`."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 from rich.text import Text
 
-from healthbench.cli.app import app, console, handles_errors
+from healthbench.cli.app import app, console, handles_errors, say
 from healthbench.cli.options import StoreOpt
 from healthbench.service.jobs import DEFAULT_CONNECTIONS, DEFAULT_LEASE, WorkerSettings
 
@@ -70,3 +70,41 @@ def new_token(
     from healthbench.store.runs import Store
 
     console.print(Text(create_token(JobStore(Store(store)), workspace, label)))
+
+
+@app.command("tokens")
+@handles_errors
+def tokens(store: StoreOpt = None) -> None:
+    """List the job service's API tokens: id (start of the hash), workspaces, label, creation time."""
+    from rich.table import Table
+
+    from healthbench.service.auth import token_id
+    from healthbench.store.jobs import JobStore
+    from healthbench.store.runs import Store
+
+    table = Table("id", "workspaces", "label", "created")
+    for t in JobStore(Store(store, create=False)).list_tokens():
+        table.add_row(
+            Text(token_id(t.token_sha256)),
+            Text(", ".join(t.workspaces)),
+            Text(t.label or ""),
+            Text(t.created_at),
+        )
+    console.print(table)
+
+
+@app.command("revoke-token")
+@handles_errors
+def revoke_token(
+    token: Annotated[
+        str, typer.Argument(help="The token itself, or its id as `healthbench tokens` lists it.")
+    ],
+    store: StoreOpt = None,
+) -> None:
+    """Revoke an API token of the job service (a running service stops accepting it within seconds)."""
+    from healthbench.service import auth
+    from healthbench.store.jobs import JobStore
+    from healthbench.store.runs import Store
+
+    gone = auth.revoke_token(JobStore(Store(store, create=False)), token)
+    say(f"revoked token {auth.token_id(gone.token_sha256)} ({', '.join(gone.workspaces)})")

@@ -28,6 +28,7 @@ from healthbench.data.schema import (
     RubricItem,
     decode_lines,
     field_of,
+    load_json_line,
     parse_lines,
 )
 from healthbench.errors import DataError
@@ -114,12 +115,7 @@ def parse_professional(lines: Sequence[str], *, source: str) -> list[Conversatio
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
-        try:
-            raw = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(
-                f"invalid JSON ({exc.msg} at column {exc.colno})", path=source, line=number
-            ) from None
+        raw = load_json_line(line, source=source, line_number=number)
         check_same_format(raw, PROFESSIONAL, source=source, line=number)
         try:
             conversation = ProfessionalTask.model_validate(raw).to_conversation()

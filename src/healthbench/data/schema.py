@@ -165,14 +165,20 @@ def field_of(error: ValidationError) -> tuple[str | None, str]:
     return ".".join(parts) or None, message
 
 
-def parse_record(line: str, record_type: type[Record], *, source: str, line_number: int) -> Record:
-    """Parse one JSON line into ``record_type``; every failure is a `DataError` naming file and line."""
+def load_json_line(line: str, *, source: str, line_number: int) -> Any:
+    """The JSON value of one line of a JSONL file; invalid JSON is a `DataError` naming the file, the
+    line and the column."""
     try:
-        raw = json.loads(line)
+        return json.loads(line)
     except json.JSONDecodeError as exc:
         raise DataError(
             f"invalid JSON ({exc.msg} at column {exc.colno})", path=source, line=line_number
         ) from None
+
+
+def parse_record(line: str, record_type: type[Record], *, source: str, line_number: int) -> Record:
+    """Parse one JSON line into ``record_type``; every failure is a `DataError` naming file and line."""
+    raw = load_json_line(line, source=source, line_number=line_number)
     if not isinstance(raw, dict):
         raise DataError(f"expected a JSON object, got {type(raw).__name__}", path=source, line=line_number)
     try:

@@ -7,7 +7,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from healthbench.data.schema import MetaEvalRecord, decode_lines, row_id
+from healthbench.data.schema import MetaEvalRecord, decode_lines, load_json_line, row_id
 from healthbench.data.sources import load_meta_eval
 from healthbench.data.subset import select
 from healthbench.errors import DataError
@@ -69,10 +69,7 @@ def read_labels(path: Path, records: Sequence[MetaEvalRecord]) -> list[bool | No
     for number, line in enumerate(decode_lines(data, source=source), start=1):
         if not line.strip():
             continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"invalid JSON ({exc.msg})", path=source, line=number) from None
+        obj = load_json_line(line, source=source, line_number=number)
         if not isinstance(obj, dict):
             raise DataError("expected a JSON object", path=source, line=number)
         for field in ("completion_id", "rubric"):

@@ -9,8 +9,9 @@ import secrets
 import time
 from collections.abc import Sequence
 
+from healthbench.errors import ConfigError
 from healthbench.service.errors import ServiceError
-from healthbench.store.jobs import JobStore
+from healthbench.store.jobs import JobStore, TokenRecord
 
 ALL_WORKSPACES = "*"
 TOKEN_PREFIX = "hb_"
@@ -25,6 +26,39 @@ def create_token(jobs: JobStore, workspaces: Sequence[str], label: str | None = 
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
     jobs.add_token(token_hash(token), list(workspaces), label)
     return token
+
+
+TOKEN_CACHE_SECONDS = 10.0
+TOKEN_ID_LENGTH = 12
+MIN_TOKEN_ID = 8
+
+
+def token_id(digest: str) -> str:
+    """How a token is named in listings: the start of its SHA-256 (the token itself is never stored)."""
+    return digest[:TOKEN_ID_LENGTH]
+
+
+def revoke_token(jobs: JobStore, token_or_id: str) -> TokenRecord:
+    """Delete one token, named by the token itself or by the start of its hash (at least
+    ``MIN_TOKEN_ID`` hex digits, as `healthbench tokens` lists it). A running service's cache may
+    accept it for ``TOKEN_CACHE_SECONDS`` more."""
+    given = token_or_id.strip()
+    known = jobs.list_tokens()
+    if given.startswith(TOKEN_PREFIX):
+        matches = [t for t in known if t.token_sha256 == token_hash(given)]
+    elif len(given) >= MIN_TOKEN_ID and all(c in "0123456789abcdef" for c in given.lower()):
+        matches = [t for t in known if t.token_sha256.startswith(given.lower())]
+    else:
+        raise ConfigError(
+            f"not a token or a token id: give the token ({TOKEN_PREFIX}...) or at least "
+            f"{MIN_TOKEN_ID} hex digits of its id (healthbench tokens)"
+        )
+    if not matches:
+        raise ConfigError("no such token (healthbench tokens lists them)")
+    if len(matches) > 1:
+        raise ConfigError(f"{len(matches)} tokens start with {given!r}: give more digits")
+    jobs.delete_tokens([matches[0].token_sha256])
+    return matches[0]
 
 
 def first_token(jobs: JobStore) -> str | None:
@@ -46,7 +80,7 @@ class TokenCache:
     """Token hash -> workspaces, remembered for ``ttl`` seconds (a status poll then costs no token
     query). Unknown tokens are never remembered, so a token made by another process works at once."""
 
-    def __init__(self, jobs: JobStore, ttl: float = 10.0) -> None:
+    def __init__(self, jobs: JobStore, ttl: float = TOKEN_CACHE_SECONDS) -> None:
         self._jobs, self._ttl = jobs, ttl
         self._known: dict[str, tuple[float, list[str]]] = {}
 

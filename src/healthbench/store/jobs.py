@@ -36,6 +36,14 @@ class JobRecord:
     updated_at: str
 
 
+@dataclass(frozen=True)
+class TokenRecord:
+    token_sha256: str
+    workspaces: list[str]
+    label: str | None
+    created_at: str
+
+
 class DuplicateJob(Exception):
     """A job with this name already exists in the workspace."""
 
@@ -244,3 +252,18 @@ class JobStore:
     def count_tokens(self) -> int:
         with self._engine.connect() as conn:
             return int(conn.execute(select(func.count()).select_from(api_tokens)).scalar_one())
+
+    def list_tokens(self) -> builtins.list[TokenRecord]:
+        """Every token's hash, workspaces, label and creation time, oldest first."""
+        with self._engine.connect() as conn:
+            rows = conn.execute(
+                select(api_tokens).order_by(api_tokens.c.created_at, api_tokens.c.token_sha256)
+            ).all()
+        return [TokenRecord(r.token_sha256, list(r.workspaces), r.label, str(r.created_at)) for r in rows]
+
+    def delete_tokens(self, hashes: Sequence[str]) -> int:
+        """Delete the tokens with these hashes; returns how many were deleted."""
+        with self._engine.begin() as conn:
+            return int(
+                conn.execute(delete(api_tokens).where(api_tokens.c.token_sha256.in_(list(hashes)))).rowcount
+            )
