@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from service_helpers import completed_job, roles
 from test_engine import demo, expected_samples
 from typer.testing import CliRunner
 
@@ -231,17 +232,12 @@ def test_vllm_candidate_rows_give_the_same_samples_and_metrics(
 def test_a_service_job_on_ray_equals_a_local_engine_job(
     ray_cluster: str, server: str, tmp_path: Path
 ) -> None:
-    roles = {
-        "model": {"spec": "cand", "base_url": server, "settings": {"temperature": 0.3}},
-        "judge": {"spec": "judge", "base_url": server},
-    }
     with Client.local(tmp_path / "s.db") as client:
         jobs = client.evaluation.benchmark_jobs
-        jobs.create(name="on-local", **roles)
-        jobs.create(name="on-ray", executor="ray", **roles)
+        jobs.create(name="on-local", **roles(server, 0.3))
+        jobs.create(name="on-ray", executor="ray", **roles(server, 0.3))
         for name in ("on-local", "on-ray"):
-            final = client.wait_until_done(name, interval=0.1, timeout=240)
-            assert final.status == "completed", jobs.get_logs(name=name)
+            completed_job(client, name, timeout=240)
         local, on_ray = (jobs.results.aggregate_scores.download(name=n) for n in ("on-local", "on-ray"))
     assert on_ray["metrics"] == local["metrics"] and local["metrics"]
     store = Store(tmp_path / "s.db")
@@ -253,9 +249,8 @@ def test_a_ray_job_without_ray_is_a_422(tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.setattr(
         importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a)
     )
-    roles = {"model": {"spec": "m", "base_url": "http://127.0.0.1:9"}, "judge": {"spec": "j"}}
     with Client.local(tmp_path / "s.db", workers=0) as client, pytest.raises(ServiceError) as caught:
-        client.evaluation.benchmark_jobs.create(name="r", executor="ray", **roles)
+        client.evaluation.benchmark_jobs.create(name="r", executor="ray", **roles("http://127.0.0.1:9"))
     assert caught.value.status == 422 and "pip install 'healthbench[ray]'" in str(caught.value)
 
 
