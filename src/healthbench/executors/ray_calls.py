@@ -236,7 +236,11 @@ def call_through_ray(
 
     # one task at a time (each waits for the driver): not one waiting worker process per batch
     source = ray.data.range(len(batches), override_num_blocks=len(batches)).map_batches(
-        next_batch, batch_size=1, batch_format="pyarrow", num_cpus=0, concurrency=1
+        next_batch,
+        batch_size=1,
+        batch_format="pyarrow",
+        num_cpus=0,
+        compute=ray.data.TaskPoolStrategy(size=1),
     )
     fed = sent = received = 0  # batches fed, their rows, rows received
 
