@@ -14,7 +14,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 from service_helpers import completed_job, roles
@@ -64,11 +64,19 @@ def server() -> Iterator[str]:
         yield url
 
 
+class Fragment(NamedTuple):
+    """The 527-conversation shared fragment: its path, conversations and the calls a run makes."""
+
+    path: Path
+    conversations: list[Conversation]
+    calls: int
+
+
 @pytest.fixture(scope="module")
-def fragment(shared_data: Path) -> tuple[Path, list[Conversation]]:
-    """The 527-conversation shared fragment: its path and conversations."""
+def fragment(shared_data: Path) -> Fragment:
     data = shared_data / "eval" / "oss_eval_sample527.jsonl"
-    return data, read_records(data, Conversation)
+    conversations = read_records(data, Conversation)
+    return Fragment(data, conversations, len(conversations) + sum(len(c.rubrics) for c in conversations))
 
 
 def config(url: str, executor: str = "ray", data: Path | None = None, **extra: Any) -> RunConfig:
@@ -257,19 +265,19 @@ def test_a_ray_job_without_ray_is_a_422(tmp_path: Path, monkeypatch: pytest.Monk
 @needs_ray
 @pytest.mark.shared
 def test_shared_527_on_ray_equals_the_local_engine(
-    ray_cluster: str, fragment: tuple[Path, list[Conversation]], tmp_path: Path
+    ray_cluster: str, fragment: Fragment, tmp_path: Path
 ) -> None:
-    data, conversations = fragment
     options = ScoringOptions()
     with fake_server_process() as url:
         local_store, ray_store = Store(tmp_path / "local.db"), Store(tmp_path / "ray.db")
-        local = run_eval(config(url, "local", data, max_connections=128), store=local_store, name="e2e")
+        on_local = config(url, "local", fragment.path, max_connections=128)
+        local = run_eval(on_local, store=local_store, name="e2e")
         reset_stats(url)
-        on_ray = run_eval(config(url, data=data, max_connections=128), store=ray_store, name="e2e")
-        assert calls(url) == on_ray.counters.calls == 527 + sum(len(c.rubrics) for c in conversations)
-        again = run_eval(config(url, data=data, max_connections=128), store=ray_store, name="e2e")
+        on_ray = run_eval(config(url, data=fragment.path, max_connections=128), store=ray_store, name="e2e")
+        assert calls(url) == on_ray.counters.calls == fragment.calls
+        again = run_eval(config(url, data=fragment.path, max_connections=128), store=ray_store, name="e2e")
         assert again.counters.calls == 0 and calls(url) == on_ray.counters.calls
-    want = score_run(expected_samples(conversations), options).metrics()
+    want = score_run(expected_samples(fragment.conversations), options).metrics()
     assert score_stored_run(ray_store, on_ray.run, options).metrics() == want
     assert score_stored_run(local_store, local.run, options).metrics() == want
     assert (on_ray.counters.input_tokens, on_ray.counters.output_tokens) == (
@@ -278,13 +286,12 @@ def test_shared_527_on_ray_equals_the_local_engine(
     )
 
 
-@needs_ray
 @pytest.mark.shared
+@needs_ray
 def test_killed_driver_resumes_with_the_same_metrics(
-    ray_cluster: str, fragment: tuple[Path, list[Conversation]], tmp_path: Path
+    ray_cluster: str, fragment: Fragment, tmp_path: Path
 ) -> None:
-    data, conversations = fragment
-    total = 527 + sum(len(c.rubrics) for c in conversations)
+    data, total = fragment.path, fragment.calls
     db = tmp_path / "kill.db"
     with fake_server_process("--latency", "0.01") as url:
         command = [
@@ -307,7 +314,7 @@ def test_killed_driver_resumes_with_the_same_metrics(
         assert 0 < before < total
         resumed = resume_run("kill", store=store, overrides={"executor": "ray"})
         extra = calls(url) - total
-    want = score_run(expected_samples(conversations)).metrics()
+    want = score_run(expected_samples(fragment.conversations)).metrics()
     assert score_stored_run(store, resumed.run).metrics() == want
     assert resumed.run.status == "finished"
     # lost: what Ray had answered or had in flight, uncommitted; the driver feeds Ray only while that
