@@ -96,7 +96,7 @@ def one(url: str, data: Path, concurrency: int, latency: float, workdir: Path) -
     outcome = run_eval(cfg, store=store, name="bench")
     wall, cpu = time.perf_counter() - t0, cpu_seconds() - cpu0
     calls = fetch_stats(url)["requests"]
-    assert outcome.counters.ungraded == 0 and calls == outcome.counters.calls
+    assert outcome.counters.ungraded == 0 and calls == outcome.counters.tally.made
     ideal = max(calls * latency / concurrency, 2 * latency)
     criteria = [len(json.loads(line)["rubrics"]) for line in data.read_text().splitlines() if line.strip()]
     best = structural_ceiling(criteria, concurrency) * latency
@@ -105,7 +105,7 @@ def one(url: str, data: Path, concurrency: int, latency: float, workdir: Path) -
     again = run_eval(cfg, store=store, name="bench")
     rerun = time.perf_counter() - t1
     rerun_calls = fetch_stats(url)["requests"]
-    assert again.counters.calls == 0
+    assert again.counters.tally.made == 0
     store.close()
     return {
         "concurrency": concurrency,

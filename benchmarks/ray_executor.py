@@ -46,7 +46,7 @@ def one_run(url: str, data: Path, executor: str, max_connections: int, folder: P
     return {
         "wall": wall,
         "cpu": cpu,
-        "calls": outcome.counters.calls,
+        "calls": outcome.counters.tally.made,
         "metrics": score_stored_run(store, outcome.run).metrics(),
     }
 

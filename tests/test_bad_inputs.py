@@ -17,11 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from pg_fixtures import PG_PORT, PgServer
 from typer.testing import CliRunner
 
 import healthbench.cli  # noqa: F401  (registers the commands)
 from healthbench.cli.app import app
 from healthbench.config import build_config
+from healthbench.errors import StoreError
 from healthbench.runner.run import prepare_eval
 from healthbench.store import Store
 from healthbench.testing.fake_server import fetch_stats, reset_stats
@@ -95,6 +97,11 @@ CASES = [
         "resume-with-timeout",
         lambda d, u: ["run", "--resume", "base", "--timeout", "5", "--temperature", "1"],
         "drop --temperature, --timeout",
+    ),
+    Case(
+        "resume-with-newest-flags",
+        lambda d, u: ["run", "--resume", "base", "--profile", "inspect", "--completions", "physician"],
+        "drop --profile, --completions",
     ),
     Case("resume-unknown", lambda d, u: ["run", "--resume", "nosuch"], "nosuch"),
     Case(
@@ -228,7 +235,7 @@ def test_runs_shows_a_local_file_with_its_sha256(server: str, tmp_path: Path) ->
 
 
 # -- faults that end a run: in subprocesses, as a user meets them -----------------------------------
-def cli(url: str, db: Path, *extra: str) -> list[str]:
+def cli(url: str, db: Path | str, *extra: str) -> list[str]:
     return [sys.executable, "-m", "healthbench", *model_args(url), "--store", str(db), "--name", "r", *extra]
 
 
@@ -314,3 +321,76 @@ def test_results_of_a_run_missing_answers_label_the_score_partial(server: str, t
         )
     shown = runner.invoke(app, ["results", "r", "--store", str(db)], env={"COLUMNS": "300"})
     assert "PARTIAL: 1 of 2 conversations answered" in shown.output
+
+
+# -- the store failing during a run: one line, a non-zero exit, nothing already stored lost ---------
+def test_store_reads_and_status_updates_that_fail_are_one_store_error(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    store = Store(db)
+    run = store.create_run("r", "eval", {"run": {}}, [("a", {"x": 1})])
+    store.engine.dispose()  # the open connections go: the next one meets what is there now
+    db.unlink()
+    db.mkdir()  # the store file replaced by a folder: nothing can be opened there
+    calls: list[Callable[[], object]] = [
+        lambda: store.get_run("r"),
+        lambda: store.set_status(run.id, "running"),
+        lambda: store.sample_progress(run.id),
+        lambda: store.grade_progress(run.id),
+        lambda: store.cache_get("k"),
+        lambda: store.write([("samples", {})]),
+    ]
+    for call in calls:
+        with pytest.raises(StoreError) as info:
+            call()
+        assert str(info.value) == f"cannot use the store {db}: unable to open database file"
+
+
+def test_a_postgresql_store_lost_mid_run_stops_it_with_one_line_and_loses_nothing(
+    tmp_path: Path, pg_server: PgServer, pg_url: str
+) -> None:
+    database = pg_url.split("@/")[1].split("?")[0]
+    with fake_server_process("--latency", "0.3") as url:
+        process = subprocess.Popen(
+            cli(url, pg_url, "--max-connections", "2"),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        wait_for_requests(url, 6)
+        before = _stored_rows(pg_server, database)
+        pg_server.admin(f"ALTER DATABASE {database} ALLOW_CONNECTIONS false")
+        pg_server.admin(
+            f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{database}'"
+        )
+        _, err = process.communicate(timeout=120)
+        pg_server.admin(f"ALTER DATABASE {database} ALLOW_CONNECTIONS true")
+        after = Store(pg_url)
+        run = after.require_run("r")
+        samples, grades = len(after.sample_progress(run.id)), len(after.grade_progress(run.id))
+        # and the run continues where it stopped
+        resumed = subprocess.run(
+            [sys.executable, "-m", "healthbench", "run", "--resume", "r", "--store", pg_url],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert process.returncode == 1, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith("error: cannot use the store postgresql+psycopg://"), err
+    assert before[0] > 0 and samples >= before[0] and grades >= before[1]  # nothing stored was lost
+    assert resumed.returncode == 0, resumed.stderr
+    assert after.require_run("r").status == "finished"
+
+
+def _stored_rows(server: PgServer, database: str) -> tuple[int, int]:
+    """(samples, grades) stored so far, read as the admin (the run's own connections may be cut)."""
+    import psycopg
+
+    with psycopg.connect(
+        host=str(server.socket_dir), port=PG_PORT, user=server.user, dbname=database, autocommit=True
+    ) as conn:
+        samples = conn.execute("SELECT count(*) FROM samples").fetchone()
+        grades = conn.execute("SELECT count(*) FROM grades").fetchone()
+    assert samples is not None and grades is not None
+    return int(samples[0]), int(grades[0])

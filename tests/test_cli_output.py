@@ -16,6 +16,7 @@ import healthbench.cli
 from healthbench.cli.app import app
 from healthbench.cli.options import base_urls
 from healthbench.cli.progress import PlainProgress
+from healthbench.models.tally import CallTally
 from healthbench.runner.progress import RunCounters
 from healthbench.store import Store
 from healthbench.testing.fake_server import fetch_stats
@@ -58,7 +59,9 @@ def test_meta_eval_category_names_wrap_at_80_columns(tmp_path: Path) -> None:
 
 def test_plain_progress_prints_a_line_every_few_seconds() -> None:
     console = Console(record=True, width=300, force_terminal=False)
-    counters = RunCounters(samples_total=4, samples_done=1, criteria_total=40, criteria_done=10, calls=11)
+    counters = RunCounters(
+        samples_total=4, samples_done=1, criteria_total=40, criteria_done=10, tally=CallTally(calls=11)
+    )
     counters.started -= 100.0  # 100 s into the run: 10 of 40 criteria done, so 300 s left
     counters.retrying = "http://x failing for 12s (500); retrying, next attempt in 4s"
     with PlainProgress(console, label="conversations sampled", every=3600) as progress:

@@ -105,9 +105,9 @@ def test_finished_run_makes_no_call_and_cache_serves_a_new_run(jittery_server: s
     run_eval(cfg, store=store, name="first")
     reset_stats(jittery_server)
     again = run_eval(cfg, store=store, name="first")
-    assert again.counters.calls == 0 and again.counters.cache_hits == 0
+    assert again.counters.tally.calls == 0
     other = run_eval(cfg, store=store, name="second")
-    assert other.counters.calls == 0 and other.counters.cache_hits == 8 + N_CRITERIA
+    assert other.counters.tally.made == 0 and other.counters.tally.cached_calls == 8 + N_CRITERIA
     assert fetch_stats(jittery_server)["requests"] == 0
     assert score_stored_run(store, other.run).metrics() == score_stored_run(store, again.run).metrics()
 
@@ -167,7 +167,7 @@ def test_shared_527_end_to_end_matches_the_core(shared_data: Path, store: Store)
     want = expected_samples(conversations)
     options = ScoringOptions()
     assert score_stored_run(store, outcome.run, options).metrics() == score_run(want, options).metrics()
-    assert outcome.counters.calls == 527 + sum(len(c.rubrics) for c in conversations)
+    assert outcome.counters.tally.made == 527 + sum(len(c.rubrics) for c in conversations)
 
 
 def test_limit_keeps_simple_evals_sample_order(jittery_server: str, store: Store) -> None:

@@ -114,7 +114,7 @@ async def test_body_puts_system_top_level_and_defaults_max_tokens():
         "temperature": 0.0,
         "top_k": 5,
     }
-    assert model._headers() == {"anthropic-version": "2023-06-01", "x-api-key": "sk-ant-test-key-0001"}
+    assert model.headers() == {"anthropic-version": "2023-06-01", "x-api-key": "sk-ant-test-key-0001"}
     await model.aclose()
 
 

@@ -113,8 +113,15 @@ async def test_transient_failures_are_retried_with_backoff():
     assert completion.text == "answer 3"
     assert sleep.delays == [1.0, 2.0]
     s = model.stats
-    assert (s.calls, s.succeeded, s.failed, s.attempts, s.retries, s.transient_errors) == (1, 1, 0, 3, 2, 2)
-    assert s.usage == Usage(3, 2)
+    assert (s.calls, s.answered, s.failed_calls, s.attempts, s.retries, s.transient_errors) == (
+        1,
+        1,
+        0,
+        3,
+        2,
+        2,
+    )
+    assert s.tokens == Usage(3, 2).as_dict()
 
 
 async def test_rate_limits_honour_retry_after():
@@ -142,7 +149,7 @@ async def test_fatal_errors_fail_at_once_with_one_line():
         "401 invalid or missing API key (check OPENAI_API_KEY): no"
     )
     assert provider.calls == 1 and sleep.delays == []
-    assert (model.stats.attempts, model.stats.retries, model.stats.failed) == (1, 0, 1)
+    assert (model.stats.attempts, model.stats.retries, model.stats.failed_calls) == (1, 0, 1)
 
 
 async def test_every_retry_loop_ends():
@@ -189,9 +196,9 @@ async def test_models_on_one_endpoint_share_its_budget():
     models = [managed(candidate, pool=pool), managed(judge, pool=pool)]
     await asyncio.gather(*(models[i % 2].generate(MESSAGES) for i in range(20)))
     connection = pool.connection(SPEC.connection_key)
-    assert connection.max_in_flight == 3
+    assert connection.gate.most_inside == 3
     assert candidate.max_running + judge.max_running >= 3
-    assert connection.in_flight == 0
+    assert connection.gate.inside == 0
 
 
 async def test_pool_overrides_per_connection():

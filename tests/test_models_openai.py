@@ -77,7 +77,7 @@ async def test_candidate_answer_and_usage(url):
     assert completion.text.startswith("Fake answer ")
     assert completion.usage == Usage(input_tokens=12, output_tokens=count_words(expected))
     assert (completion.model, completion.finish_reason) == ("fake-model", "stop")
-    assert model.stats.usage == completion.usage
+    assert model.stats.tokens == completion.usage.as_dict()
     assert fetch_stats(url)["candidate"] == 1
     await model.aclose()
 

@@ -130,16 +130,16 @@ def test_demo_on_ray_equals_the_core_and_a_repeat_calls_nothing(
     outcome = run_eval(config(server), store=store, name="ray-demo")
     criteria = sum(len(c.rubrics) for c in demo())
     assert outcome.run.status == "finished"
-    assert outcome.counters.calls == calls(server) == len(demo()) + criteria
-    assert outcome.counters.input_tokens > 0 and outcome.counters.output_tokens > 0
+    assert outcome.counters.tally.made == calls(server) == len(demo()) + criteria
+    assert outcome.counters.tally.input_tokens > 0 and outcome.counters.tally.output_tokens > 0
     assert score_stored_run(store, outcome.run).metrics() == score_run(expected_samples(demo())).metrics()
     again = run_eval(config(server), store=store, name="ray-demo")
-    assert calls(server) == outcome.counters.calls  # nothing left: no call
-    assert again.counters.calls == 0
+    assert calls(server) == outcome.counters.tally.made  # nothing left: no call
+    assert again.counters.tally.made == 0
     # a new run with the same requests is answered from the call cache, on Ray too
     fresh = run_eval(config(server), store=store, name="ray-demo-2")
-    assert fresh.counters.calls == 0 and fresh.counters.cache_hits == len(demo()) + criteria
-    assert calls(server) == outcome.counters.calls
+    assert fresh.counters.tally.made == 0 and fresh.counters.tally.cached_calls == len(demo()) + criteria
+    assert calls(server) == outcome.counters.tally.made
 
 
 @needs_ray
@@ -225,11 +225,11 @@ def test_vllm_candidate_rows_give_the_same_samples_and_metrics(
     cfg = config(server, vllm_engine_args={"max_model_len": 4096})
     layer = cfg.model_dump(mode="json") | {"model": {"spec": "vllm/fake-candidate"}}
     on_vllm = run_eval(build_config(layer), store=stores["vllm"], name="v")
-    assert on_vllm.run.status == "finished" and on_vllm.counters.calls == http.counters.calls
+    assert on_vllm.run.status == "finished" and on_vllm.counters.tally.made == http.counters.tally.made
     assert on_vllm.run.config["run"]["vllm_engine_args"] == {"max_model_len": 4096}
-    assert (on_vllm.counters.input_tokens, on_vllm.counters.output_tokens) == (
-        http.counters.input_tokens,
-        http.counters.output_tokens,
+    assert (on_vllm.counters.tally.input_tokens, on_vllm.counters.tally.output_tokens) == (
+        http.counters.tally.input_tokens,
+        http.counters.tally.output_tokens,
     )
     assert stores["vllm"].sample_progress(on_vllm.run.id) == stores["http"].sample_progress(http.run.id)
     want = score_run(expected_samples(demo())).metrics()
@@ -274,15 +274,15 @@ def test_shared_527_on_ray_equals_the_local_engine(
         local = run_eval(on_local, store=local_store, name="e2e")
         reset_stats(url)
         on_ray = run_eval(config(url, data=fragment.path, max_connections=128), store=ray_store, name="e2e")
-        assert calls(url) == on_ray.counters.calls == fragment.calls
+        assert calls(url) == on_ray.counters.tally.made == fragment.calls
         again = run_eval(config(url, data=fragment.path, max_connections=128), store=ray_store, name="e2e")
-        assert again.counters.calls == 0 and calls(url) == on_ray.counters.calls
+        assert again.counters.tally.made == 0 and calls(url) == on_ray.counters.tally.made
     want = score_run(expected_samples(fragment.conversations), options).metrics()
     assert score_stored_run(ray_store, on_ray.run, options).metrics() == want
     assert score_stored_run(local_store, local.run, options).metrics() == want
-    assert (on_ray.counters.input_tokens, on_ray.counters.output_tokens) == (
-        local.counters.input_tokens,
-        local.counters.output_tokens,
+    assert (on_ray.counters.tally.input_tokens, on_ray.counters.tally.output_tokens) == (
+        local.counters.tally.input_tokens,
+        local.counters.tally.output_tokens,
     )
 
 

@@ -8,6 +8,7 @@ module that defines CMD. A module imported by other means (tests, plugins) simpl
 from __future__ import annotations
 
 import importlib
+import logging
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -151,4 +152,7 @@ def handles_errors(func: Callable[P, R]) -> Callable[P, R]:
 def main() -> None:
     from healthbench import cli  # noqa: F401  (registers the commands)
 
+    # a store failure is one line of ours: the database driver's own warnings (psycopg's "error ignored
+    # terminating ..." when the server goes away) are not printed beside it
+    logging.getLogger("psycopg").addHandler(logging.NullHandler())
     sys.exit(app())

@@ -7,10 +7,9 @@ import shlex
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 from healthbench.cli.app import fail
-from healthbench.errors import ConfigError, HealthBenchError, Terminated
+from healthbench.errors import HealthBenchError, Terminated
 from healthbench.store import Store
 
 
@@ -47,13 +46,3 @@ def _stored(store: Store, name: str) -> bool:
         return store.get_run(name) is not None
     except Exception:  # the store itself failed: the original error is the one to show
         return False
-
-
-def refuse_with_resume(flags: dict[str, Any]) -> None:
-    """--resume continues a run with its stored settings: a flag that would change them is an error."""
-    given = [flag for flag, value in flags.items() if value not in (None, [], False)]
-    if given:
-        raise ConfigError(
-            f"--resume keeps the run's stored name and settings; drop {', '.join(given)} "
-            "(or start a new run without --resume)"
-        )

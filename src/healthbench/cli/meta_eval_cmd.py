@@ -10,7 +10,8 @@ from rich.table import Table
 from rich.text import Text
 
 from healthbench.cli.app import app, console, err_console, handles_errors, say
-from healthbench.cli.continuable import continuable, refuse_with_resume, resume_command
+from healthbench.cli.config_flags import config_layer, given_flags, refuse_with_resume, resume_overrides
+from healthbench.cli.continuable import continuable, resume_command
 from healthbench.cli.dry_run import print_estimate
 from healthbench.cli.options import (
     CacheDir,
@@ -37,9 +38,6 @@ from healthbench.cli.options import (
     Strict,
     Timeout,
     Tpm,
-    base_urls,
-    how_layer,
-    model_layer,
     split_list,
 )
 from healthbench.cli.progress import DownloadBar, run_progress
@@ -107,9 +105,16 @@ def render_meta(result: MetaEvalResult, *, title: str, min_physician_ratings: in
         )
 
 
+# what --labels works with: the data, its selection and the output (every other flag is refused)
+LABEL_FLAGS = frozenset(
+    {"labels", "dataset", "data", "limit", "category", "min_physician_ratings", "cache_dir", "metrics_out"}
+)
+
+
 @app.command("meta-eval")
 @handles_errors
 def meta_eval_command(
+    ctx: typer.Context,
     judge: Annotated[
         str | None,
         typer.Option("--judge", "-j", show_default=False, help=f"Judge model spec. Default {OFFLINE_MODEL}."),
@@ -196,40 +201,10 @@ def meta_eval_command(
         raise ConfigError(f"--min-physician-ratings must be 0 or more, not {min_physician_ratings}")
     if dataset is not None and data is not None:
         raise ConfigError("--dataset and --data both name the data; give one")
-    judge_flags = {
-        "--judge": judge,
-        "--judge-base-url": judge_base_url,
-        "--judge-api-key-env": judge_api_key_env,
-        "--judge-temperature": judge_temperature,
-        "--judge-max-tokens": judge_max_tokens,
-        "--judge-reasoning-effort": judge_reasoning_effort,
-        "--judge-extra-body": judge_extra_body,
-        "--judge-json": judge_json,
-        "--judge-system-message": judge_system_message,
-        "--profile": profile,
-        "--timeout": timeout,
-        "--grader-template": grader_template,
-    }
     variant = dataset or "demo_meta_eval"
     if labels is not None:
-        unused = {  # nothing is graded, stored or resumed: these flags would be silently ignored
-            **judge_flags,
-            "--resume": resume,
-            "--name": name,
-            "--store": store,
-            "--config": config,
-            "--n-repeats": n_repeats,
-            "--max-connections": max_connections,
-            "--rpm": rpm,
-            "--tpm": tpm,
-            "--max-retries": max_retries,
-            "--max-outage": max_outage,
-            "--judge-retries": judge_retries,
-            "--prices": prices,
-            "--dry-run": dry_run or None,
-            "--strict": strict or None,
-        }
-        given = [flag for flag, value in unused.items() if value is not None]
+        # nothing is graded, stored or resumed: any other flag would be silently ignored
+        given = given_flags(ctx, lambda param: param not in LABEL_FLAGS)
         if given:
             raise ConfigError(
                 f"--labels scores labels made elsewhere, no judge is called; drop {', '.join(given)}"
@@ -246,58 +221,16 @@ def meta_eval_command(
         _output(result, f"meta-eval of labels in {labels.name}", metrics_out, min_physician_ratings)
         return
     s = Store(store)
-    how = how_layer(
-        max_connections=max_connections,
-        max_retries=max_retries,
-        judge_retries=judge_retries,
-        prices=prices,
-        cache_dir=cache_dir,
-        rpm=rpm,
-        tpm=tpm,
-        max_outage=max_outage,
-    )
     if resume is not None:
-        refuse_with_resume(
-            {
-                "--dry-run": dry_run,
-                **judge_flags,
-                "--dataset": dataset,
-                "--data": data,
-                "--limit": limit,
-                "--category": category,
-                "--n-repeats": n_repeats,
-                "--name": name,
-                "--config": config,
-            }
-        )
+        refuse_with_resume(ctx, also=("dry_run",))
         with (
             continuable(s, resume, kind="meta_eval", store_flag=store),
             run_progress(console, label="rows (fixed answers)") as progress,
         ):
-            outcome = resume_meta_eval(resume, store=s, overrides=how, progress=progress)
+            overrides = resume_overrides(ctx.params)
+            outcome = resume_meta_eval(resume, store=s, overrides=overrides, progress=progress)
     else:
-        flags = {
-            "dataset": variant,
-            "data": str(data) if data else None,
-            "limit": limit,
-            "categories": split_list(category),
-            "n_repeats": n_repeats,
-            "judge": model_layer(
-                judge,
-                base_urls(None, None, judge, judge_base_url)[1],
-                judge_api_key_env,
-                judge_temperature,
-                judge_max_tokens,
-                judge_reasoning_effort,
-                judge_extra_body,
-                timeout,
-                system=judge_system_message,
-            ),
-            "grader_template": str(grader_template) if grader_template else None,
-            "judge_structured_output": judge_json,
-            "profile": profile,
-            **how,
-        }
+        flags = {**config_layer(ctx.params, candidate=False), "dataset": variant}
         cfg = build_config(
             load_config_file(config) if config else {}, flags, defaults={"judge": {"spec": OFFLINE_MODEL}}
         )
@@ -314,10 +247,10 @@ def meta_eval_command(
                 cfg, store=s, name=name, progress=progress, download_progress=DownloadBar(err_console)
             )
     result = score_meta_run(s, outcome.run, min_physician_ratings=min_physician_ratings)
-    c = outcome.counters
+    c, t = outcome.counters, outcome.counters.tally
     say(
-        f"{c.calls} judge calls ({c.cache_hits} from cache) in {c.elapsed:.1f}s · "
-        f"{c.input_tokens + c.output_tokens:,} tokens · ${c.cost:.4f}"
+        f"{t.made} judge calls ({t.cached_calls} from cache) in {c.elapsed:.1f}s · "
+        f"{t.input_tokens + t.output_tokens:,} tokens · ${t.cost:.4f}"
     )
     view = RunView.of(s, outcome.run)
     judge_spec = view.judge_spec

@@ -211,37 +211,6 @@ def base_urls(
     return model_url, judge_url
 
 
-def model_layer(
-    spec: str | None,
-    base_url: str | None,
-    key_env: str | None,
-    temperature: float | None,
-    max_tokens: int | None,
-    reasoning: str | None,
-    extra_body: str | None,
-    timeout: float | None = None,
-    system: str | None = None,
-    *,
-    extra_body_flag: str = "--judge-extra-body",
-) -> dict[str, Any]:
-    """A model role's config layer from its flags (unset flags are left out so lower layers show)."""
-    settings = {
-        "temperature": temperature,
-        "max_tokens": max_tokens,
-        "reasoning_effort": reasoning,
-        "extra_body": parse_json_option(extra_body_flag, extra_body),
-        "timeout": timeout,
-        "system_message": system,
-    }
-    layer: dict[str, Any] = {
-        "spec": spec,
-        "base_url": base_url,
-        "api_key_env": key_env,
-        "settings": {k: v for k, v in settings.items() if v is not None},
-    }
-    return {k: v for k, v in layer.items() if v not in (None, {})}
-
-
 def length_adjustment(center: float | None, penalty: float | None) -> tuple[float | None, float | None]:
     """The length adjustment's (center, penalty) from their two flags, which go together."""
     if (center is None) != (penalty is None):
@@ -249,34 +218,3 @@ def length_adjustment(center: float | None, penalty: float | None) -> tuple[floa
             "--length-adjustment-center and --length-adjustment-penalty-per-500-chars go together"
         )
     return center, penalty
-
-
-def how_layer(
-    *,
-    max_connections: int | None = None,
-    max_retries: int | None = None,
-    judge_retries: int | None = None,
-    prices: Path | None = None,
-    cache_dir: Path | None = None,
-    rpm: float | None = None,
-    tpm: float | None = None,
-    max_outage: float | None = None,
-    executor: str | None = None,
-    ray_address: str | None = None,
-) -> dict[str, Any]:
-    """The settings a run may change between sessions (see `RunConfig`), from their flags."""
-    how: dict[str, Any] = {
-        "max_connections": max_connections,
-        "requests_per_minute": rpm,
-        "tokens_per_minute": tpm,
-        "retry": {
-            k: v for k, v in {"max_retries": max_retries, "max_outage": max_outage}.items() if v is not None
-        }
-        or None,
-        "judge_retries": judge_retries,
-        "prices": str(prices) if prices else None,
-        "cache_dir": str(cache_dir) if cache_dir else None,
-        "executor": executor,
-        "ray_address": ray_address,
-    }
-    return {k: v for k, v in how.items() if v is not None}

@@ -41,9 +41,10 @@ def _duration(seconds: float | None) -> str:
 
 def counters_info(c: RunCounters) -> str:
     """Calls/s, calls, cache hits, tokens and spend: the text both displays show."""
+    t = c.tally
     info = (
-        f"{c.calls_per_second:.1f} calls/s · {c.calls} calls · {c.cache_hits} cached · "
-        f"{c.input_tokens + c.output_tokens:,} tok · ${c.cost:.4f}" + ("+?" if c.unpriced_calls else "")
+        f"{c.calls_per_second:.1f} calls/s · {t.made} calls · {t.cached_calls} cached · "
+        f"{t.input_tokens + t.output_tokens:,} tok · ${t.cost:.4f}" + ("+?" if t.unpriced_calls else "")
     )
     if c.ungraded:
         info += f" · {c.ungraded} ungraded"

@@ -10,7 +10,8 @@ from rich.table import Table
 from rich.text import Text
 
 from healthbench.cli.app import app, console, err_console, handles_errors, say
-from healthbench.cli.continuable import continuable, refuse_with_resume, resume_command
+from healthbench.cli.config_flags import config_layer, refuse_with_resume, resume_overrides
+from healthbench.cli.continuable import continuable, resume_command
 from healthbench.cli.correction_view import render_correction
 from healthbench.cli.dry_run import print_estimate
 from healthbench.cli.options import (
@@ -46,11 +47,6 @@ from healthbench.cli.options import (
     Timeout,
     Tpm,
     VllmEngineArg,
-    base_urls,
-    how_layer,
-    model_layer,
-    parse_key_values,
-    split_list,
 )
 from healthbench.cli.progress import DownloadBar, run_progress
 from healthbench.cli.summary_view import render_summary
@@ -142,6 +138,7 @@ def _dry_run(store: Store, config: RunConfig, name: str | None) -> None:
 @app.command("run")
 @handles_errors
 def run_command(
+    ctx: typer.Context,
     model: Annotated[
         str | None,
         typer.Option(
@@ -293,108 +290,19 @@ def run_command(
     if dataset is not None and data is not None:
         raise ConfigError("--dataset and --data both name the data; give one")
     s = Store(store)
-    how = how_layer(
-        max_connections=max_connections,
-        max_retries=max_retries,
-        judge_retries=judge_retries,
-        prices=prices,
-        cache_dir=cache_dir,
-        rpm=rpm,
-        tpm=tpm,
-        max_outage=max_outage,
-        executor=executor,
-        ray_address=ray_address,
-    )
     if executor == "ray" and not dry_run:
         require_ray()
     if resume is not None:
-        refuse_with_resume(
-            {
-                "--model": model,
-                "--base-url": base_url,
-                "--api-key-env": api_key_env,
-                "--temperature": temperature,
-                "--max-tokens": max_tokens,
-                "--system-message": system_message,
-                "--reasoning-effort": reasoning_effort,
-                "--extra-body": extra_body,
-                "--judge": judge,
-                "--judge-base-url": judge_base_url,
-                "--judge-api-key-env": judge_api_key_env,
-                "--judge-temperature": judge_temperature,
-                "--judge-max-tokens": judge_max_tokens,
-                "--judge-reasoning-effort": judge_reasoning_effort,
-                "--judge-extra-body": judge_extra_body,
-                "--judge-json": judge_json,
-                "--judge-system-message": judge_system_message,
-                "--profile": profile,
-                "--timeout": timeout,
-                "--vllm-engine-arg": vllm_engine_arg,
-                "--grader-template": grader_template,
-                "--dataset": dataset,
-                "--data": data,
-                "--limit": limit,
-                "--ids": ids,
-                "--theme": theme,
-                "--n-repeats": n_repeats,
-                "--name": name,
-                "--config": config,
-                "--length-penalty": length_penalty,
-                "--length-center": length_center,
-            }
-        )
+        refuse_with_resume(ctx, also=("data_format",))
         if dry_run:
             _dry_run(s, RunView.open(s, resume).config, resume)
             return
         with continuable(s, resume, kind="eval", store_flag=store), run_progress(console) as progress:
-            outcome = runner.resume_run(resume, store=s, overrides=how, progress=progress)
+            overrides = resume_overrides(ctx.params)
+            outcome = runner.resume_run(resume, store=s, overrides=overrides, progress=progress)
         _finish(s, outcome, metrics_out, allresults_out, seed, n_resamples, strict, store_flag=store)
         return
-    base_url, judge_base_url = base_urls(model, base_url, judge, judge_base_url)
-    flags: dict[str, Any] = {
-        "dataset": dataset,
-        "data": str(data) if data else None,
-        "limit": limit,
-        "ids": split_list(ids),
-        "themes": split_list(theme),
-        "n_repeats": n_repeats,
-        "model": model_layer(
-            model,
-            base_url,
-            api_key_env,
-            temperature,
-            max_tokens,
-            reasoning_effort,
-            extra_body,
-            timeout,
-            system_message,
-            extra_body_flag="--extra-body",
-        ),
-        "judge": model_layer(
-            judge,
-            judge_base_url,
-            judge_api_key_env,
-            judge_temperature,
-            judge_max_tokens,
-            judge_reasoning_effort,
-            judge_extra_body,
-            timeout,
-            judge_system_message,
-        ),
-        "grader_template": str(grader_template) if grader_template else None,
-        "judge_structured_output": judge_json,
-        "vllm_engine_args": parse_key_values("--vllm-engine-arg", vllm_engine_arg),
-        "completions": completions,
-        "group": group,
-        "profile": profile,
-        "scoring": {
-            "seed": seed,
-            "n_resamples": n_resamples,
-            "length_penalty": length_penalty,
-            "length_center": length_center,
-        },
-        **how,
-    }
+    flags = config_layer(ctx.params)
     defaults: dict[str, Any] = {"model": {"spec": OFFLINE_MODEL}, "judge": {"spec": OFFLINE_MODEL}}
     file_layer = load_config_file(config) if config else {}
     data_file = data or (Path(file_layer["data"]) if isinstance(file_layer.get("data"), str) else None)
@@ -482,13 +390,13 @@ def _finish(
     *,
     store_flag: str | None = None,
 ) -> None:
-    c = outcome.counters
+    c, t = outcome.counters, outcome.counters.tally
     line = (
-        f"{c.calls} model calls ({c.cache_hits} answered from cache) in {c.elapsed:.1f}s · "
-        f"{c.input_tokens:,} input + {c.output_tokens:,} output tokens · ${c.cost:.4f}"
+        f"{t.made} model calls ({t.cached_calls} answered from cache) in {c.elapsed:.1f}s · "
+        f"{t.input_tokens:,} input + {t.output_tokens:,} output tokens · ${t.cost:.4f}"
     )
-    if c.unpriced_calls:
-        line += f" + unknown cost of {c.unpriced_calls} calls to unpriced models (see --prices)"
+    if t.unpriced_calls:
+        line += f" + unknown cost of {t.unpriced_calls} calls to unpriced models (see --prices)"
     if c.samples_failed:
         line += f" · {c.samples_failed} conversations could not be sampled"
     if c.repeat_bound is not None:
@@ -514,6 +422,7 @@ def _finish(
 @app.command("regrade")
 @handles_errors
 def regrade_command(
+    ctx: typer.Context,
     source: Annotated[str, typer.Argument(help="The run whose samples are graded again.")],
     judge: Annotated[
         str | None,
@@ -553,32 +462,8 @@ def regrade_command(
 ) -> None:
     """Grade an existing run's answers with another judge or template, without re-sampling."""
     s = Store(store)
-    layer = model_layer(
-        judge,
-        base_urls(None, None, judge, judge_base_url)[1],
-        judge_api_key_env,
-        judge_temperature,
-        judge_max_tokens,
-        judge_reasoning_effort,
-        judge_extra_body,
-        timeout,
-        system=judge_system_message,
-    )
-    overrides = how_layer(
-        max_connections=max_connections,
-        max_retries=max_retries,
-        judge_retries=judge_retries,
-        prices=prices,
-        rpm=rpm,
-        tpm=tpm,
-        max_outage=max_outage,
-    )
-    if grader_template is not None:
-        overrides["grader_template"] = str(grader_template)
-    if judge_json is not None:
-        overrides["judge_structured_output"] = judge_json
-    if profile is not None:
-        overrides["profile"] = profile
+    overrides = config_layer(ctx.params, candidate=False)  # the candidate's settings stay the parent's
+    layer = overrides.pop("judge", {})
     if dry_run:
         config, rows = runner.regrade_dry_run(s, source, layer or None, overrides)
         n_conversations = len(s.load_items(s.require_run(source).id))

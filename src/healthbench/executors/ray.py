@@ -264,7 +264,7 @@ class RayExecutor:
         hit = self.store.cache_get(key)
         if hit is None:
             return None
-        self.counters.cache_hits += 1
+        self.counters.count_cache_hit()
         return CallResult(hit.text, Usage(**hit.usage) if hit.usage else Usage(), 0.0, True)
 
     def _real(self, endpoint: RayEndpoint, answer: Answer) -> CallResult | ModelError:

@@ -9,16 +9,9 @@ import json
 from typing import Any
 
 from healthbench.errors import ConfigError
-from healthbench.models.base import (
-    DEFAULT_MAX_CONNECTIONS,
-    Completion,
-    Messages,
-    ModelSettings,
-    ModelSpec,
-    Usage,
-)
+from healthbench.models.base import Completion, Messages, ModelSettings, ModelSpec, Usage
 from healthbench.models.errors import FailureKind, ProviderError
-from healthbench.models.transport import http_client
+from healthbench.models.transport import HttpProvider
 
 ANTHROPIC_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 4096
@@ -59,27 +52,18 @@ def parse_messages_response(body: str, fallback_model: str) -> Completion:
     )
 
 
-class AnthropicChatModel:
+class AnthropicChatModel(HttpProvider):
     """`ProviderModel` for ``POST {base}/v1/messages``."""
 
-    def __init__(
-        self,
-        spec: ModelSpec,
-        settings: ModelSettings,
-        *,
-        api_key: str | None,
-        max_connections: int = DEFAULT_MAX_CONNECTIONS,
-    ) -> None:
+    def check(self, spec: ModelSpec, settings: ModelSettings) -> None:
         if settings.reasoning_effort is not None:
             raise ConfigError(
                 f"{spec.name}: reasoning_effort is not an Anthropic setting; pass "
                 "extra_body={'thinking': {'type': 'enabled', 'budget_tokens': N}} instead"
             )
-        self.spec = spec
-        self.settings = settings
-        self._api_key = api_key
-        self._client = http_client(settings, max_connections)
-        self._url = messages_url(spec.url)
+
+    def endpoint(self, base_url: str) -> str:
+        return messages_url(base_url)
 
     def build_body(self, messages: Messages, json_schema: dict[str, Any] | None = None) -> dict[str, Any]:
         """System text goes top-level; `json_schema` is not sent (the prompt asks for JSON)."""
@@ -99,18 +83,11 @@ class AnthropicChatModel:
         body.update(s.extra_body)
         return body
 
-    def _headers(self) -> dict[str, str]:
+    def headers(self) -> dict[str, str]:
         headers = {"anthropic-version": ANTHROPIC_VERSION}
         if self._api_key:
             headers["x-api-key"] = self._api_key
         return headers
 
-    async def complete(self, messages: Messages, *, json_schema: dict[str, Any] | None = None) -> Completion:
-        body = self.build_body(messages, json_schema)
-        text = await self._client.post(
-            self._url, json=body, headers=self._headers(), api_key=self._api_key, key_env=self.spec.key_env
-        )
-        return parse_messages_response(text, self.spec.model)
-
-    async def aclose(self) -> None:
-        await self._client.aclose()
+    def parse(self, body: str) -> Completion:
+        return parse_messages_response(body, self.spec.model)

@@ -27,6 +27,7 @@ from healthbench.models.base import (
     Usage,
 )
 from healthbench.models.errors import CallFailure, FailureKind, ProviderError
+from healthbench.models.tally import CallTally
 
 Sleep = Callable[[float], Awaitable[None]]
 Clock = Callable[[], float]
@@ -105,25 +106,57 @@ class TokenBucket:
         self.level -= amount
 
 
+class Gate:
+    """The one concurrency limit: at most ``limit`` holders at once, counting who is inside. An endpoint's
+    connections are one (`Connection.gate`); the engine's calls not yet committed are another."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.inside = 0
+        self.most_inside = 0
+        self._semaphore = asyncio.Semaphore(limit)
+
+    async def acquire(self) -> None:
+        await self._semaphore.acquire()
+        self.inside += 1
+        self.most_inside = max(self.most_inside, self.inside)
+
+    def release(self) -> None:
+        self.inside -= 1
+        self._semaphore.release()
+
+    async def __aenter__(self) -> Gate:
+        await self.acquire()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.release()
+
+
 @dataclass
 class Connection:
-    """The live budget of one endpoint: semaphore, optional buckets, and in-flight counts."""
+    """The live budget of one endpoint: its gate, optional buckets, and whether it answers."""
 
     limits: ConnectionLimits
-    semaphore: asyncio.Semaphore
+    gate: Gate
     requests: TokenBucket | None = None
     tokens: TokenBucket | None = None
-    in_flight: int = 0
-    max_in_flight: int = 0
-    answered: int = 0  # successful requests: an endpoint that never answered is not retried for long
+    answered: dict[str, int] = field(default_factory=dict)  # successful requests per model name
     # an outage in progress: when calls on this endpoint started failing, the last error, and when
     # the next attempt is due (monotonic seconds); all None while calls succeed
     failing_since: float | None = None
     last_error: str | None = None
     next_attempt: float | None = None
 
-    def succeeded(self) -> None:
-        self.answered += 1
+    def never_answered(self, model: str | None = None) -> bool:
+        """The one "never answered" test, for the endpoint (``model`` None) or one model on it: what has
+        not answered once is down or misconfigured (wrong --base-url, model name or key) rather than
+        busy, so its calls are not retried for long and a run using it stops instead of failing every
+        call the same way."""
+        return not (self.answered.get(model, 0) if model is not None else self.answered)
+
+    def succeeded(self, model: str) -> None:
+        self.answered[model] = self.answered.get(model, 0) + 1
         self.failing_since = self.last_error = self.next_attempt = None
 
     def failed(self, message: str, now: float) -> float:
@@ -178,7 +211,7 @@ class ConnectionPool:
             limits = self.limits_for(key)
             self._connections[key] = Connection(
                 limits=limits,
-                semaphore=asyncio.Semaphore(limits.max_connections),
+                gate=Gate(limits.max_connections),
                 requests=TokenBucket(limits.requests_per_minute) if limits.requests_per_minute else None,
                 tokens=TokenBucket(limits.tokens_per_minute) if limits.tokens_per_minute else None,
             )
@@ -186,17 +219,14 @@ class ConnectionPool:
 
 
 @dataclass
-class CallStats:
-    """Counts for one managed model. `attempts` counts every HTTP request / inference actually made."""
+class CallStats(CallTally):
+    """One managed model's calls (unpriced: prices are the engine's) and what it took to make them:
+    `attempts` counts every HTTP request / inference actually made."""
 
-    calls: int = 0
-    succeeded: int = 0
-    failed: int = 0
     attempts: int = 0
     retries: int = 0
     rate_limited: int = 0
     transient_errors: int = 0
-    usage: Usage = field(default_factory=Usage)
 
 
 class ManagedModel:
@@ -231,59 +261,56 @@ class ManagedModel:
     async def generate(self, messages: Messages, *, json_schema: dict[str, Any] | None = None) -> Completion:
         """Call the provider until it answers, a fatal error occurs, or the retry budget is spent."""
         connection = self.pool.connection(self.spec.connection_key)
-        self.stats.calls += 1
         retry = 0
         while True:
             result = await self._attempt(connection, messages, json_schema)
             if isinstance(result, Completion):
-                connection.succeeded()
-                self.stats.succeeded += 1
-                self.stats.usage = self.stats.usage + result.usage
+                connection.succeeded(self.spec.name)
+                self.stats.count(result.usage.as_dict(), None)
                 return result
             self._count(result)
-            if result.kind is FailureKind.FATAL:
-                self.stats.failed += 1
-                raise FatalModelError(f"{self.spec.describe()}: {result.message}")
-            never_answered = result.kind is FailureKind.UNREACHABLE and connection.answered == 0
-            if never_answered and retry >= self.policy.unreachable_retries:
-                self.stats.failed += 1
-                raise FatalModelError(
-                    f"{self.spec.describe()}: {result.message} (no answer from this endpoint yet; "
-                    "check --base-url and that the server is running)"
-                )
-            failing_for = connection.failed(result.message, self._clock())
-            if connection.answered and failing_for >= self.policy.max_outage:
-                self.stats.failed += 1
-                raise OutageError(
-                    f"{self.spec.describe()} has not answered for {failing_for:.0f}s (--max-outage "
-                    f"{self.policy.max_outage:g}); last error: {result.message}"
-                )
-            if retry >= self.policy.max_retries:
-                self.stats.failed += 1
-                raise ModelError(
-                    f"{self.spec.describe()}: gave up after {retry + 1} attempts; "
-                    f"last error: {result.message}"
-                )
+            error = self._give_up(connection, result, retry)
+            if error is not None:
+                self.stats.count(None, None, failed=True)
+                raise error
             delay = self.policy.delay(retry, result.retry_after, self._rng)
             self.stats.retries += 1
             retry += 1
             connection.next_attempt = self._clock() + delay
             await self._sleep(delay)  # no connection slot is held while waiting
 
+    def _give_up(self, connection: Connection, result: CallFailure, retry: int) -> ModelError | None:
+        """The error that ends the call after failed attempt number ``retry`` (0-based), or None to retry."""
+        if result.kind is FailureKind.FATAL:
+            return FatalModelError(f"{self.spec.describe()}: {result.message}")
+        never_answered = result.kind is FailureKind.UNREACHABLE and connection.never_answered()
+        if never_answered and retry >= self.policy.unreachable_retries:
+            return FatalModelError(
+                f"{self.spec.describe()}: {result.message} (no answer from this endpoint yet; "
+                "check --base-url and that the server is running)"
+            )
+        failing_for = connection.failed(result.message, self._clock())
+        if not connection.never_answered() and failing_for >= self.policy.max_outage:
+            return OutageError(
+                f"{self.spec.describe()} has not answered for {failing_for:.0f}s (--max-outage "
+                f"{self.policy.max_outage:g}); last error: {result.message}"
+            )
+        if retry >= self.policy.max_retries:
+            return ModelError(
+                f"{self.spec.describe()}: gave up after {retry + 1} attempts; last error: {result.message}"
+            )
+        return None
+
     async def _attempt(
         self, connection: Connection, messages: Messages, json_schema: dict[str, Any] | None
     ) -> Completion | CallFailure:
         await connection.before_request()
-        async with connection.semaphore:
-            connection.in_flight += 1
-            connection.max_in_flight = max(connection.max_in_flight, connection.in_flight)
+        async with connection.gate:
             self.stats.attempts += 1
             try:
                 completion = await self.provider.complete(messages, json_schema=json_schema)
             except ProviderError as exc:
                 return exc.failure
-            finally:
-                connection.in_flight -= 1
         connection.after_request(completion.usage)
         return completion
 

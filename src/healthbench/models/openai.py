@@ -9,16 +9,9 @@ import json
 from typing import Any
 from urllib.parse import urlsplit
 
-from healthbench.models.base import (
-    DEFAULT_MAX_CONNECTIONS,
-    Completion,
-    Messages,
-    ModelSettings,
-    ModelSpec,
-    Usage,
-)
+from healthbench.models.base import Completion, Messages, ModelSettings, ModelSpec, Usage
 from healthbench.models.errors import FailureKind, ProviderError
-from healthbench.models.transport import http_client
+from healthbench.models.transport import HttpProvider
 
 OPENAI_HOST = "api.openai.com"
 
@@ -87,36 +80,17 @@ def chat_body(
     return body
 
 
-class OpenAIChatModel:
+class OpenAIChatModel(HttpProvider):
     """`ProviderModel` for any server speaking ``POST {base_url}/chat/completions``."""
 
-    def __init__(
-        self,
-        spec: ModelSpec,
-        settings: ModelSettings,
-        *,
-        api_key: str | None,
-        max_connections: int = DEFAULT_MAX_CONNECTIONS,
-    ) -> None:
-        self.spec = spec
-        self.settings = settings
-        self._api_key = api_key
-        self._client = http_client(settings, max_connections)
-        self._url = f"{spec.url}/chat/completions"
-        self._official = urlsplit(spec.url).hostname == OPENAI_HOST
+    def endpoint(self, base_url: str) -> str:
+        return f"{base_url}/chat/completions"
 
     def build_body(self, messages: Messages, json_schema: dict[str, Any] | None = None) -> dict[str, Any]:
         return chat_body(self.spec, self.settings, messages, json_schema)
 
-    def _headers(self) -> dict[str, str]:
+    def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
 
-    async def complete(self, messages: Messages, *, json_schema: dict[str, Any] | None = None) -> Completion:
-        body = self.build_body(messages, json_schema)
-        text = await self._client.post(
-            self._url, json=body, headers=self._headers(), api_key=self._api_key, key_env=self.spec.key_env
-        )
-        return parse_chat_response(text, self.spec.model)
-
-    async def aclose(self) -> None:
-        await self._client.aclose()
+    def parse(self, body: str) -> Completion:
+        return parse_chat_response(body, self.spec.model)

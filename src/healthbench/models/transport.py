@@ -13,7 +13,7 @@ from typing import Any
 
 import aiohttp
 
-from healthbench.models.base import ModelSettings
+from healthbench.models.base import DEFAULT_MAX_CONNECTIONS, Completion, Messages, ModelSettings, ModelSpec
 from healthbench.models.errors import FailureKind, ProviderError, http_failure, redact
 
 
@@ -82,3 +82,48 @@ def _dumps(value: Any) -> str:
 def http_client(settings: ModelSettings, max_connections: int) -> HttpClient:
     """One client per model object, sized like the endpoint's concurrency budget."""
     return HttpClient(settings.timeout, max_connections)
+
+
+class HttpProvider:
+    """A `ProviderModel` over HTTP: one POST of a JSON body per call. A provider says where it posts
+    (`endpoint`), its headers, its body (`build_body`) and how it reads the answer (`parse`)."""
+
+    def __init__(
+        self,
+        spec: ModelSpec,
+        settings: ModelSettings,
+        *,
+        api_key: str | None,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+    ) -> None:
+        self.check(spec, settings)
+        self.spec = spec
+        self.settings = settings
+        self._api_key = api_key
+        self._client = http_client(settings, max_connections)
+        self._url = self.endpoint(spec.url)
+
+    def check(self, spec: ModelSpec, settings: ModelSettings) -> None:
+        """Refuse settings the provider does not have (a ConfigError), before anything is opened."""
+
+    def endpoint(self, base_url: str) -> str:
+        raise NotImplementedError
+
+    def headers(self) -> dict[str, str]:
+        raise NotImplementedError
+
+    def build_body(self, messages: Messages, json_schema: dict[str, Any] | None = None) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def parse(self, body: str) -> Completion:
+        raise NotImplementedError
+
+    async def complete(self, messages: Messages, *, json_schema: dict[str, Any] | None = None) -> Completion:
+        body = self.build_body(messages, json_schema)
+        text = await self._client.post(
+            self._url, json=body, headers=self.headers(), api_key=self._api_key, key_env=self.spec.key_env
+        )
+        return self.parse(text)
+
+    async def aclose(self) -> None:
+        await self._client.aclose()

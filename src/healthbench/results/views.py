@@ -9,12 +9,13 @@ scores and usage/cost totals.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from healthbench.config import RunConfig
 from healthbench.data.schema import Conversation, MetaEvalRecord
 from healthbench.errors import RunError
+from healthbench.models.tally import CallTally
 from healthbench.scoring.rubric import Verdict
 from healthbench.scoring.run_score import GradedSample, RunScore, ScoringOptions, score_run
 from healthbench.store.runs import RunRecord, SampleRow, Store
@@ -33,22 +34,12 @@ class StoredSample:
     sample: SampleRow | None
 
 
-@dataclass
-class RoleTotals:
-    """Calls, tokens and cost of one role (``candidate`` or ``judge``) over a run."""
-
-    calls: int = 0
-    cached_calls: int = 0
-    failed_calls: int = 0
-    unpriced_calls: int = 0
-    cost: float = 0.0
-    tokens: dict[str, int] = field(default_factory=dict)
-
-
 @dataclass(frozen=True)
 class UsageTotals:
-    candidate: RoleTotals
-    judge: RoleTotals
+    """Calls, tokens and cost of each role over a run."""
+
+    candidate: CallTally
+    judge: CallTally
 
     @property
     def cost(self) -> float:
@@ -180,17 +171,9 @@ class RunView:
 
     def usage_totals(self) -> UsageTotals:
         """Calls, tokens and cost of every stored sample (candidate) and grade (judge)."""
-        totals = {"candidate": RoleTotals(), "judge": RoleTotals()}
+        totals = {"candidate": CallTally(), "judge": CallTally()}
         for row in self.store.iter_usage(self.record.id):
-            role = totals[row.role]
-            role.calls += 1
-            role.cached_calls += row.cached
-            role.failed_calls += row.failed
-            if row.cost is None and not row.cached and not row.failed:
-                role.unpriced_calls += 1
-            role.cost += row.cost or 0.0
-            for key, count in (row.usage or {}).items():
-                role.tokens[key] = role.tokens.get(key, 0) + int(count)
+            totals[row.role].count(row.usage, row.cost, cached=row.cached, failed=row.failed)
         return UsageTotals(totals["candidate"], totals["judge"])
 
 

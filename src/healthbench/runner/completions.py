@@ -13,30 +13,28 @@ per group: ``<name>-<short group name>`` when no ``--group`` is given.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Unpack
 
 from healthbench.config import RunConfig
 from healthbench.data.schema import Conversation
-from healthbench.data.sources import DatasetFile, DownloadProgress, load_conversations
+from healthbench.data.sources import DatasetFile, load_conversations
 from healthbench.data.subset import select
 from healthbench.errors import ConfigError, DataError, RunError
 from healthbench.grading.template import load_template
-from healthbench.models.pricing import PriceTable
-from healthbench.results.views import RunView
-from healthbench.runner.engine import WorkItem
-from healthbench.runner.estimate import RoleEstimate, estimate
-from healthbench.runner.progress import ProgressSink
+from healthbench.runner.estimate import RoleEstimate
 from healthbench.runner.run import (
+    RunHooks,
     RunOutcome,
     check_same_settings,
-    eval_work,
+    dataset_record,
+    finish,
+    judge_estimate,
     new_run_name,
-    run_to_end,
-    stored_item_ids,
     stored_record,
 )
+from healthbench.runner.work import eval_work
 from healthbench.store.db import now
 from healthbench.store.runs import RunRecord, Store
 
@@ -164,16 +162,14 @@ def prepare_baseline(
         if len(store.sample_progress(existing.id)) < len(chosen) * config.n_repeats:  # stopped when created
             _write_completions(store, existing.id, chosen, config.n_repeats)
         return existing, selection
-    dataset = {
-        "variant": config.dataset,
-        "source": source.source,
-        "path": str(source.path),
-        "sha256": source.sha256,
-        "conversations": len(chosen),
-        "completions": config.completions,
-        "group": group.name,
-        "rows_without_completions": selection.skipped,
-    }
+    dataset = dataset_record(
+        config,
+        source,
+        conversations=len(chosen),
+        completions=config.completions,
+        group=group.name,
+        rows_without_completions=selection.skipped,
+    )
     template = load_template(config.grader_template)
     record = stored_record(config, kind="eval", dataset=dataset, template_sha=template.sha256)
     items = [(row.item_id, row.conversation.model_dump(mode="json")) for row in chosen]
@@ -210,13 +206,7 @@ class BaselineOutcome:
 
 
 def run_baselines(
-    config: RunConfig,
-    *,
-    store: Store,
-    name: str | None = None,
-    progress: ProgressSink | None = None,
-    environ: Mapping[str, str] | None = None,
-    download_progress: DownloadProgress | None = None,
+    config: RunConfig, *, store: Store, name: str | None = None, **hooks: Unpack[RunHooks]
 ) -> list[BaselineOutcome]:
     """Grade the dataset's ``config.completions`` for each group (``config.group`` or all), one run each."""
     mode = config.completions
@@ -226,7 +216,7 @@ def run_baselines(
     group_name = find_group(config.group).name if config.group is not None else None
     config = config.model_copy(update={"model": None, "group": group_name})
     loaded = load_conversations(
-        config.dataset, data=config.data, cache=config.cache_dir, progress=download_progress
+        config.dataset, data=config.data, cache=config.cache_dir, progress=hooks.get("download_progress")
     )
     groups = groups_to_run(config, loaded[1])
     base = name or new_run_name(mode)
@@ -236,12 +226,7 @@ def run_baselines(
         run, selection = prepare_baseline(store, config, run_name, group, loaded)
         if run.parent_run is not None:
             raise RunError(f"run {run_name!r} is a regrade, not a baseline run")
-        conversations = RunView.of(store, run).conversations()
-        work = eval_work(conversations, config.n_repeats, item_ids=stored_item_ids(store, run))
-        outcome = run_to_end(
-            store, run, config, work, with_candidate=False, progress=progress, environ=environ
-        )
-        outcomes.append(BaselineOutcome(group, outcome, selection))
+        outcomes.append(BaselineOutcome(group, finish(store, run, config, **hooks), selection))
     return outcomes
 
 
@@ -266,26 +251,14 @@ def estimate_baselines(store: Store, config: RunConfig, name: str | None) -> lis
         chosen = select(rows, limit=config.limit, ids=config.ids, themes=config.themes) if rows else []
         existing = store.get_run(run_name)
         done = store.grade_progress(existing.id) if existing is not None else {}
-        work = [
-            WorkItem(
-                item_id=row.item_id,
-                repeat=r,
-                messages=tuple({"role": m.role, "content": m.content} for m in row.conversation.prompt),
-                criteria=tuple(str(item) for item in row.conversation.rubrics),
-                fixed_completion=row.completion,
-            )
-            for r in range(config.n_repeats)
-            for row in chosen
-        ]
-        estimates = estimate(
-            work,
-            candidate=None,
-            answer_tokens=None,
-            judge=config.judge.parsed(),
-            template=load_template(config.grader_template),
-            prices=PriceTable.load(config.prices),
-            done_samples=set(),
-            done_grades={key for key, (status, _) in done.items() if status != "ungraded"},
+        items = eval_work(
+            [row.conversation for row in chosen], config.n_repeats, item_ids=[r.item_id for r in chosen]
         )
+        work = [
+            replace(w, fixed_completion=row.completion)
+            for w, row in zip(items, list(chosen) * config.n_repeats, strict=True)
+        ]
+        graded = {key for key, (status, _) in done.items() if status != "ungraded"}
+        estimates = judge_estimate(work, config, done_grades=graded)
         out.append(BaselineEstimate(run_name, len(chosen), estimates))
     return out

@@ -28,7 +28,7 @@ from healthbench.models.base import (
     Usage,
     request_key,
 )
-from healthbench.models.limits import ConnectionPool
+from healthbench.models.limits import ConnectionPool, Gate
 from healthbench.models.pricing import PriceTable
 from healthbench.runner.progress import NoProgress, ProgressSink, RunCounters
 from healthbench.store.db import now
@@ -188,10 +188,10 @@ class Engine:
         options: EngineOptions | None = None,
         prices: PriceTable | None = None,
         progress: ProgressSink | None = None,
-        pool: ConnectionPool | None = None,
+        pool: ConnectionPool,
     ) -> None:
         self.store = store
-        self.pool = pool  # read for the progress display's outage line
+        self.pool = pool  # the models' endpoints: outages for the progress line, and whether they answer
         self.run_id = run_id
         self.candidate = candidate
         self.judge = judge
@@ -200,13 +200,14 @@ class Engine:
         self.prices = prices or PriceTable()
         self.progress = progress or NoProgress()
         self.counters = RunCounters()
-        self._slots = asyncio.Semaphore(self.options.max_connections)
+        # calls from their start until what they produced is committed, on every endpoint: bounds what a
+        # kill -9 loses (an endpoint's own gate is released as soon as its answer arrives)
+        self._slots = Gate(self.options.max_connections)
         # items in progress: enough to keep every slot busy, few enough that a 5,000-conversation run
         # does not hold 60,000 rendered judge prompts in memory at once
-        self._open_items = asyncio.Semaphore(2 * self.options.max_connections)
+        self._open_items = Gate(2 * self.options.max_connections)
         self._cache_keys: set[str] = set()
         self._writer: StoreWriter | None = None
-        self._answered: dict[str, int] = {}  # successful real calls per model, to spot dead endpoints
 
     async def run(self, plan: Plan) -> RunCounters:
         """Do the plan's pending work (see `plan`); counters start from what was already done."""
@@ -236,8 +237,7 @@ class Engine:
     async def _tick(self) -> None:
         while True:
             await asyncio.sleep(self.options.progress_every)
-            if self.pool is not None:
-                self.counters.retrying = self.pool.outage_note(time.monotonic())
+            self.counters.retrying = self.pool.outage_note(time.monotonic())
             self.progress.update(self.counters)
 
     # -- one work item -------------------------------------------------------------------------
@@ -344,9 +344,9 @@ class Engine:
             self.counters.ungraded += 1
 
     def _check_alive(self, model: ChatModel, exc: ModelError) -> None:
-        """A model that has never answered and just exhausted its retries is down or misconfigured:
-        stop the run with that error instead of failing every remaining call the same way."""
-        if self._answered.get(model.spec.name, 0) == 0:
+        """A model that has never answered and just exhausted its retries is down or misconfigured: stop
+        the run with that error instead of failing every remaining call the same way."""
+        if self.pool.connection(model.spec.connection_key).never_answered(model.spec.name):
             raise RunError(
                 f"{exc} (no call to {model.spec.name} has succeeded; stopping the run, "
                 "everything finished so far is saved)"
@@ -380,7 +380,7 @@ class _Call:
     async def __aenter__(self) -> CallResult:
         e = self.engine
         if self.key in e._cache_keys and (hit := e.store.cache_get(self.key)) is not None:
-            e.counters.cache_hits += 1
+            e.counters.count_cache_hit()
             usage = Usage(**hit.usage) if hit.usage else Usage()
             return CallResult(hit.text, usage, 0.0, True)
         await e._slots.acquire()
@@ -391,7 +391,6 @@ class _Call:
             self._release()
             raise
         cost = e.prices.cost(self.model.spec.provider, self.model.spec.model, completion.usage)
-        e._answered[self.model.spec.name] = e._answered.get(self.model.spec.name, 0) + 1
         e.counters.count_call(completion.usage.input_tokens, completion.usage.output_tokens, cost)
         return CallResult(completion.text, completion.usage, cost, False)
 

@@ -6,6 +6,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from healthbench.models.tally import CallTally
+
 
 @dataclass
 class RunCounters:
@@ -17,12 +19,7 @@ class RunCounters:
     criteria_total: int = 0
     criteria_done: int = 0
     ungraded: int = 0
-    calls: int = 0
-    cache_hits: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cost: float = 0.0
-    unpriced_calls: int = 0  # calls to a model with no known price: their cost is unknown
+    tally: CallTally = field(default_factory=CallTally)  # answered calls, real or from the cache
     retrying: str | None = None  # an endpoint outage in progress (see ConnectionPool.outage_note)
     criteria_at_start: int = 0  # criteria already done when this session started (for the ETA)
     # resuming a session that died (killed driver): at most this many of this session's calls repeat
@@ -32,13 +29,11 @@ class RunCounters:
 
     def count_call(self, input_tokens: int, output_tokens: int, cost: float | None) -> None:
         """One model call that answered: its tokens, and its cost when the model has a price."""
-        self.calls += 1
-        self.input_tokens += input_tokens
-        self.output_tokens += output_tokens
-        if cost is None:
-            self.unpriced_calls += 1
-        else:
-            self.cost += cost
+        self.tally.count({"input_tokens": input_tokens, "output_tokens": output_tokens}, cost)
+
+    def count_cache_hit(self) -> None:
+        """One call answered from the call cache (no tokens spent, nothing paid)."""
+        self.tally.count(None, 0.0, cached=True)
 
     @property
     def elapsed(self) -> float:
@@ -46,7 +41,7 @@ class RunCounters:
 
     @property
     def calls_per_second(self) -> float:
-        return self.calls / self.elapsed if self.elapsed > 0 else 0.0
+        return self.tally.made / self.elapsed if self.elapsed > 0 else 0.0
 
     @property
     def eta(self) -> float | None:

@@ -1,5 +1,7 @@
 """Runs as stages: prepare (data + store), execute (the engine), and the entry points that combine
-them: `run_eval`, `resume_run`, `regrade`. Every result is then read back from the store."""
+them. Every kind of run (eval, regrade, meta-eval, baselines) is started, resumed and finished by the
+same path (`RunKind`, `finish`): only how a new run is made differs. Every result is then read back
+from the store."""
 
 from __future__ import annotations
 
@@ -9,11 +11,10 @@ import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol, TypedDict, Unpack
 
 from healthbench.config import HOW_FIELDS, ModelConfig, RunConfig, validate_config
-from healthbench.data.schema import Conversation
-from healthbench.data.sources import DownloadProgress, load_conversations
+from healthbench.data.sources import DatasetFile, DownloadProgress, load_conversations
 from healthbench.data.subset import select
 from healthbench.errors import RunError, RunExistsError
 from healthbench.grading.template import load_template
@@ -25,6 +26,7 @@ from healthbench.runner.engine import Engine, EngineOptions, Plan, WorkItem, pla
 from healthbench.runner.estimate import RoleEstimate, estimate
 from healthbench.runner.loop import run_async
 from healthbench.runner.progress import NoProgress, ProgressSink, RunCounters
+from healthbench.runner.work import eval_work, samples_answers, stored_item_ids, stored_work
 from healthbench.store.lease import RunLease
 from healthbench.store.runs import RunRecord, Store
 
@@ -36,6 +38,15 @@ INTERRUPTED = ("running", "interrupted", "failed")
 class RunOutcome:
     run: RunRecord
     counters: RunCounters
+
+
+class RunHooks(TypedDict, total=False):
+    """What a caller lends a run: its progress display, the environment API keys are read from (None:
+    the process's), and the dataset download's progress."""
+
+    progress: ProgressSink | None
+    environ: Mapping[str, str] | None
+    download_progress: DownloadProgress | None
 
 
 def new_run_name(prefix: str = "run") -> str:
@@ -60,6 +71,37 @@ def stored_record(
         "dataset": dict(dataset),
         "grader_template_sha256": template_sha,
     }
+
+
+def dataset_record(config: RunConfig, source: DatasetFile, **counts: Any) -> dict[str, Any]:
+    """What a run stores about its dataset: variant, where it came from, its sha256, and ``counts``."""
+    return {
+        "variant": config.dataset,
+        "source": source.source,
+        "path": str(source.path),
+        "sha256": source.sha256,
+        **counts,
+    }
+
+
+def judge_estimate(
+    work: Sequence[WorkItem],
+    config: RunConfig,
+    *,
+    done_samples: set[tuple[str, int]] | None = None,
+    done_grades: set[tuple[str, int, int]] | None = None,
+) -> list[RoleEstimate]:
+    """The judge calls, tokens and cost ``work`` still needs when its answers are given (no candidate)."""
+    return estimate(
+        work,
+        candidate=None,
+        answer_tokens=None,
+        judge=config.judge.parsed(),
+        template=load_template(config.grader_template, config.cache_dir),
+        prices=PriceTable.load(config.prices),
+        done_samples=done_samples or set(),
+        done_grades=done_grades or set(),
+    )
 
 
 def check_same_settings(run: RunRecord, config: RunConfig) -> None:
@@ -90,14 +132,7 @@ def check_models(
 
 
 # -- eval runs -------------------------------------------------------------------------------------
-def prepare_eval(
-    store: Store,
-    config: RunConfig,
-    name: str,
-    *,
-    download_progress: DownloadProgress | None = None,
-    environ: Mapping[str, str] | None = None,
-) -> RunRecord:
+def prepare_eval(store: Store, config: RunConfig, name: str, **hooks: Unpack[RunHooks]) -> RunRecord:
     """The run called ``name``: created with its conversations, or the existing one if compatible."""
     existing = store.get_run(name)
     template = load_template(config.grader_template, config.cache_dir)
@@ -107,47 +142,18 @@ def prepare_eval(
     if config.model is None:
         raise RunError("an eval run needs a candidate model (--model)")
     source, conversations = load_conversations(
-        config.dataset, data=config.data, cache=config.cache_dir, progress=download_progress
+        config.dataset, data=config.data, cache=config.cache_dir, progress=hooks.get("download_progress")
     )
     chosen = select(conversations, limit=config.limit, ids=config.ids, themes=config.themes)
-    dataset = {
-        "variant": config.dataset,
-        "source": source.source,
-        "path": str(source.path),
-        "sha256": source.sha256,
-        "conversations": len(chosen),
-    }
+    dataset = dataset_record(config, source, conversations=len(chosen))
     record = stored_record(config, kind="eval", dataset=dataset, template_sha=template.sha256)
-    check_models(config, environ=environ)
+    check_models(config, environ=hooks.get("environ"))
     try:
         return store.create_run(
             name, "eval", record, [(c.prompt_id, c.model_dump(mode="json")) for c in chosen]
         )
     except RunExistsError:  # another process created it a moment ago: continue it as an existing run
-        return prepare_eval(store, config, name, download_progress=download_progress, environ=environ)
-
-
-def stored_item_ids(store: Store, run: RunRecord) -> list[str]:
-    """A run's item ids in order: the prompt ids, or one id per graded completion in a baseline run."""
-    return [item_id for item_id, _ in store.load_items(run.id)]
-
-
-def eval_work(
-    conversations: Sequence[Conversation], n_repeats: int, *, item_ids: Sequence[str] | None = None
-) -> list[WorkItem]:
-    """One work item per (repeat, conversation); ``item_ids`` are the stored ids when they are not the
-    prompt ids (a baseline run grades several completions of one conversation)."""
-    ids = list(item_ids) if item_ids is not None else [c.prompt_id for c in conversations]
-    return [
-        WorkItem(
-            item_id=item_id,
-            repeat=r,
-            messages=tuple({"role": m.role, "content": m.content} for m in c.prompt),
-            criteria=tuple(str(item) for item in c.rubrics),
-        )
-        for r in range(n_repeats)
-        for item_id, c in zip(ids, conversations, strict=True)
-    ]
+        return prepare_eval(store, config, name, **hooks)
 
 
 def judge_sees_system(config: RunConfig) -> str | None:
@@ -171,20 +177,26 @@ async def execute(
     """Run the engine over ``work`` and record the run's status. Models are created (and closed) here.
     Only one process executes a run at a time: the others get a RunError naming the holder.
     ``pool`` shares one connection budget per endpoint with other runs on the same event loop."""
+    x = _Execution(store, run, config, progress, environ, with_candidate, pool)
     async with RunLease(store, run.id, run.name).held():
-        return await _execute(store, run, config, work, progress, environ, with_candidate, pool)
+        return await _execute(x, work)
 
 
-async def _execute(
-    store: Store,
-    run: RunRecord,
-    config: RunConfig,
-    work: Sequence[WorkItem],
-    progress: ProgressSink | None,
-    environ: Mapping[str, str] | None,
-    with_candidate: bool,
-    pool: ConnectionPool | None,
-) -> RunCounters:
+@dataclass(frozen=True)
+class _Execution:
+    """One execution of a run (see `execute`)."""
+
+    store: Store
+    run: RunRecord
+    config: RunConfig
+    progress: ProgressSink | None
+    environ: Mapping[str, str] | None
+    with_candidate: bool
+    pool: ConnectionPool | None
+
+
+async def _execute(x: _Execution, work: Sequence[WorkItem]) -> RunCounters:
+    store, run = x.store, x.run
     work_plan = plan(store, run.id, work)
     if work_plan.empty:  # nothing left: no model is created, no call is made
         counters = RunCounters(
@@ -199,12 +211,8 @@ async def _execute(
     store.set_status(run.id, "running")
     status = "failed"
     try:
-        if config.executor == "ray":
-            counters = await _on_ray(store, run, config, work_plan, progress, environ, with_candidate)
-        else:
-            counters = await _on_engine(
-                store, run, config, work_plan, progress, environ, with_candidate, pool
-            )
+        on_executor = _on_ray if x.config.executor == "ray" else _on_engine
+        counters = await on_executor(x, work_plan)
         status = "finished" if counters.ungraded == 0 and counters.samples_failed == 0 else "incomplete"
         return counters
     except (asyncio.CancelledError, KeyboardInterrupt):
@@ -223,17 +231,9 @@ def _engine_options(config: RunConfig) -> EngineOptions:
     )
 
 
-async def _on_engine(
-    store: Store,
-    run: RunRecord,
-    config: RunConfig,
-    work_plan: Plan,
-    progress: ProgressSink | None,
-    environ: Mapping[str, str] | None,
-    with_candidate: bool,
-    pool: ConnectionPool | None,
-) -> RunCounters:
-    pool = pool or ConnectionPool(
+async def _on_engine(x: _Execution, work_plan: Plan) -> RunCounters:
+    config, environ = x.config, x.environ
+    pool = x.pool or ConnectionPool(
         ConnectionLimits(
             max_connections=config.max_connections,
             requests_per_minute=config.requests_per_minute,
@@ -244,19 +244,19 @@ async def _on_engine(
         config.judge.parsed(), config.judge.settings, pool=pool, policy=config.retry, environ=environ
     )
     candidate = None
-    if with_candidate and config.model is not None:
+    if x.with_candidate and config.model is not None:
         candidate = create_model(
             config.model.parsed(), config.model.settings, pool=pool, policy=config.retry, environ=environ
         )
     engine = Engine(
-        store,
-        run.id,
+        x.store,
+        x.run.id,
         candidate=candidate,
         judge=judge,
         template=load_template(config.grader_template, config.cache_dir),
         options=_engine_options(config),
         prices=PriceTable.load(config.prices),
-        progress=progress or NoProgress(),
+        progress=x.progress or NoProgress(),
         pool=pool,
     )
     try:
@@ -267,46 +267,59 @@ async def _on_engine(
                 await model.aclose()
 
 
-async def _on_ray(
-    store: Store,
-    run: RunRecord,
-    config: RunConfig,
-    work_plan: Plan,
-    progress: ProgressSink | None,
-    environ: Mapping[str, str] | None,
-    with_candidate: bool,
-) -> RunCounters:
+async def _on_ray(x: _Execution, work_plan: Plan) -> RunCounters:
     """The same plan on Ray (healthbench.executors.ray), off the event loop so the lease stays renewed."""
     from healthbench.executors.ray import run_plan
 
     return await asyncio.to_thread(
         run_plan,
-        store,
-        run.id,
-        config,
+        x.store,
+        x.run.id,
+        x.config,
         work_plan,
-        options=_engine_options(config),
-        progress=progress,
-        environ=environ,
-        with_candidate=with_candidate,
-        interrupted_before=run.status in INTERRUPTED,
+        options=_engine_options(x.config),
+        progress=x.progress,
+        environ=x.environ,
+        with_candidate=x.with_candidate,
+        interrupted_before=x.run.status in INTERRUPTED,
     )
 
 
-def run_eval(
-    config: RunConfig,
-    *,
-    store: Store,
-    name: str | None = None,
-    progress: ProgressSink | None = None,
-    environ: Mapping[str, str] | None = None,
-    download_progress: DownloadProgress | None = None,
-) -> RunOutcome:
-    """Start (or continue, with the same settings) the eval run ``name`` and run it to the end."""
-    run = prepare_eval(
-        store, config, name or new_run_name(), download_progress=download_progress, environ=environ
-    )
-    return _finish_eval(store, run, config, progress=progress, environ=environ)
+class Prepare(Protocol):
+    """How a run kind makes its run ``name``, or takes the existing one with the same settings."""
+
+    def __call__(
+        self, store: Store, config: RunConfig, name: str, **hooks: Unpack[RunHooks]
+    ) -> RunRecord: ...
+
+
+@dataclass(frozen=True)
+class RunKind:
+    """A kind of run as stored (``eval``, ``meta_eval``): only how a new one is made differs; starting,
+    resuming and finishing are the same for all."""
+
+    kind: str
+    name_prefix: str  # of generated run names
+    prepare: Prepare
+
+    def start(
+        self, config: RunConfig, *, store: Store, name: str | None = None, **hooks: Unpack[RunHooks]
+    ) -> RunOutcome:
+        """Start (or continue, with the same settings) the run ``name`` and run it to the end."""
+        run = self.prepare(store, config, name or new_run_name(self.name_prefix), **hooks)
+        return finish(store, run, config, **hooks)
+
+    def resume(
+        self,
+        name: str,
+        *,
+        store: Store,
+        overrides: Mapping[str, Any] | None = None,
+        **hooks: Unpack[RunHooks],
+    ) -> RunOutcome:
+        """Continue a run with its stored settings (see `resumed`)."""
+        run, config = resumed(name, self.kind, store=store, overrides=overrides)
+        return finish(store, run, config, **hooks)
 
 
 def resumed(
@@ -325,50 +338,20 @@ def resumed(
     return run, config
 
 
-def resume_run(
-    name: str,
-    *,
-    store: Store,
-    overrides: Mapping[str, Any] | None = None,
-    progress: ProgressSink | None = None,
-    environ: Mapping[str, str] | None = None,
-) -> RunOutcome:
-    """Continue an eval run with its stored settings (see `resumed`)."""
-    run, config = resumed(name, "eval", store=store, overrides=overrides)
-    return _finish_eval(store, run, config, progress=progress, environ=environ)
-
-
-def run_to_end(
-    store: Store,
-    run: RunRecord,
-    config: RunConfig,
-    work: Sequence[WorkItem],
-    *,
-    with_candidate: bool,
-    progress: ProgressSink | None,
-    environ: Mapping[str, str] | None,
-) -> RunOutcome:
-    """Execute ``work`` for ``run`` on the event loop and return the run as stored afterwards."""
+def finish(store: Store, run: RunRecord, config: RunConfig, **hooks: Unpack[RunHooks]) -> RunOutcome:
+    """Do what is left of ``run`` (any kind) on the event loop and return the run as stored afterwards."""
+    work = stored_work(store, run, config)
+    with_candidate = samples_answers(run, config)
+    progress, environ = hooks.get("progress"), hooks.get("environ")
     counters = run_async(
         execute(store, run, config, work, progress=progress, environ=environ, with_candidate=with_candidate)
     )
     return RunOutcome(store.require_run(run.name), counters)
 
 
-def _finish_eval(
-    store: Store,
-    run: RunRecord,
-    config: RunConfig,
-    *,
-    progress: ProgressSink | None,
-    environ: Mapping[str, str] | None,
-) -> RunOutcome:
-    conversations = RunView.of(store, run).conversations()
-    work = eval_work(conversations, config.n_repeats, item_ids=stored_item_ids(store, run))
-    # a regrade has no candidate: its answers were copied from the parent run
-    return run_to_end(
-        store, run, config, work, with_candidate=run.parent_run is None, progress=progress, environ=environ
-    )
+EVAL = RunKind("eval", "run", prepare_eval)
+run_eval = EVAL.start
+resume_run = EVAL.resume
 
 
 def unanswered(store: Store, run: RunRecord) -> tuple[int, int]:
@@ -425,17 +408,7 @@ def regrade_dry_run(
         dataclasses.replace(w, fixed_completion=answers.get((w.item_id, w.repeat), ""))
         for w in eval_work(RunView.of(store, parent).conversations(), config.n_repeats)
     ]
-    rows = estimate(
-        work,
-        candidate=None,
-        answer_tokens=None,
-        judge=config.judge.parsed(),
-        template=load_template(config.grader_template, config.cache_dir),
-        prices=PriceTable.load(config.prices),
-        done_samples=set(answers),
-        done_grades=set(),
-    )
-    return config, rows
+    return config, judge_estimate(work, config, done_samples=set(answers))
 
 
 def regrade(
@@ -445,16 +418,17 @@ def regrade(
     store: Store,
     name: str | None = None,
     overrides: Mapping[str, Any] | None = None,
-    progress: ProgressSink | None = None,
-    environ: Mapping[str, str] | None = None,
+    **hooks: Unpack[RunHooks],
 ) -> RunOutcome:
     """Grade another run's samples with another judge (or template) without re-sampling.
 
     ``judge`` is a `ModelConfig` or a config layer (None: the judge of the ``profile`` override). A
     ``profile`` override sets the judge's side of that profile; the candidate's stays the parent's."""
     parent, config = regrade_config(store, source, judge, overrides)
-    run = prepare_regrade(store, parent, config, name or new_run_name("regrade"), environ=environ)
-    return _finish_eval(store, run, config, progress=progress, environ=environ)
+    run = prepare_regrade(
+        store, parent, config, name or new_run_name("regrade"), environ=hooks.get("environ")
+    )
+    return finish(store, run, config, **hooks)
 
 
 def prepare_regrade(

@@ -28,18 +28,11 @@ from healthbench.config import RunConfig
 from healthbench.errors import HealthBenchError, RunBusyError
 from healthbench.executors.ray import join_ray, leave_ray
 from healthbench.models.limits import ConnectionLimits, ConnectionPool
-from healthbench.results.views import RunView
 from healthbench.runner.engine import WorkItem
-from healthbench.runner.meta_eval import meta_work, prepare_meta_eval
+from healthbench.runner.meta_eval import prepare_meta_eval
 from healthbench.runner.progress import RunCounters
-from healthbench.runner.run import (
-    eval_work,
-    execute,
-    prepare_eval,
-    prepare_regrade,
-    regrade_config,
-    stored_item_ids,
-)
+from healthbench.runner.run import execute, prepare_eval, prepare_regrade, regrade_config
+from healthbench.runner.work import samples_answers, stored_work
 from healthbench.service.offline import label_metrics, run_import
 from healthbench.service.operations import job_body, job_config, regrade_overrides, run_name_of
 from healthbench.service.schemas import StatusDetails
@@ -71,9 +64,9 @@ def details_of(counters: RunCounters) -> dict[str, float | int]:
         criteria_done=counters.criteria_done,
         criteria_total=counters.criteria_total,
         ungraded=counters.ungraded,
-        input_tokens=counters.input_tokens,
-        output_tokens=counters.output_tokens,
-        cost=counters.cost,
+        input_tokens=counters.tally.input_tokens,
+        output_tokens=counters.tally.output_tokens,
+        cost=counters.tally.cost,
     ).model_dump()
 
 
@@ -228,7 +221,7 @@ class JobWorkers:
             progress=sink,
             environ=self.environ,
             pool=pool,
-            with_candidate=kind == "eval",
+            with_candidate=samples_answers(run, config),
         )
         sink.update(counters)
         if counters.samples_failed:
@@ -246,15 +239,11 @@ class JobWorkers:
             overrides = regrade_overrides(job.spec, uploads)
             parent, config = regrade_config(self.store, source, overrides.pop("judge"), overrides)
             run = prepare_regrade(self.store, parent, config, job.run_name, environ=self.environ)
-            view = RunView.of(self.store, run)
-            items = stored_item_ids(self.store, run)
-            return run, config, eval_work(view.conversations(), config.n_repeats, item_ids=items)
-        config = job_config(job.spec, uploads)
-        if kind == "meta-eval":
-            run = prepare_meta_eval(self.store, config, job.run_name)
-            return run, config, meta_work(RunView.of(self.store, run).meta_records(), config.n_repeats)
-        run = prepare_eval(self.store, config, job.run_name, environ=self.environ)
-        return run, config, eval_work(RunView.of(self.store, run).conversations(), config.n_repeats)
+        else:
+            config = job_config(job.spec, uploads)
+            prepare = prepare_meta_eval if kind == "meta-eval" else prepare_eval
+            run = prepare(self.store, config, job.run_name, environ=self.environ)
+        return run, config, stored_work(self.store, run, config)
 
     def _offline(self, job: JobRecord, uploads: dict[str, str]) -> None:
         """An offline job: no model call, so no progress to report but the end."""

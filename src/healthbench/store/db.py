@@ -26,8 +26,8 @@ from sqlalchemy import (
     event,
 )
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import URL, Connection
-from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+from sqlalchemy.engine import URL, Connection, ExceptionContext
+from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, SQLAlchemyError
 
 from healthbench.errors import StoreError, StoreMissingError
 from healthbench.store.location import hide_password, shown, sqlite_file
@@ -67,37 +67,38 @@ items = Table(
     Column("record", JSON, nullable=False),
 )
 
-samples = Table(
+
+def _call_table(name: str, *columns: Column[Any]) -> Table:
+    """A table of one model call per row (samples, grades): keyed by (run, item, repeat, ...), then
+    ``columns``, then how the call went."""
+    return Table(
+        name,
+        metadata,
+        Column("run_id", Integer, ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
+        Column("item_id", String(300), primary_key=True),
+        Column("repeat", Integer, primary_key=True),
+        *columns,
+        Column("usage", JSON),
+        Column("cost", Float),
+        Column("cached", Boolean, nullable=False, default=False),
+        Column("error", Text),
+        Column("created_at", String(40), nullable=False),
+    )
+
+
+samples = _call_table(
     "samples",
-    metadata,
-    Column("run_id", Integer, ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
-    Column("item_id", String(300), primary_key=True),
-    Column("repeat", Integer, primary_key=True),
     Column("completion", Text),
     Column("messages", JSON),  # the messages as sent, system message included
-    Column("usage", JSON),
-    Column("cost", Float),
-    Column("cached", Boolean, nullable=False, default=False),
-    Column("error", Text),
-    Column("created_at", String(40), nullable=False),
 )
 
-grades = Table(
+grades = _call_table(
     "grades",
-    metadata,
-    Column("run_id", Integer, ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
-    Column("item_id", String(300), primary_key=True),
-    Column("repeat", Integer, primary_key=True),
     Column("criterion", Integer, primary_key=True),
     Column("status", String(10), nullable=False),  # met, not_met, ungraded
     Column("explanation", Text),
     Column("raw", Text),
     Column("attempts", Integer, nullable=False),
-    Column("usage", JSON),
-    Column("cost", Float),
-    Column("cached", Boolean, nullable=False, default=False),
-    Column("error", Text),
-    Column("created_at", String(40), nullable=False),
 )
 
 call_cache = Table(
@@ -151,7 +152,21 @@ def connect(url: URL, *, create: bool = True) -> Engine:
     except StoreError:
         engine.dispose()
         raise
+    event.listen(engine, "handle_error", _store_failure(where))
     return engine
+
+
+def _store_failure(where: str) -> Any:
+    """Once the store is open, a database failure in any read, write or status update (the file gone or
+    unwritable, the server stopped, a lock held too long) is one `StoreError`: one line naming the
+    store, never a traceback. A key conflict (IntegrityError) stays for its caller to handle."""
+
+    def handle(context: ExceptionContext) -> None:
+        exc = context.sqlalchemy_exception
+        if isinstance(exc, DBAPIError) and not isinstance(exc, IntegrityError):
+            raise StoreError(f"cannot use the store {where}: {reason(exc)}") from None
+
+    return handle
 
 
 def _check_sqlite_path(path: Path, *, create: bool) -> None:

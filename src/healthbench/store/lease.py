@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from sqlalchemy import and_, or_, select, update
 from sqlalchemy.exc import SQLAlchemyError
 
-from healthbench.errors import RunBusyError, RunError
+from healthbench.errors import RunBusyError, RunError, StoreError
 from healthbench.store.db import now, runs
 from healthbench.store.runs import Store
 
@@ -123,7 +123,7 @@ class RunLease:
             with suppress(asyncio.CancelledError):
                 await heartbeat
             if not lost.is_set():
-                with suppress(SQLAlchemyError):  # the store is gone: the lease expires on its own
+                with suppress(StoreError, SQLAlchemyError):  # the store is gone: the lease expires by itself
                     self.release()
 
     async def _heartbeat(self, owner: asyncio.Task[object] | None, lost: asyncio.Event) -> None:
@@ -131,7 +131,7 @@ class RunLease:
             await asyncio.sleep(self.ttl / 3)
             try:
                 ours = self.renew()
-            except SQLAlchemyError:  # a busy or briefly unreachable store: try again at the next beat
+            except (StoreError, SQLAlchemyError):  # a busy or briefly unreachable store: try again next beat
                 continue
             if not ours:
                 lost.set()

@@ -5,12 +5,12 @@ from __future__ import annotations
 import os
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, TypeVar
 
-from sqlalchemy import Engine, and_, func, select, update
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy import Engine, Table, and_, func, select, update
+from sqlalchemy.exc import IntegrityError
 
-from healthbench.errors import RunError, RunExistsError, StoreError
+from healthbench.errors import RunError, RunExistsError
 from healthbench.store import db
 from healthbench.store.db import call_cache, grades, items, runs, samples, upsert
 from healthbench.store.location import shown, store_url
@@ -29,14 +29,15 @@ class RunRecord:
 
 
 RUN_COLUMNS = tuple(runs.c[f.name] for f in fields(RunRecord))
+CallRowT = TypeVar("CallRowT", bound="CallRow")
 
 
 @dataclass(frozen=True)
-class SampleRow:
+class CallRow:
+    """What every stored call's row holds: its (item, repeat) and how the call went."""
+
     item_id: str
     repeat: int
-    completion: str | None
-    messages: list[dict[str, str]] | None
     usage: dict[str, int] | None
     cost: float | None
     cached: bool
@@ -44,17 +45,17 @@ class SampleRow:
 
 
 @dataclass(frozen=True)
-class GradeRow:
-    item_id: str
-    repeat: int
+class SampleRow(CallRow):
+    completion: str | None
+    messages: list[dict[str, str]] | None
+
+
+@dataclass(frozen=True)
+class GradeRow(CallRow):
     criterion: int
     status: str
     explanation: str | None
     attempts: int
-    usage: dict[str, int] | None
-    cost: float | None
-    cached: bool
-    error: str | None
 
 
 @dataclass(frozen=True)
@@ -185,46 +186,32 @@ class Store:
         self, run_id: int, *, item_ids: Collection[str] | None = None, repeat: int | None = None
     ) -> dict[tuple[str, int], SampleRow]:
         """A run's samples by (item, repeat); ``item_ids`` and ``repeat`` narrow the read."""
-        cols = [
-            samples.c[n]
-            for n in ("item_id", "repeat", "completion", "messages", "usage", "cost", "cached", "error")
-        ]
-        query = select(*cols).where(samples.c.run_id == run_id)
-        if item_ids is not None:
-            query = query.where(samples.c.item_id.in_(list(item_ids)))
-        if repeat is not None:
-            query = query.where(samples.c.repeat == repeat)
-        with self.engine.connect() as conn:
-            rows = conn.execute(query).mappings().all()
-        return {(r["item_id"], r["repeat"]): SampleRow(**r) for r in rows}
+        rows = self._load_calls(samples, SampleRow, run_id, item_ids, repeat)
+        return {(r.item_id, r.repeat): r for r in rows}
 
     def load_grades(
         self, run_id: int, *, item_ids: Collection[str] | None = None, repeat: int | None = None
     ) -> dict[tuple[str, int, int], GradeRow]:
         """A run's grades by (item, repeat, criterion); ``item_ids`` and ``repeat`` narrow the read."""
-        cols = [
-            grades.c[n]
-            for n in (
-                "item_id",
-                "repeat",
-                "criterion",
-                "status",
-                "explanation",
-                "attempts",
-                "usage",
-                "cost",
-                "cached",
-                "error",
-            )
-        ]
-        query = select(*cols).where(grades.c.run_id == run_id)
+        rows = self._load_calls(grades, GradeRow, run_id, item_ids, repeat)
+        return {(r.item_id, r.repeat, r.criterion): r for r in rows}
+
+    def _load_calls(
+        self,
+        table: Table,
+        row_type: type[CallRowT],
+        run_id: int,
+        item_ids: Collection[str] | None,
+        repeat: int | None,
+    ) -> list[CallRowT]:
+        """The rows of ``table`` (samples or grades) of a run, read into ``row_type``'s fields."""
+        query = select(*(table.c[f.name] for f in fields(row_type))).where(table.c.run_id == run_id)
         if item_ids is not None:
-            query = query.where(grades.c.item_id.in_(list(item_ids)))
+            query = query.where(table.c.item_id.in_(list(item_ids)))
         if repeat is not None:
-            query = query.where(grades.c.repeat == repeat)
+            query = query.where(table.c.repeat == repeat)
         with self.engine.connect() as conn:
-            rows = conn.execute(query).mappings().all()
-        return {(r["item_id"], r["repeat"], r["criterion"]): GradeRow(**r) for r in rows}
+            return [row_type(**r) for r in conn.execute(query).mappings().all()]
 
     def load_verdicts(
         self, run_id: int, *, item_ids: Collection[str], repeat: int
@@ -303,9 +290,6 @@ class Store:
         by_table: dict[str, list[Mapping[str, Any]]] = {}
         for table, row in ops:
             by_table.setdefault(table, []).append(row)
-        try:
-            with self.engine.begin() as conn:
-                for table, rows in by_table.items():
-                    upsert(conn, db.metadata.tables[table], rows)
-        except OperationalError as exc:  # disk full, store deleted or locked for too long
-            raise StoreError(f"cannot write to the store {self.url}: {db.reason(exc)}") from None
+        with self.engine.begin() as conn:  # a failure is a StoreError (see healthbench.store.db)
+            for table, rows in by_table.items():
+                upsert(conn, db.metadata.tables[table], rows)

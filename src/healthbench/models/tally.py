@@ -1,0 +1,56 @@
+"""The one counter of model calls: how many, how many answered from the cache or failed, their tokens
+and their cost. A managed model counts its calls with it (`ManagedModel.stats`), a run in progress
+its calls (`RunCounters.tally`), and a stored run its calls per role (`RunView.usage_totals`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+
+@dataclass
+class CallTally:
+    """Calls counted so far; ``cost`` sums the priced ones (an unpriced call's cost is unknown)."""
+
+    calls: int = 0
+    cached_calls: int = 0  # answered from the call cache: no model was asked
+    failed_calls: int = 0  # no answer (retries spent or a fatal error)
+    unpriced_calls: int = 0  # real answered calls to a model with no known price
+    cost: float = 0.0
+    tokens: dict[str, int] = field(default_factory=dict)  # summed by kind ("input_tokens", ...)
+
+    def count(
+        self,
+        tokens: Mapping[str, int] | None,
+        cost: float | None,
+        *,
+        cached: bool = False,
+        failed: bool = False,
+    ) -> None:
+        """One call: its token counts (None: none counted) and its cost (None: the model has no price)."""
+        self.calls += 1
+        self.cached_calls += cached
+        self.failed_calls += failed
+        if cost is None:
+            self.unpriced_calls += not (cached or failed)
+        else:
+            self.cost += cost
+        for kind, count in (tokens or {}).items():
+            self.tokens[kind] = self.tokens.get(kind, 0) + int(count)
+
+    @property
+    def made(self) -> int:
+        """Calls that reached a model (not answered from the cache)."""
+        return self.calls - self.cached_calls
+
+    @property
+    def answered(self) -> int:
+        return self.calls - self.failed_calls
+
+    @property
+    def input_tokens(self) -> int:
+        return self.tokens.get("input_tokens", 0)
+
+    @property
+    def output_tokens(self) -> int:
+        return self.tokens.get("output_tokens", 0)
