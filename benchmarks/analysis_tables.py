@@ -38,6 +38,7 @@ from healthbench.analysis.inputs import LoadedRun  # noqa: E402
 from healthbench.analysis.tables import granular_frame, run_metrics, score_tables  # noqa: E402
 from healthbench.scoring.rubric import Verdict  # noqa: E402
 from healthbench.scoring.run_score import GradedSample  # noqa: E402
+from healthbench.scoring.stats import BootstrapOptions  # noqa: E402
 
 
 def make_runs(n_runs: int, n_conversations: int) -> list[LoadedRun]:
@@ -91,7 +92,7 @@ def notebook_tables(granular: pl.DataFrame, n_resamples: int) -> dict[tuple[str,
 
 
 def ours(runs: list[LoadedRun], n_resamples: int) -> dict[tuple[str, str, str, str], tuple]:
-    tables = score_tables(run_metrics(runs), n_resamples=n_resamples, seed=0)
+    tables = score_tables(run_metrics(runs), BootstrapOptions(n_resamples=n_resamples, seed=0))
     out = {}
     for kind, frame in (("theme", tables.themes), ("axis", tables.axes)):
         for row in frame.iter_rows(named=True):

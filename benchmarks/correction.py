@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,20 +20,12 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from scoring import synthesize
+from scoring import best_of, synthesize
 
 from healthbench.scoring.correction import JudgeCells, correct, error_model, key_tables
 from healthbench.scoring.rubric import OVERALL
 from healthbench.scoring.run_score import ScoringOptions, score_run
-
-
-def best_of(rounds: int, function: Callable[[], Any]) -> tuple[float, Any]:
-    best, result = float("inf"), None
-    for _ in range(rounds):
-        start = time.perf_counter()
-        result = function()
-        best = min(best, time.perf_counter() - start)
-    return best, result
+from healthbench.scoring.stats import BootstrapOptions
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -57,7 +47,13 @@ def main(argv: list[str] | None = None) -> int:
     def corrected() -> Any:
         model = error_model(cells)
         tables = key_tables([s.conversation for s in samples], [s.verdicts for s in samples], model)
-        return correct(tables, len(tables[OVERALL].rows), cells, model, n_resamples=args.resamples)
+        return correct(
+            tables,
+            len(tables[OVERALL].rows),
+            cells,
+            model,
+            options=BootstrapOptions(n_resamples=args.resamples),
+        )
 
     scored_time, _ = best_of(args.rounds, lambda: score_run(samples, options))
     correct_time, result = best_of(args.rounds, corrected)

@@ -14,6 +14,7 @@ from healthbench.analysis.inputs import LoadedRun
 from healthbench.data.schema import Conversation, RubricItem
 from healthbench.scoring.rubric import Verdict
 from healthbench.scoring.run_score import GradedSample
+from healthbench.scoring.stats import BootstrapOptions
 
 HOSTILE = '<script>window.__pwned = 1</script></script><img src=x onerror="window.__pwned=2">'
 
@@ -82,4 +83,4 @@ def loaded(run: Run) -> LoadedRun:
 
 
 def comparison_of(runs: list[Run], seed: int = 5) -> Comparison:
-    return compare_runs(loaded(runs[0]), loaded(runs[1]), seed=seed, n_resamples=200)
+    return compare_runs(loaded(runs[0]), loaded(runs[1]), BootstrapOptions(seed=seed, n_resamples=200))

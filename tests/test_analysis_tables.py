@@ -13,6 +13,7 @@ import polars as pl
 import pytest
 from synthetic_runs import conversations, graded, loaded, reference_scores
 
+from healthbench.analysis import tables
 from healthbench.analysis.analyze import analyze, write_analysis
 from healthbench.analysis.inputs import load_inputs
 from healthbench.analysis.tables import GRANULAR_COLUMNS, granular_frame, run_metrics, score_tables
@@ -53,7 +54,7 @@ def runs():
 
 
 def test_theme_and_axis_means_equal_the_definitions(runs) -> None:
-    result = analyze(runs, n_resamples=200, seed=4)
+    result = analyze(runs, BootstrapOptions(n_resamples=200, seed=4))
     expected = expected_tables(runs)
     got = {}
     for kind, frame in (("theme", result.themes), ("axis", result.axes)):
@@ -79,9 +80,13 @@ def test_theme_and_axis_means_equal_the_definitions(runs) -> None:
 
 
 def test_cis_are_reproducible_and_close_to_a_plain_bootstrap(runs) -> None:
-    first = score_tables(run_metrics(runs[:1]), n_resamples=2000, seed=11)
-    assert first.themes.equals(score_tables(run_metrics(runs[:1]), n_resamples=2000, seed=11).themes)
-    assert not first.themes.equals(score_tables(run_metrics(runs[:1]), n_resamples=2000, seed=12).themes)
+    first = score_tables(run_metrics(runs[:1]), BootstrapOptions(n_resamples=2000, seed=11))
+    assert first.themes.equals(
+        score_tables(run_metrics(runs[:1]), BootstrapOptions(n_resamples=2000, seed=11)).themes
+    )
+    assert not first.themes.equals(
+        score_tables(run_metrics(runs[:1]), BootstrapOptions(n_resamples=2000, seed=12)).themes
+    )
     overall = [s["overall"] for s in reference_scores(list(runs[0].samples)) if s is not None]
     rng = np.random.default_rng(0)
     means = [min(1, max(0, float(np.mean(rng.choice(overall, len(overall)))))) for _ in range(4000)]
@@ -91,7 +96,7 @@ def test_cis_are_reproducible_and_close_to_a_plain_bootstrap(runs) -> None:
 
 
 def test_across_runs_and_repeats(runs) -> None:
-    result = analyze(runs, n_resamples=0)
+    result = analyze(runs, BootstrapOptions(n_resamples=0))
     run_means = defaultdict(list)
     for (model, _, kind, name), (mean, _) in expected_tables(runs).items():
         if kind == "theme" and name == "all":
@@ -145,7 +150,7 @@ def test_granular_table(runs) -> None:
 
 @pytest.mark.parametrize("parquet", [False, True])
 def test_files_written(runs, tmp_path: Path, parquet: bool) -> None:
-    result = analyze(runs, n_resamples=50)
+    result = analyze(runs, BootstrapOptions(n_resamples=50))
     written = write_analysis(result, tmp_path / "out", parquet=parquet, day=dt.date(2026, 1, 2))
     ext = "parquet" if parquet else "csv"
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(
@@ -205,7 +210,7 @@ def test_axis_numbers_match_simple_evals_files(shared_data: Path) -> None:
     """On the real simple-evals files, every notebook-style axis mean and count equals the file's own
     ``axis:`` metric and ``:n_samples`` (and the ``all`` row its ``overall_score``)."""
     runs = load_inputs([shared_data / "results" / "simple-evals-gpt-4o-mini"])
-    result = analyze(runs, n_resamples=0)
+    result = analyze(runs, BootstrapOptions(n_resamples=0))
     checked = 0
     for run in runs:
         rows = result.axes.filter((pl.col("model") == run.model) & (pl.col("run_id") == run.run_id))
@@ -225,7 +230,7 @@ def test_runs_on_different_datasets_are_flagged() -> None:
         loaded(graded(first), "m", "a", dataset_variant="full", judge="j1"),
         loaded(graded(other), "m", "b", dataset_variant="hard", judge="j2"),
     ]
-    warnings = analyze(runs, n_resamples=0).warnings
+    warnings = analyze(runs, BootstrapOptions(n_resamples=0)).warnings
     assert (
         "the runs use different dataset variants: full (1 runs), hard (1 runs); compare like with like"
         in (warnings)
@@ -233,3 +238,18 @@ def test_runs_on_different_datasets_are_flagged() -> None:
     assert any(w.startswith("the runs use different judges") for w in warnings)
     differing = sum(f.rubrics != o.rubrics for f, o in zip(first, other, strict=True))
     assert f"{differing} conversation(s) have different rubrics in different runs" in " ".join(warnings)
+
+
+def test_runs_are_bootstrapped_together_in_calls_of_runs_per_call(runs, monkeypatch) -> None:
+    # one run to a call: each run's tables are exactly those of the run analysed alone
+    options = BootstrapOptions(n_resamples=200, seed=3)
+    metrics = run_metrics(runs)
+    monkeypatch.setattr(tables, "RUNS_PER_CALL", 1)
+    one_by_one = score_tables(metrics, options)
+    alone = [score_tables([m], options) for m in metrics]
+    assert one_by_one.themes.equals(pl.concat([t.themes for t in alone]))
+    assert one_by_one.axes.equals(pl.concat([t.axes for t in alone]))
+    monkeypatch.setattr(tables, "RUNS_PER_CALL", 64)
+    together = score_tables(metrics, options)  # shared draws: other CIs, the same means and counts
+    columns = ["model", "run_id", "theme", "mean", "n_samples"]
+    assert together.themes.select(columns).equals(one_by_one.themes.select(columns))

@@ -10,6 +10,7 @@ from synthetic_runs import conversations, graded, loaded, reference_scores
 from healthbench.analysis.compare import compare_runs
 from healthbench.errors import DataError
 from healthbench.scoring.paired import BETTER, NO_DIFFERENCE, WORSE, paired_bootstrap
+from healthbench.scoring.stats import BootstrapOptions
 
 
 def per_conversation(samples):
@@ -25,7 +26,7 @@ def per_conversation(samples):
 def test_every_row_equals_the_definitions() -> None:
     convs = conversations(90)
     a, b = graded(convs, hit_rate=0.3, seed=1, repeats=2), graded(convs, hit_rate=0.8, seed=2, ungraded=0.02)
-    result = compare_runs(loaded(a), loaded(b, run_id="run-2"), seed=7, n_resamples=300)
+    result = compare_runs(loaded(a), loaded(b, run_id="run-2"), BootstrapOptions(seed=7, n_resamples=300))
     ref_a, ref_b = per_conversation(a), per_conversation(b)
     common = [c.prompt_id for c in convs if c.prompt_id in ref_a and c.prompt_id in ref_b]
     theme_of = {c.prompt_id: c.example_tags[0].removeprefix("theme:") for c in convs}
@@ -39,7 +40,9 @@ def test_every_row_equals_the_definitions() -> None:
     for row in result.rows:
         ids, key = expected[row.kind, row.name]
         direct = paired_bootstrap(
-            [ref_a[p][key] for p in ids], [ref_b[p][key] for p in ids], n_resamples=300, seed=7
+            [ref_a[p][key] for p in ids],
+            [ref_b[p][key] for p in ids],
+            BootstrapOptions(n_resamples=300, seed=7),
         )
         assert row.result.n == len(ids)
         assert row.result.difference == pytest.approx(direct.difference, abs=1e-12)
@@ -54,7 +57,7 @@ def test_every_row_equals_the_definitions() -> None:
 def test_flips_and_gate() -> None:
     convs = conversations(200)
     a, b = graded(convs, hit_rate=0.7, seed=1), graded(convs, hit_rate=0.5, seed=2)
-    result = compare_runs(loaded(a), loaded(b, run_id="run-2"), n_resamples=300)
+    result = compare_runs(loaded(a), loaded(b, run_id="run-2"), BootstrapOptions(n_resamples=300))
     assert result.verdict == WORSE and result.worse_by(0.02) and not result.worse_by(0.9)
     ref_a, ref_b = per_conversation(a), per_conversation(b)
     flipped = {p for p in ref_a if (ref_a[p]["overall"] >= 0.5) != (ref_b[p]["overall"] >= 0.5)}
@@ -65,7 +68,7 @@ def test_flips_and_gate() -> None:
 
 def test_same_run_against_itself_is_no_difference() -> None:
     samples = graded(conversations(50))
-    result = compare_runs(loaded(samples), loaded(samples, run_id="again"), n_resamples=200)
+    result = compare_runs(loaded(samples), loaded(samples, run_id="again"), BootstrapOptions(n_resamples=200))
     assert result.verdict == NO_DIFFERENCE and result.overall.result.p_value == 1.0 and not result.flips
 
 
@@ -80,7 +83,7 @@ def test_warns_about_different_grading_and_small_overlap() -> None:
         dataset_variant="hard",
         profile="strict",
     )
-    warnings = compare_runs(a, b, n_resamples=50).warnings
+    warnings = compare_runs(a, b, BootstrapOptions(n_resamples=50)).warnings
     assert "the runs used different judges: openai/gpt-4.1 vs anthropic/claude" in warnings
     assert "the runs used different grader prompts (template sha256): aaa vs bbb" in warnings
     assert "the runs used different dataset variants: full vs hard" in warnings
@@ -92,8 +95,12 @@ def test_warns_about_different_grading_and_small_overlap() -> None:
 def test_different_rubrics_are_left_out_and_no_overlap_is_an_error() -> None:
     first, other = conversations(40, seed=0), conversations(40, seed=1)  # same ids, other rubrics
     mixed = first[:30] + other[30:]
-    result = compare_runs(loaded(graded(first)), loaded(graded(mixed), run_id="x"), n_resamples=50)
+    result = compare_runs(
+        loaded(graded(first)), loaded(graded(mixed), run_id="x"), BootstrapOptions(n_resamples=50)
+    )
     assert result.n_common == sum(f.rubrics == m.rubrics for f, m in zip(first, mixed, strict=True))
     assert any("different rubrics" in w for w in result.warnings)
     with pytest.raises(DataError, match="no graded conversation in common"):
-        compare_runs(loaded(graded(first)), loaded(graded(other), run_id="x"), n_resamples=50)
+        compare_runs(
+            loaded(graded(first)), loaded(graded(other), run_id="x"), BootstrapOptions(n_resamples=50)
+        )

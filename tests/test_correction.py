@@ -19,6 +19,7 @@ from healthbench.scoring.correction import (
     resample_counts,
 )
 from healthbench.scoring.rubric import OVERALL, Verdict
+from healthbench.scoring.stats import BootstrapOptions
 
 MET, NOT = Verdict.MET, Verdict.NOT_MET
 
@@ -50,7 +51,7 @@ def test_rogan_gladen_by_hand() -> None:
     # one conversation: 4 criteria of 1 point in cluster:a, 2 observed met: p = 0.5
     # true rate = (0.5 + 0.9 - 1) / (0.8 + 0.9 - 1) = 0.4 / 0.7
     table = KeyTable(np.array([0]), np.array([[0.5, 0.0]]), np.array([[1.0, 0.0]]))
-    result = correct({OVERALL: table}, 1, cells, model, n_resamples=0)
+    result = correct({OVERALL: table}, 1, cells, model, options=BootstrapOptions(n_resamples=0))
     assert result.keys[OVERALL].raw == 0.5
     assert result.keys[OVERALL].corrected == pytest.approx(0.4 / 0.7, abs=1e-15)
     assert result.keys[OVERALL].ci_lower is None
@@ -71,7 +72,7 @@ def test_key_tables_weights_by_points_and_slots_by_cluster(make_conversation) ->
     assert overall.met.tolist() == [[0.6, pytest.approx(-0.2)]]
     assert set(tables) == {OVERALL, "theme:t", "cluster:a", "axis:x"}  # cluster:b has no positive point
     assert tables["axis:x"].met.tolist() == [[0.75, 0.0]]
-    result = correct(tables, 1, cells, model, n_resamples=0)
+    result = correct(tables, 1, cells, model, options=BootstrapOptions(n_resamples=0))
     assert result.keys[OVERALL].raw == pytest.approx(0.4, abs=1e-15)
     se_a, sp_a = 40 / 50, 45 / 50
     se_p, sp_p = 41 / 52, 46 / 52
@@ -108,7 +109,13 @@ def test_a_perfect_judge_leaves_every_score_unchanged(make_conversation) -> None
     ]
     cells = cells_of(**{"cluster:a": (50, 0, 60, 0)})
     model = error_model(cells)
-    result = correct(key_tables(conversations, verdicts, model), 6, cells, model, n_resamples=200, seed=1)
+    result = correct(
+        key_tables(conversations, verdicts, model),
+        6,
+        cells,
+        model,
+        options=BootstrapOptions(n_resamples=200, seed=1),
+    )
     for key, value in result.keys.items():
         assert value.corrected == value.raw, key
     assert result.unstable_draws == 0
@@ -121,7 +128,7 @@ def test_an_unstable_bootstrap_gives_no_interval() -> None:
     table = KeyTable(
         np.arange(3), np.array([[0.5, 0.0], [0.2, 0.0], [0.9, 0.0]]), np.ones((3, 2)) * [1.0, 0.0]
     )
-    result = correct({OVERALL: table}, 3, cells, model, n_resamples=300, seed=0)
+    result = correct({OVERALL: table}, 3, cells, model, options=BootstrapOptions(n_resamples=300, seed=0))
     assert result.unstable_draws > 0
     assert result.keys[OVERALL].ci_lower is None and result.keys[OVERALL].ci_upper is None
     assert result.metrics()["corrected:unstable_draws"] == result.unstable_draws
@@ -160,7 +167,11 @@ def simulate_trial(rng: np.random.Generator, se: np.ndarray, sp: np.ndarray):
     slots[np.arange(12), CATEGORY] = WEIGHT  # the pooled slot (last) carries no criterion here
     table = KeyTable(np.arange(N_CONV), (verdicts * 1.0) @ slots, np.tile(slots.sum(axis=0), (N_CONV, 1)))
     result = correct(
-        {OVERALL: table}, N_CONV, cells, model, n_resamples=RESAMPLES, seed=int(rng.integers(1 << 31))
+        {OVERALL: table},
+        N_CONV,
+        cells,
+        model,
+        options=BootstrapOptions(n_resamples=RESAMPLES, seed=int(rng.integers(1 << 31))),
     )
     raw_scores = verdicts @ WEIGHT
     boot = resample_counts(N_CONV, RESAMPLES, rng) @ raw_scores / N_CONV

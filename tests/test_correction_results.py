@@ -16,6 +16,7 @@ from healthbench.errors import RunError
 from healthbench.results.correction import corrected_scores
 from healthbench.results.views import RunView
 from healthbench.runner.meta_eval import prepare_meta_eval, row_id
+from healthbench.scoring.stats import BootstrapOptions
 from healthbench.store.db import now
 from healthbench.store.runs import Store
 from healthbench.testing.process import fake_server_process
@@ -104,7 +105,7 @@ def stored(server: str, tmp_path: Path, write_file) -> Path:
 
 def test_corrected_overall_by_hand(stored: Path) -> None:
     store = Store(stored)
-    result = corrected_scores(store, "r", "meta", n_resamples=200, seed=3)
+    result = corrected_scores(store, "r", "meta", options=BootstrapOptions(n_resamples=200, seed=3))
     # no run criterion is in cluster:sleep_advice: every one uses the pooled Se 0.8, Sp 0.9
     assert result.model.used == ("cluster:sleep_advice",)
     expected = []

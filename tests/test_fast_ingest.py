@@ -33,10 +33,10 @@ def test_both_readers_give_the_same_metrics(run_files: tuple[Path, Path]) -> Non
     file, dataset = run_files
     fast = rescore_allresults(file, options=OPTIONS, data=[dataset], with_samples=False)
     slow = rescore_allresults(file, options=OPTIONS, data=[dataset])
-    assert not fast.stored.samples and slow.stored.samples  # the two paths were taken
+    assert not fast.samples and slow.samples  # the two paths were taken
     assert fast.run_score.metrics() == slow.run_score.metrics()
     assert fast.run_score.per_sample == slow.run_score.per_sample
-    assert (fast.stored.score, fast.stored.metrics) == (slow.stored.score, slow.stored.metrics)
+    assert (fast.score, fast.metrics) == (slow.score, slow.metrics)
     assert (fast.untagged, fast.n_samples, fast.agreement) == (slow.untagged, slow.n_samples, slow.agreement)
     assert any(k.startswith("theme:") for k in fast.run_score.stats)
     untagged = rescore_allresults(file, options=OPTIONS, with_samples=False)
@@ -91,6 +91,19 @@ def test_a_rubric_that_differs_from_the_dataset_is_refused(run_files: tuple[Path
         rescore_allresults(file, options=OPTIONS, data=[dataset], with_samples=False)
 
 
+def test_a_criterion_moved_to_the_previous_example_is_refused(run_files: tuple[Path, Path]) -> None:
+    # the file's criteria in the same order overall, but one belongs to another conversation
+    file, dataset = run_files
+
+    def move(document: dict) -> None:
+        examples = document["metadata"]["example_level_metadata"]
+        examples[0]["rubric_items"].append(examples[1]["rubric_items"].pop(0))
+
+    edit(file, move)
+    with pytest.raises(DataError, match="differs from the dataset's"):
+        rescore_allresults(file, options=OPTIONS, data=[dataset], with_samples=False)
+
+
 def test_bad_datasets_go_to_the_line_numbered_reader(run_files: tuple[Path, Path], tmp_path: Path) -> None:
     file, dataset = run_files
     assert read_rubric_index([dataset]) is not None
@@ -107,3 +120,11 @@ def test_bad_datasets_go_to_the_line_numbered_reader(run_files: tuple[Path, Path
     assert read_rubric_index([duplicate]) is None
     with pytest.raises(DataError, match="duplicate"):
         rescore_allresults(file, options=OPTIONS, data=[duplicate], with_samples=False)
+
+
+@pytest.mark.shared
+def test_real_datasets_are_read_by_the_columnar_index(shared_data: Path) -> None:
+    # real lines carry ideal_completions_data objects: the fast index must take them, not fall back
+    for name in ("oss_eval_sample527.jsonl", "consensus_sample104.jsonl"):
+        index = read_rubric_index([shared_data / "eval" / name])
+        assert index is not None and len(index) == sum(1 for _ in (shared_data / "eval" / name).open())

@@ -13,6 +13,7 @@ from healthbench.scoring.paired import (
     paired_bootstrap,
     verdict,
 )
+from healthbench.scoring.stats import BootstrapOptions
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -45,7 +46,7 @@ def test_equals_the_definition_across_chunks() -> None:
     rng = np.random.default_rng(5)
     a = rng.uniform(-0.2, 1.0, 1500).tolist()
     b = [x + d for x, d in zip(a, rng.normal(0.02, 0.1, 1500).tolist(), strict=True)]
-    ours = paired_bootstrap(a, b, n_resamples=1200, seed=9)  # 1.8M indices: two passes
+    ours = paired_bootstrap(a, b, BootstrapOptions(n_resamples=1200, seed=9))  # 1.8M indices: two passes
     diff, low, high, p = reference(a, b, 9, 1200)
     assert ours.n == 1500
     assert ours.difference == pytest.approx(diff, abs=1e-12)
@@ -56,33 +57,38 @@ def test_equals_the_definition_across_chunks() -> None:
 
 def test_reproducible_for_a_seed_and_different_across_seeds() -> None:
     a, b = [0.1, 0.5, 0.9, 0.3, 0.7], [0.2, 0.4, 1.0, 0.6, 0.5]
-    assert paired_bootstrap(a, b, seed=3) == paired_bootstrap(a, b, seed=3)
-    assert paired_bootstrap(a, b, seed=3).ci_lower != paired_bootstrap(a, b, seed=4).ci_lower
+    assert paired_bootstrap(a, b, BootstrapOptions(seed=3)) == paired_bootstrap(
+        a, b, BootstrapOptions(seed=3)
+    )
+    assert (
+        paired_bootstrap(a, b, BootstrapOptions(seed=3)).ci_lower
+        != paired_bootstrap(a, b, BootstrapOptions(seed=4)).ci_lower
+    )
 
 
 def test_pairs_are_resampled_together() -> None:
     """B is A plus 0.01 on every conversation, and conversations vary a lot: unpaired, the 95% CI
     would be about +-0.08 wide; paired, the difference is exactly 0.01 in every resample."""
     a = np.linspace(0.0, 0.98, 101)
-    result = paired_bootstrap(a, a + 0.01, n_resamples=500, seed=0)
+    result = paired_bootstrap(a, a + 0.01, BootstrapOptions(n_resamples=500, seed=0))
     assert result.ci_lower == pytest.approx(0.01) and result.ci_upper == pytest.approx(0.01)
     assert result.p_value == 0.0
 
 
 def test_identical_runs_have_no_difference() -> None:
     a = [0.2, 0.4, 0.9]
-    result = paired_bootstrap(a, a, n_resamples=100, seed=0)
+    result = paired_bootstrap(a, a, BootstrapOptions(n_resamples=100, seed=0))
     assert (result.difference, result.ci_lower, result.ci_upper, result.p_value) == (0.0, 0.0, 0.0, 1.0)
     assert verdict(result) == NO_DIFFERENCE
 
 
 def test_means_are_clipped_like_simple_evals() -> None:
-    result = paired_bootstrap([-0.5, -0.3], [0.2, 0.4], n_resamples=10, seed=0)
+    result = paired_bootstrap([-0.5, -0.3], [0.2, 0.4], BootstrapOptions(n_resamples=10, seed=0))
     assert (result.mean_a, result.mean_b, result.difference) == (0.0, pytest.approx(0.3), pytest.approx(0.3))
 
 
 def test_no_resamples_gives_nan_interval() -> None:
-    result = paired_bootstrap([0.1, 0.2], [0.3, 0.4], n_resamples=0)
+    result = paired_bootstrap([0.1, 0.2], [0.3, 0.4], BootstrapOptions(n_resamples=0))
     assert result.difference == pytest.approx(0.2)
     assert np.isnan(result.ci_lower) and np.isnan(result.p_value)
 
@@ -120,5 +126,5 @@ def test_false_positive_rate_under_the_null() -> None:
         difficulty = rng.beta(2, 2, 80)
         a = np.clip(difficulty + rng.normal(0, 0.15, 80), -0.2, 1)
         b = np.clip(difficulty + rng.normal(0, 0.15, 80), -0.2, 1)
-        rejected += paired_bootstrap(a, b, n_resamples=1000, seed=sim).p_value < 0.05
+        rejected += paired_bootstrap(a, b, BootstrapOptions(n_resamples=1000, seed=sim)).p_value < 0.05
     assert 30 <= rejected <= 70, rejected

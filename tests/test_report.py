@@ -15,6 +15,7 @@ from healthbench.analysis.report import build_report, encode_conversations, json
 from healthbench.analysis.report_data import SCORE_BIN_LABELS, score_histogram
 from healthbench.scoring.rubric import OVERALL
 from healthbench.scoring.run_score import ScoringOptions, score_run
+from healthbench.scoring.stats import BootstrapOptions
 
 OPTIONS = ScoringOptions(n_resamples=200, seed=3)
 
@@ -184,13 +185,13 @@ def test_two_models_are_compared_with_their_runs_pooled() -> None:
 
     a, b = (loaded(r) for r in two_runs(12))
     a2 = replace(a, run_id="second")
-    pooled = default_comparison([a, a2, b], n_resamples=50)
+    pooled = default_comparison([a, a2, b], BootstrapOptions(n_resamples=50))
     assert pooled is not None and (pooled.a, pooled.b) == ("model-a/2 runs", b.label)
     assert pooled.n_common == 11  # conv-002 is ungraded in both of model-a's runs (the same samples)
-    runs = default_comparison([a, a2], n_resamples=50)
+    runs = default_comparison([a, a2], BootstrapOptions(n_resamples=50))
     assert runs is not None and (runs.a, runs.b) == (a.label, a2.label)
-    assert default_comparison([a], n_resamples=50) is None
-    assert default_comparison([a, a2, replace(a, run_id="third")], n_resamples=50) is None
+    assert default_comparison([a], BootstrapOptions(n_resamples=50)) is None
+    assert default_comparison([a, a2, replace(a, run_id="third")], BootstrapOptions(n_resamples=50)) is None
 
 
 def test_real_simple_evals_files_show_simple_evals_numbers(shared_data: Path) -> None:

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from healthbench.data.schema import MetaEvalRecord
-from healthbench.data.sources import read_records
+from healthbench.data.sources import join_datasets, read_records
 from healthbench.errors import DataError
 from healthbench.results.meta_results import score_label_file
-from healthbench.results.rescore import agreement, join_datasets, rescore_allresults
+from healthbench.results.rescore import agreement, rescore_allresults
 from healthbench.runner.estimate import RoleEstimate, total_cost
 from healthbench.scoring.meta import meta_metrics
 from healthbench.scoring.run_score import ScoringOptions
@@ -26,7 +26,7 @@ def test_rescore_with_the_dataset_reproduces_every_number(fixtures_dir: Path) ->
     )
     assert (rescored.agreement.equal, rescored.agreement.compared) == (23, 23)
     assert rescored.agreement.same_score and rescored.untagged == 0 and rescored.joined
-    assert rescored.run_score.score == rescored.stored.score
+    assert rescored.run_score.score == rescored.score
 
 
 def test_rescore_without_a_dataset_counts_the_untagged_examples(fixtures_dir: Path) -> None:
@@ -34,7 +34,7 @@ def test_rescore_without_a_dataset_counts_the_untagged_examples(fixtures_dir: Pa
         fixtures_dir / "small_allresults.json", options=ScoringOptions(n_resamples=0)
     )
     assert (rescored.agreement.equal, rescored.agreement.compared) == (15, 23)
-    assert rescored.untagged == len(rescored.stored.samples) and not rescored.joined
+    assert rescored.untagged == len(rescored.samples) and not rescored.joined
 
 
 def test_join_refuses_a_prompt_id_with_two_rubrics(fixtures_dir: Path, tmp_path: Path) -> None:

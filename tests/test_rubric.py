@@ -16,7 +16,6 @@ from healthbench.scoring.rubric import (
     batch_metrics,
     conversation_metrics,
     length_adjusted,
-    possible_points,
 )
 from healthbench.scoring.stats import columns_of
 
@@ -35,7 +34,7 @@ def rubric_score(items: list[RubricItem], verdicts: list[Verdict]) -> float | No
         raise ValueError(f"{len(items)} rubric items but {len(verdicts)} verdicts")
     if UNGRADED in verdicts:
         raise ValueError("cannot score a rubric with ungraded criteria")
-    possible = possible_points(items)
+    possible = sum(item.points for item in items if item.points > 0)
     if possible == 0:
         return None
     return (
@@ -209,9 +208,28 @@ def random_batch(
     return conversations, verdicts
 
 
+def reference_metrics(conversation: Conversation, verdicts: list[Verdict]) -> dict[str, float] | None:
+    """The scalar reference, simple-evals' loop transcribed: overall and example tags take the
+    conversation score, then each rubric tag (once per criterion) its own ratio, in dict order."""
+    if UNGRADED in verdicts:
+        return None
+    overall = rubric_score(conversation.rubrics, verdicts)
+    metrics = {OVERALL: overall} | dict.fromkeys(conversation.example_tags, overall)
+    by_tag: dict[str, tuple[list[RubricItem], list[Verdict]]] = {}
+    for rubric_item, verdict in zip(conversation.rubrics, verdicts, strict=True):
+        for tag in dict.fromkeys(rubric_item.tags):
+            by_tag.setdefault(tag, ([], []))[0].append(rubric_item)
+            by_tag[tag][1].append(verdict)
+    for tag, (items, tag_verdicts) in by_tag.items():
+        score = rubric_score(items, tag_verdicts)
+        if score is not None:
+            metrics[tag] = score
+    return metrics
+
+
 def assert_same_as_one_by_one(conversations: list[Conversation], verdicts: list[list[Verdict]]) -> None:
     table = batch_metrics(conversations, verdicts)
-    expected = [conversation_metrics(c, v) for c, v in zip(conversations, verdicts, strict=True)]
+    expected = [reference_metrics(c, v) for c, v in zip(conversations, verdicts, strict=True)]
     assert table.per_conversation == expected
     for mine, theirs in zip(table.per_conversation, expected, strict=True):
         if theirs is not None:
@@ -277,3 +295,12 @@ def test_batch_metrics_raises_what_conversation_metrics_raises(
         batch_metrics([conversation, hand_built], [[MET], [MET]])
     with pytest.raises(ValueError, match="2 conversations but 1 verdict lists"):
         batch_metrics([conversation, conversation], [[MET]])
+
+
+def test_a_batch_with_too_many_tag_cells_is_scored_in_parts(monkeypatch: pytest.MonkeyPatch) -> None:
+    from healthbench.scoring import rubric
+
+    monkeypatch.setattr(rubric, "_MAX_CELLS", 40)  # 60 conversations x ~6 tags: scored in halves
+    conversations, verdicts = random_batch(14)
+    assert_same_as_one_by_one(conversations, verdicts)
+    assert batch_metrics(conversations, verdicts).graded is not None

@@ -26,6 +26,7 @@ from healthbench.scoring.bootstrap import (
     _multinomial,
     _plan,
     _segmented_draws,
+    _Tallied,
     _uniform_indices,
 )
 from healthbench.scoring.stats import (
@@ -120,10 +121,10 @@ def test_collect_and_columns_keep_first_seen_key_order() -> None:
 
 def test_same_seed_identical_bits_different_seed_different() -> None:
     samples = [VALUES, VALUES[:7], VALUES[::3], np.array([0.0, 1.0, 1.0])]
-    first = bootstrap_means(samples, n_resamples=400, seed=5)
+    first = bootstrap_means(samples, BootstrapOptions(n_resamples=400, seed=5))
     assert first.shape == (400, 4)
-    assert np.array_equal(first, bootstrap_means(samples, n_resamples=400, seed=5))
-    assert not np.array_equal(first, bootstrap_means(samples, n_resamples=400, seed=6))
+    assert np.array_equal(first, bootstrap_means(samples, BootstrapOptions(n_resamples=400, seed=5)))
+    assert not np.array_equal(first, bootstrap_means(samples, BootstrapOptions(n_resamples=400, seed=6)))
 
 
 def run_like_rows(n: int = 600, seed: int = 3) -> list[dict[str, float]]:
@@ -157,8 +158,10 @@ def test_workers_and_repeats_do_not_change_the_bits() -> None:
             aggregate(rows, options=BootstrapOptions(n_resamples=300, seed=9, workers=workers)) == reference
         )
     columns = list(columns_of(rows).values())
-    first = bootstrap_columns(columns, len(rows), n_resamples=300, seed=9)
-    assert np.array_equal(first, bootstrap_columns(columns, len(rows), n_resamples=300, seed=9, workers=2))
+    first = bootstrap_columns(columns, len(rows), BootstrapOptions(n_resamples=300, seed=9))
+    assert np.array_equal(
+        first, bootstrap_columns(columns, len(rows), BootstrapOptions(n_resamples=300, seed=9, workers=2))
+    )
 
 
 def test_a_workspace_kept_across_calls_changes_no_bit() -> None:
@@ -180,13 +183,14 @@ def test_a_workspace_kept_across_calls_changes_no_bit() -> None:
             == expected
         )
     columns = list(columns_of(rows).values())
-    first = bootstrap_columns(columns, len(rows), n_resamples=300, seed=9)
+    first = bootstrap_columns(columns, len(rows), BootstrapOptions(n_resamples=300, seed=9))
     assert np.array_equal(
-        first, bootstrap_columns(columns, len(rows), n_resamples=300, seed=9, workspace=workspace)
+        first,
+        bootstrap_columns(columns, len(rows), BootstrapOptions(n_resamples=300, seed=9), workspace=workspace),
     )
     assert np.array_equal(
-        bootstrap_means([VALUES], n_resamples=50, seed=2, workspace=workspace),
-        bootstrap_means([VALUES], n_resamples=50, seed=2),
+        bootstrap_means([VALUES], BootstrapOptions(n_resamples=50, seed=2), workspace=workspace),
+        bootstrap_means([VALUES], BootstrapOptions(n_resamples=50, seed=2)),
     )
     with ThreadPoolExecutor(max_workers=4) as pool:  # concurrent calls sharing it
         calls = [
@@ -225,7 +229,7 @@ def test_a_scratch_buffer_is_one_memory_for_every_dtype() -> None:
 
 def test_identical_keys_share_their_draws() -> None:
     # allowed: every key's own resamples stay exact, only keys are correlated (score = overall_score)
-    boot = bootstrap_means([VALUES, VALUES.copy()], n_resamples=300, seed=0)
+    boot = bootstrap_means([VALUES, VALUES.copy()], BootstrapOptions(n_resamples=300, seed=0))
     assert np.array_equal(boot[:, 0], boot[:, 1])
 
 
@@ -268,6 +272,28 @@ def test_binary_samples_are_exact() -> None:
     assert sums.shape == (150_000, 3) and np.array_equal(sums[:, 1], sums[:, 2])
     assert_exact(sums[:, 0] / len(BINARY), as_fractions(BINARY))
     assert_exact(sums[:, 1] / len(other), as_fractions(other))
+
+
+def test_tallied_samples_are_exact() -> None:
+    # samples on the same rows with different values, drawn by one tally per resample; more
+    # resamples than one pass holds, and a sample with two keys (identical values)
+    other = [0.0, 1.0, 0.25, 0.25, 1.5, -0.25]
+    samples = [_Counted.of((0,), np.array(SMALL)), _Counted.of((1, 2), np.array(other))]
+    sampler = _Tallied.of(samples, [np.array(SMALL), np.array(other)])
+    sums = sampler.sums(150_000, rng(9), Scratch())
+    assert sampler.keys == (0, 1, 2) and sums.shape == (150_000, 3) and np.array_equal(sums[:, 1], sums[:, 2])
+    assert_exact(np.clip(sums[:, 0] / len(SMALL), 0, 1), as_fractions(SMALL))
+    assert_exact(np.clip(sums[:, 1] / len(other), 0, 1), as_fractions(other))
+
+
+def test_many_runs_of_the_same_conversations_are_tallied_together() -> None:
+    # one key on the same 500 rows in 12 runs (different values): one tally instead of 12 gathers
+    generator = np.random.default_rng(2)
+    rows = np.arange(500)
+    columns = [Column(rows, np.round(generator.uniform(0, 1, 500), 3)) for _ in range(12)]
+    plan = _plan(columns, 500)
+    assert [type(s) for s in plan] == [_Tallied] and sorted(plan[0].keys) == list(range(12))
+    assert not any(isinstance(s, _Tallied) for s in _plan(columns[:1], 500))  # alone: gathered
 
 
 def frame_columns() -> list[Column]:
@@ -317,7 +343,7 @@ def test_the_bootstrap_std_of_every_key_of_a_run_is_right() -> None:
     # every sampler in one plan: each key's std matches the exact std of the resample mean
     rows = run_like_rows(n=900, seed=5)
     columns = columns_of(rows)
-    boot = bootstrap_columns(list(columns.values()), len(rows), n_resamples=20_000, seed=1)
+    boot = bootstrap_columns(list(columns.values()), len(rows), BootstrapOptions(n_resamples=20_000, seed=1))
     for i, column in enumerate(columns.values()):
         values = column.values
         if np.mean(values) < 0.05 or np.std(values) == 0:  # (clipping at 0 changes the std)
@@ -355,7 +381,7 @@ def test_a_single_value_and_constant_values_have_zero_spread() -> None:
 
 def test_clipping_applies_to_each_resample_mean() -> None:
     values = [-2.0, 1.0, 1.0, 3.0]  # mean 0.75, but many resample means fall outside [0, 1]
-    boot = bootstrap_means([values], n_resamples=50_000, seed=0)[:, 0]
+    boot = bootstrap_means([values], BootstrapOptions(n_resamples=50_000, seed=0))[:, 0]
     assert boot.min() == 0.0 and boot.max() == 1.0
     assert_exact(boot, as_fractions(values))
 
@@ -375,7 +401,7 @@ def test_nan_values_give_nan_statistics() -> None:
 
 
 def test_zero_resamples() -> None:
-    assert bootstrap_means([VALUES], n_resamples=0, seed=0).shape == (0, 1)
+    assert bootstrap_means([VALUES], BootstrapOptions(n_resamples=0, seed=0)).shape == (0, 1)
     result = aggregate_groups({"k": [0.2, 0.4]}, options=BootstrapOptions(n_resamples=0))["k"]
     assert result.mean == pytest.approx(0.3, abs=1e-15) and result.n_samples == 2
     assert math.isnan(result.bootstrap_std) and math.isnan(result.ci_lower) and math.isnan(result.ci_upper)
@@ -386,9 +412,9 @@ def test_empty_inputs() -> None:
     assert aggregate_groups({"k": []}) == {}
     assert aggregate_columns({}, 0) == {}
     with pytest.raises(ValueError, match="empty sample"):
-        bootstrap_means([VALUES, np.array([])], n_resamples=3, seed=0)
+        bootstrap_means([VALUES, np.array([])], BootstrapOptions(n_resamples=3, seed=0))
     with pytest.raises(ValueError, match="workers"):
-        bootstrap_means([VALUES], n_resamples=3, seed=0, workers=0)
+        bootstrap_means([VALUES], BootstrapOptions(n_resamples=3, seed=0, workers=0))
 
 
 def test_flatten_layout() -> None:

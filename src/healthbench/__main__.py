@@ -1,3 +1,7 @@
-from healthbench.cli.app import main
+from healthbench.cli_settings import apply
+
+apply()  # before the command line's imports (see healthbench.cli_settings)
+
+from healthbench.cli.app import main  # noqa: E402
 
 main()

@@ -9,12 +9,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from healthbench.defaults import (
+    DEFAULT_JUDGE_RETRIES,
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_RESAMPLES,
+    DEFAULT_SEED,
+)
 from healthbench.errors import ConfigError
-from healthbench.grading.verdict import DEFAULT_JUDGE_RETRIES
-from healthbench.models.base import DEFAULT_MAX_CONNECTIONS, ModelSettings, ModelSpec, parse_model_spec
+from healthbench.models.base import ModelSettings, ModelSpec, parse_model_spec
 from healthbench.models.limits import RetryPolicy
 from healthbench.profiles import profile_layer
-from healthbench.scoring.stats import DEFAULT_RESAMPLES, DEFAULT_SEED
 
 OFFLINE_MODEL = "local/smollm2"
 SECRET_WORDS = ("token", "key", "secret", "password")  # vLLM engine arguments refused: they are stored

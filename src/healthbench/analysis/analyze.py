@@ -29,7 +29,7 @@ from healthbench.analysis.tables import (
     ungraded_counts,
     worst_at_k,
 )
-from healthbench.scoring.stats import DEFAULT_RESAMPLES
+from healthbench.scoring.stats import BootstrapOptions
 
 
 @dataclass(frozen=True)
@@ -54,17 +54,11 @@ class Analysis:
         return granular_frame(self.runs)
 
 
-def analyze(
-    runs: Sequence[LoadedRun],
-    *,
-    n_resamples: int = DEFAULT_RESAMPLES,
-    seed: int = 0,
-    confidence: float = 0.95,
-    workers: int = 1,
-) -> Analysis:
-    """Every table for ``runs`` (see `healthbench.analysis.tables` for the definitions)."""
+def analyze(runs: Sequence[LoadedRun], options: BootstrapOptions | None = None) -> Analysis:
+    """Every table for ``runs`` (see `healthbench.analysis.tables` for the definitions), CIs as
+    ``options`` says (default `BootstrapOptions()`)."""
     metrics = run_metrics(runs)
-    tables = score_tables(metrics, n_resamples=n_resamples, seed=seed, confidence=confidence, workers=workers)
+    tables = score_tables(metrics, options)
     samples = sample_scores_frame(metrics)
     warnings = [
         f"{label}: {criteria} criteria ungraded; {left_out} sample(s) with one are left out of every table"

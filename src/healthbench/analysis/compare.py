@@ -19,7 +19,7 @@ from healthbench.analysis.scores import AXIS_PREFIX, THEME_PREFIX, ConversationS
 from healthbench.errors import DataError
 from healthbench.scoring.paired import WORSE, PairedDifference, paired_bootstrap, verdict
 from healthbench.scoring.rubric import OVERALL
-from healthbench.scoring.stats import DEFAULT_RESAMPLES
+from healthbench.scoring.stats import BootstrapOptions
 
 DEFAULT_MARGIN = 0.0
 DEFAULT_FLIP_THRESHOLD = 0.5
@@ -87,14 +87,14 @@ class Comparison:
 def compare_runs(
     a: LoadedRun,
     b: LoadedRun,
+    options: BootstrapOptions | None = None,
     *,
-    seed: int = 0,
-    n_resamples: int = DEFAULT_RESAMPLES,
     margin: float = DEFAULT_MARGIN,
     flip_threshold: float = DEFAULT_FLIP_THRESHOLD,
-    confidence: float = 0.95,
 ) -> Comparison:
-    """B against A (module doc). A `DataError` when no conversation can be paired."""
+    """B against A (module doc), CIs as ``options`` says (default `BootstrapOptions()`). A
+    `DataError` when no conversation can be paired."""
+    options = options or BootstrapOptions()
     scores_a, scores_b = conversation_scores(a.samples), conversation_scores(b.samples)
     warnings = setup_warnings(a, b)
     common, mismatched = _paired_ids(scores_a, scores_b)
@@ -110,9 +110,7 @@ def compare_runs(
     def compare(kind: str, name: str, key: str, ids: list[str]) -> GroupComparison:
         values_a = np.array([scores_a.scores[i][key] for i in ids])
         values_b = np.array([scores_b.scores[i][key] for i in ids])
-        result = paired_bootstrap(
-            values_a, values_b, n_resamples=n_resamples, seed=seed, confidence=confidence
-        )
+        result = paired_bootstrap(values_a, values_b, options)
         return GroupComparison(kind, name, result, verdict(result, margin))
 
     themes = sorted({t for i in common for t in scores_a.themes[i]})
@@ -141,8 +139,8 @@ def compare_runs(
         n_a=len(scores_a.scores),
         n_b=len(scores_b.scores),
         margin=margin,
-        seed=seed,
-        n_resamples=n_resamples,
+        seed=options.seed,
+        n_resamples=options.n_resamples,
         warnings=tuple(warnings),
     )
 

@@ -31,7 +31,7 @@ from healthbench.analysis.report_data import (
 from healthbench.atomic import atomic_writer
 from healthbench.results.metrics_out import json_safe
 from healthbench.scoring.run_score import ScoringOptions, score_run
-from healthbench.scoring.stats import DEFAULT_RESAMPLES
+from healthbench.scoring.stats import BootstrapOptions
 
 if TYPE_CHECKING:
     from healthbench.analysis.compare import Comparison
@@ -116,7 +116,7 @@ def build_report(
 
 
 def default_comparison(
-    runs: Sequence[LoadedRun], *, seed: int = 0, n_resamples: int = DEFAULT_RESAMPLES
+    runs: Sequence[LoadedRun], options: BootstrapOptions | None = None
 ) -> Comparison | None:
     """The comparison a report of ``runs`` shows: the second model against the first when the runs
     are of exactly two models (each model's runs pooled as repeats, as ``healthbench compare`` does),
@@ -131,7 +131,7 @@ def default_comparison(
         sides = list(runs)
     else:
         return None
-    return compare_runs(sides[0], sides[1], seed=seed, n_resamples=n_resamples)
+    return compare_runs(sides[0], sides[1], options)
 
 
 def render_html(runs: Sequence[ScoredRun], summary: Mapping[str, Any], *, conversations: bool = True) -> str:

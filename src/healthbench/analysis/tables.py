@@ -27,9 +27,10 @@ import polars as pl
 from healthbench.analysis.inputs import LoadedRun
 from healthbench.analysis.scores import AXIS_PREFIX, THEME_PREFIX
 from healthbench.scoring.rubric import OVERALL, MetricTable, RubricLayout, Verdict, batch_metrics
-from healthbench.scoring.stats import DEFAULT_RESAMPLES, BootstrapOptions, Column, KeyStats, aggregate_columns
+from healthbench.scoring.stats import BootstrapOptions, Column, KeyStats, aggregate_columns
 
 ALL = "all"
+RUNS_PER_CALL = 64  # runs bootstrapped together (sharing draws); bounds the resample means held at once
 GRANULAR_COLUMNS = (
     "model",
     "run_id",
@@ -144,20 +145,16 @@ class ScoreTables:
         return pl.concat(parts)
 
 
-def score_tables(
-    runs: Sequence[RunMetrics],
-    *,
-    n_resamples: int = DEFAULT_RESAMPLES,
-    seed: int = 0,
-    confidence: float = 0.95,
-    workers: int = 1,
-) -> ScoreTables:
-    """The theme and axis tables of every run (module doc); each run's bootstrap uses ``seed``."""
-    options = BootstrapOptions(n_resamples, seed, confidence, workers)
+def score_tables(runs: Sequence[RunMetrics], options: BootstrapOptions | None = None) -> ScoreTables:
+    """The theme and axis tables of every run (module doc), CIs as ``options`` says (default
+    `BootstrapOptions()`). The runs are bootstrapped together (`RUNS_PER_CALL` to a call): keys on
+    the same conversations share draws (every key's resamples stay exact; a run's CIs depend on the
+    seed and on the runs analysed with it)."""
+    options = options or BootstrapOptions()
+    every = _runs_stats([metrics.table for metrics in runs], options)
     themes: list[tuple[str, str, str, KeyStats]] = []
     axes: list[tuple[str, str, str, KeyStats]] = []
-    for metrics in runs:
-        stats = _run_stats(metrics.table, options)
+    for metrics, stats in zip(runs, every, strict=True):
         model, run_id = metrics.run.model, metrics.run.run_id
         for prefix, rows in ((THEME_PREFIX, themes), (AXIS_PREFIX, axes)):
             if OVERALL in stats:
@@ -167,15 +164,22 @@ def score_tables(
     return ScoreTables(_stats_frame(themes, "theme"), _stats_frame(axes, "axis"))
 
 
-def _run_stats(table: MetricTable, options: BootstrapOptions) -> dict[str, KeyStats]:
-    columns: dict[str, Column] = {
-        key: column
-        for key, column in table.columns.items()
-        if key == OVERALL or key.startswith(THEME_PREFIX) or key.startswith(AXIS_PREFIX)
-    }
-    if OVERALL not in columns:
-        return {}
-    return aggregate_columns(columns, int(columns[OVERALL].values.size), options=options)
+def _runs_stats(tables: Sequence[MetricTable], options: BootstrapOptions) -> list[dict[str, KeyStats]]:
+    """Each run's overall, theme and axis `KeyStats`, bootstrapped `RUNS_PER_CALL` runs to a call
+    (rows: each run's graded conversations; the resample means of a call are held at once)."""
+    out: list[dict[str, KeyStats]] = [{} for _ in tables]
+    for first in range(0, len(tables), RUNS_PER_CALL):
+        columns: dict[tuple[int, str], Column] = {
+            (run, key): column
+            for run, table in enumerate(tables[first : first + RUNS_PER_CALL], start=first)
+            if OVERALL in table.columns
+            for key, column in table.columns.items()
+            if key == OVERALL or key.startswith(THEME_PREFIX) or key.startswith(AXIS_PREFIX)
+        }
+        n_rows = max((c.values.size for (_, key), c in columns.items() if key == OVERALL), default=0)
+        for (run, key), key_stats in aggregate_columns(columns, n_rows, options=options).items():
+            out[run][key] = key_stats
+    return out
 
 
 def _stats_frame(rows: list[tuple[str, str, str, KeyStats]], name: str) -> pl.DataFrame:

@@ -15,6 +15,7 @@ from healthbench.cli.options import ResamplesOpt, SeedOpt, StoreOpt
 if TYPE_CHECKING:
     from healthbench.analysis.compare import Comparison
     from healthbench.analysis.inputs import LoadedRun
+    from healthbench.scoring.stats import BootstrapOptions
 
 WORSE_EXIT_CODE = 3  # `compare --fail-if-worse-by`: B is worse than A by more than the threshold
 
@@ -114,7 +115,7 @@ def analyze(
         model=model,
         run_id=run_id,
     )
-    result = run_analysis(runs, n_resamples=_resamples(n_resamples), seed=seed or 0)
+    result = run_analysis(runs, _bootstrap_options(seed, n_resamples))
     render_analysis(result, console)
     for path in write_analysis(result, out, parquet=parquet).values():
         console.print(f"wrote {path}", highlight=False, markup=False, soft_wrap=True)
@@ -164,9 +165,7 @@ def compare(
         )
         warnings.extend(f"{spec}: {w}" for w in setting_warnings(runs))
         sides.append(merge_runs(runs))
-    result = compare_runs(
-        sides[0], sides[1], seed=seed or 0, n_resamples=_resamples(n_resamples), margin=margin
-    )
+    result = compare_runs(sides[0], sides[1], _bootstrap_options(seed, n_resamples), margin=margin)
     render_comparison(result, console, extra_warnings=warnings)
     if fail_if_worse_by is not None and result.worse_by(fail_if_worse_by):
         _fail_gate(result, fail_if_worse_by)
@@ -183,9 +182,14 @@ def _fail_gate(result: Comparison, threshold: float) -> None:
     )
 
 
-def _resamples(value: int | None) -> int:
-    from healthbench.scoring.stats import DEFAULT_RESAMPLES
+def _bootstrap_options(seed: int | None, n_resamples: int | None) -> BootstrapOptions:
+    """The bootstrap of --seed and --n-resamples (defaults for those not given)."""
+    from healthbench.scoring.stats import BootstrapOptions
 
-    if value is not None and value < 0:
+    if n_resamples is not None and n_resamples < 0:
         raise typer.BadParameter("must be at least 0", param_hint="--n-resamples")
-    return DEFAULT_RESAMPLES if value is None else value
+    defaults = BootstrapOptions()
+    return BootstrapOptions(
+        n_resamples=defaults.n_resamples if n_resamples is None else n_resamples,
+        seed=defaults.seed if seed is None else seed,
+    )

@@ -151,8 +151,15 @@ def handles_errors(func: Callable[P, R]) -> Callable[P, R]:
 
 def main() -> None:
     from healthbench import cli  # noqa: F401  (registers the commands)
+    from healthbench.cli_settings import apply, settle
+
+    apply()  # (python -m healthbench applied them before any import already)
 
     # a store failure is one line of ours: the database driver's own warnings (psycopg's "error ignored
     # terminating ..." when the server goes away) are not printed beside it
     logging.getLogger("psycopg").addHandler(logging.NullHandler())
-    sys.exit(app())
+    settle()
+    try:
+        sys.exit(app())
+    finally:
+        settle()

@@ -10,10 +10,11 @@ import typer
 from healthbench.cli.app import app, console, handles_errors, say
 from healthbench.cli.options import LengthCenter, LengthPenalty, length_adjustment
 from healthbench.cli.summary_view import render_summary
+from healthbench.defaults import DEFAULT_RESAMPLES, DEFAULT_SEED
 from healthbench.errors import ConfigError
+from healthbench.gc_paused import gc_paused
 from healthbench.results.rescore import rescore_allresults
 from healthbench.scoring.run_score import ScoringOptions
-from healthbench.scoring.stats import DEFAULT_RESAMPLES, DEFAULT_SEED
 
 
 @app.command("import")
@@ -72,19 +73,20 @@ def import_allresults(
     if name is not None and store is None:
         raise ConfigError("--name names the run kept with --store; give --store too")
     center, penalty = length_adjustment(length_center, length_penalty)
-    rescored = rescore_allresults(
-        file,
-        data=data or [],
-        dataset=dataset,
-        cache=cache,
-        allow_untagged=allow_untagged,
-        options=ScoringOptions(
-            n_resamples=n_resamples, seed=seed, length_center=center, length_penalty=penalty
-        ),
-        with_samples=export is not None or store is not None,
-    )
-    run_score, a = rescored.run_score, rescored.agreement
-    render_summary(run_score, title=f"{file.name} (re-scored)", console=console)
+    with gc_paused():  # a short-lived process building no cycles: no collection of every object in between
+        rescored = rescore_allresults(
+            file,
+            data=data or [],
+            dataset=dataset,
+            cache=cache,
+            allow_untagged=allow_untagged,
+            options=ScoringOptions(
+                n_resamples=n_resamples, seed=seed, length_center=center, length_penalty=penalty
+            ),
+            with_samples=export is not None or store is not None,
+        )
+        run_score, a = rescored.run_score, rescored.agreement
+        render_summary(run_score, title=f"{file.name} (re-scored)", console=console)
     say(
         f"agreement with the file: {a.equal}/{a.compared} means and n_samples equal, top-level score "
         f"{'equal' if a.same_score else 'differs'} (bootstrap std not compared: it is random)"
@@ -103,7 +105,7 @@ def import_allresults(
     if export is not None:
         from healthbench.results.simple_evals import write_allresults
 
-        say(f"export: {write_allresults(export, rescored.stored.samples, run_score, html=html)}")
+        say(f"export: {write_allresults(export, rescored.samples, run_score, html=html)}")
     if store is not None:
         # Imported here: the store (SQLAlchemy) and the runner are not needed to re-score a file.
         from healthbench.data.sources import sha256_of
@@ -113,5 +115,5 @@ def import_allresults(
 
         source = {"source": "local", "path": str(file), "sha256": sha256_of(file)}
         target = Store(store)
-        run = store_imported(target, name or new_run_name("import"), rescored.stored.samples, source=source)
+        run = store_imported(target, name or new_run_name("import"), rescored.samples, source=source)
         say(f"stored as run {run.name} in {target.url}")

@@ -8,16 +8,16 @@ from typing import Annotated, Any
 
 import typer
 
-from healthbench.errors import ConfigError
-from healthbench.grading.verdict import DEFAULT_JUDGE_RETRIES
-from healthbench.models.base import (
+from healthbench.defaults import (
+    DEFAULT_JUDGE_RETRIES,
     DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_OUTAGE,
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_RESAMPLES,
+    DEFAULT_SEED,
     DEFAULT_TIMEOUT,
-    env_base_url,
-    provider_prefix,
 )
-from healthbench.models.limits import DEFAULT_MAX_OUTAGE, DEFAULT_MAX_RETRIES
-from healthbench.scoring.stats import DEFAULT_RESAMPLES, DEFAULT_SEED
+from healthbench.errors import ConfigError
 
 StoreOpt = Annotated[
     str | None,  # not a Path: Path() would mangle URLs (sqlite:////x.db -> sqlite:/x.db)
@@ -201,6 +201,8 @@ def base_urls(
     """The candidate's and the judge's endpoints as the SDKs would pick them: a flag wins, then
     $OPENAI_BASE_URL / $ANTHROPIC_BASE_URL; a judge given as a bare model name with no
     --judge-base-url asks the candidate's --base-url (one local server serving both)."""
+    from healthbench.models.base import env_base_url, provider_prefix  # (not loaded by light commands)
+
     model_url = base_url or (env_base_url(model) if model else None)
     judge_url = judge_base_url
     if judge_url is None and judge is not None:

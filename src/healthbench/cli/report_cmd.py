@@ -59,7 +59,7 @@ def report_command(
         seed=defaults.seed if seed is None else seed,
     )
     runs = _load(inputs, store=store, data=data, dataset=dataset, allow_untagged=allow_untagged, cache=cache)
-    comparison = default_comparison(runs, seed=options.seed, n_resamples=options.n_resamples)
+    comparison = default_comparison(runs, options)
     for warning in comparison.warnings if comparison else ():
         _say(f"warning: {warning}", style="yellow")
     report = build_report(

@@ -566,7 +566,8 @@ def results_command(
         raise RunError(f"run {name!r} is a {run.kind} run; use `healthbench meta-eval --resume {name}`")
     correction = None
     if correct_with is not None:  # before any output: a refused meta-eval run leaves no partial file
-        correction = corrected_scores(s, name, correct_with, n_resamples=n_resamples, seed=seed)
+        options = RunView.of(s, run).scoring_options(seed=seed, n_resamples=n_resamples)
+        correction = corrected_scores(s, name, correct_with, options=options)
     score = _report(
         s,
         run,

@@ -9,6 +9,7 @@ line and the field.
 
 from __future__ import annotations
 
+import operator
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,8 +19,8 @@ from typing import Annotated
 import msgspec
 
 Points = Annotated[int, msgspec.Meta(ge=-10, le=10)] | Annotated[float, msgspec.Meta(ge=-10, le=10)]
-Criterion = tuple[str, float, list[str]]  # (criterion, points, tags)
 _QUOTE = ord('"')
+NULL = msgspec.Raw(b"null")  # the default of an optional raw field
 _OBJECT_OR_NULL = (ord("{"), ord("n"))
 
 
@@ -36,6 +37,11 @@ def is_text(raw: msgspec.Raw) -> bool:
     return memoryview(raw)[0] == _QUOTE
 
 
+def is_object_or_null(raw: msgspec.Raw) -> bool:
+    """Whether raw JSON is an object or null."""
+    return memoryview(raw)[0] in _OBJECT_OR_NULL
+
+
 class _RubricItem(msgspec.Struct, gc=False):
     criterion: str
     points: Points
@@ -47,17 +53,22 @@ class _Line(msgspec.Struct, gc=False):
     prompt_id: str
     rubrics: list[_RubricItem]
     example_tags: list[str] = msgspec.field(default_factory=list)
-    ideal_completions_data: msgspec.Raw | None = None  # an object or null (checked)
+    ideal_completions_data: msgspec.Raw = NULL  # an object or null (checked; `Raw | None` takes null only)
     canary: str | None = None
 
 
-_DECODER = msgspec.json.Decoder(list[_Line])
+_DECODER = msgspec.json.Decoder(_Line)
+CRITERION, POINTS, TAGS = (operator.attrgetter(name) for name in ("criterion", "points", "tags"))
 
 
 @dataclass(frozen=True)
 class IndexedConversation:
+    """A conversation's example tags and its rubric as three columns (compared whole with a file's)."""
+
     example_tags: tuple[str, ...]
-    rubric: list[Criterion]  # compared whole with a file's rubric (lists: no copy per item)
+    criteria: list[str]
+    points: list[float]
+    tags: list[list[str]]
 
 
 def read_rubric_index(paths: Sequence[str | os.PathLike[str]]) -> dict[str, IndexedConversation] | None:
@@ -72,24 +83,28 @@ def read_rubric_index(paths: Sequence[str | os.PathLike[str]]) -> dict[str, Inde
         for line in lines:
             if not line.rubrics or not any(item.points > 0 for item in line.rubrics) or not line.prompt:
                 return None
-            if not all(is_text(m.content) for m in line.prompt) or not _object_or_null(line):
+            if not all(is_text(m.content) for m in line.prompt) or not is_object_or_null(
+                line.ideal_completions_data
+            ):
                 return None
             if line.prompt_id in seen:
                 return None
             seen.add(line.prompt_id)
+            rubric = line.rubrics
             entry = IndexedConversation(
                 tuple(line.example_tags),
-                [(item.criterion, item.points, item.tags) for item in line.rubrics],
+                list(map(CRITERION, rubric)),
+                list(map(POINTS, rubric)),
+                list(map(TAGS, rubric)),
             )
             known = index.setdefault(line.prompt_id, entry)
-            if known.rubric != entry.rubric:
+            if known is not entry and (known.criteria, known.points, known.tags) != (
+                entry.criteria,
+                entry.points,
+                entry.tags,
+            ):
                 return None
     return index
-
-
-def _object_or_null(line: _Line) -> bool:
-    raw = line.ideal_completions_data
-    return raw is None or memoryview(raw)[0] in _OBJECT_OR_NULL
 
 
 def _read_lines(path: Path) -> list[_Line] | None:
@@ -97,11 +112,9 @@ def _read_lines(path: Path) -> list[_Line] | None:
         data = path.read_bytes()
     except OSError:
         return None
-    lines = [line for line in data.split(b"\n") if line.strip()]
-    if not lines:
-        return None
     try:
-        decoded = _DECODER.decode(b"[" + b",".join(lines) + b"]")
+        decoded = _DECODER.decode_lines(data)
     except (msgspec.DecodeError, msgspec.ValidationError):
         return None
-    return decoded if len(decoded) == len(lines) else None  # (two objects on one line)
+    lines = sum(1 for line in data.split(b"\n") if line.strip())
+    return decoded if decoded and len(decoded) == lines else None  # (two objects on one line)

@@ -6,8 +6,6 @@ import json
 import re
 from dataclasses import dataclass
 
-DEFAULT_JUDGE_RETRIES = 3  # re-asks when a judge answer has no usable verdict
-
 _FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
 _DECODER = json.JSONDecoder()
 

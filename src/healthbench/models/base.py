@@ -15,13 +15,12 @@ from typing import Any, Literal, Protocol, cast, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from healthbench.defaults import DEFAULT_TIMEOUT
 from healthbench.errors import ConfigError
 
 Provider = Literal["openai", "anthropic", "local", "vllm"]
 PROVIDERS: tuple[str, ...] = ("openai", "anthropic", "local", "vllm")  # vllm: only with --executor ray
 
-DEFAULT_TIMEOUT = 120.0  # seconds per request
-DEFAULT_MAX_CONNECTIONS = 64  # concurrent calls per endpoint (candidate and judge together)
 
 DEFAULT_URLS: dict[str, str] = {
     "openai": "https://api.openai.com/v1",

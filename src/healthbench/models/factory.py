@@ -12,9 +12,9 @@ import importlib.util
 import random
 from collections.abc import Mapping
 
+from healthbench.defaults import DEFAULT_MAX_CONNECTIONS
 from healthbench.errors import ConfigError
 from healthbench.models.base import (
-    DEFAULT_MAX_CONNECTIONS,
     ModelSettings,
     ModelSpec,
     ProviderModel,

@@ -16,9 +16,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from healthbench.defaults import DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_OUTAGE, DEFAULT_MAX_RETRIES
 from healthbench.errors import FatalModelError, ModelError, OutageError
 from healthbench.models.base import (
-    DEFAULT_MAX_CONNECTIONS,
     Completion,
     Messages,
     ModelSettings,
@@ -31,9 +31,6 @@ from healthbench.models.tally import CallTally
 
 Sleep = Callable[[float], Awaitable[None]]
 Clock = Callable[[], float]
-
-DEFAULT_MAX_RETRIES = 8
-DEFAULT_MAX_OUTAGE = 600.0  # seconds
 
 
 class RetryPolicy(BaseModel):

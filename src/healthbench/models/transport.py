@@ -13,7 +13,8 @@ from typing import Any
 
 import aiohttp
 
-from healthbench.models.base import DEFAULT_MAX_CONNECTIONS, Completion, Messages, ModelSettings, ModelSpec
+from healthbench.defaults import DEFAULT_MAX_CONNECTIONS
+from healthbench.models.base import Completion, Messages, ModelSettings, ModelSpec
 from healthbench.models.errors import FailureKind, ProviderError, http_failure, redact
 
 

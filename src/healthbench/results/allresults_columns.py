@@ -11,15 +11,27 @@ field. Both readers give the same numbers (a test checks it).
 
 from __future__ import annotations
 
+import operator
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
-from healthbench.data.rubric_index import IndexedConversation, Message, Points, is_text
+from healthbench.data.rubric_index import (
+    CRITERION,
+    NULL,
+    POINTS,
+    TAGS,
+    IndexedConversation,
+    Message,
+    Points,
+    is_object_or_null,
+    is_text,
+)
 from healthbench.scoring.rubric import MetricTable, Verdict, columns_metrics
 
 
@@ -35,7 +47,7 @@ class _Example(msgspec.Struct, gc=False):
     rubric_items: list[_Item]
     prompt: list[Message]
     completion: list[Message]
-    usage: dict[str, Any] | None = None
+    usage: msgspec.Raw = NULL  # an object or null (checked, not decoded)
 
 
 class _Metadata(msgspec.Struct, gc=False):
@@ -50,6 +62,7 @@ class _File(msgspec.Struct, gc=False):
 
 _DECODER = msgspec.json.Decoder(_File)
 _VERDICTS = {True: Verdict.MET, False: Verdict.NOT_MET, None: Verdict.UNGRADED}
+_CONTENT, _ITEMS, _MET = (operator.attrgetter(name) for name in ("content", "rubric_items", "criteria_met"))
 
 
 @dataclass(frozen=True)
@@ -80,40 +93,78 @@ def read_columns(
         document = _DECODER.decode(Path(path).read_bytes())
     except (OSError, msgspec.DecodeError, msgspec.ValidationError):
         return None
-    n_items: list[int] = []
-    points: list[float] = []
-    verdicts: list[Verdict] = []
-    criterion_tags: list[list[str]] = []
-    example_tags: list[tuple[str, ...]] = []
-    for example in document.metadata.example_level_metadata:
-        items = example.rubric_items
-        if not example.prompt or len(example.completion) != 1 or not items:
+    examples = document.metadata.example_level_metadata
+    for example in examples:
+        if not example.prompt or len(example.completion) != 1 or not example.rubric_items:
             return None
-        if not is_text(example.completion[0].content) or not all(
-            [is_text(m.content) for m in example.prompt]
-        ):
+        if not is_text(example.completion[0].content) or not all(map(is_text, map(_CONTENT, example.prompt))):
             return None
-        known = dataset.get(example.prompt_id) if dataset is not None else None
-        if known is None:
-            if (dataset is not None and not allow_missing) or not any(i.points > 0 for i in items):
-                return None
-            example_tags.append(())
-        else:
-            if known.rubric != [(i.criterion, i.points, i.tags) for i in items]:
-                return None
-            example_tags.append(known.example_tags)
-        n_items.append(len(items))
-        points.extend([i.points for i in items])
-        verdicts.extend([_VERDICTS[i.criteria_met] for i in items])
-        criterion_tags.extend([i.tags for i in items])
-    table = columns_metrics(n_items, points, verdicts, criterion_tags, example_tags)
+        if not is_object_or_null(example.usage):
+            return None
+    known: list[IndexedConversation | None] = (
+        [dataset.get(e.prompt_id) for e in examples] if dataset is not None else [None] * len(examples)
+    )
+    items = list(chain.from_iterable(map(_ITEMS, examples)))
+    rubric = _Rubric(
+        [len(e.rubric_items) for e in examples], items, list(map(POINTS, items)), list(map(TAGS, items))
+    )
+    if not _rubrics_match(examples, known, rubric, missing_allowed=dataset is None or allow_missing):
+        return None
+    table = columns_metrics(
+        rubric.n_items,
+        rubric.points,
+        list(map(_VERDICTS.__getitem__, map(_MET, items))),
+        rubric.tags,
+        [() if k is None else k.example_tags for k in known],
+    )
     if table is None:
         return None
-    examples = document.metadata.example_level_metadata
     return ColumnarResults(
         table=table,
         score=document.score,
         metrics=document.metrics,
         prompt_ids=[e.prompt_id for e in examples],
         completions=[e.completion[0].content for e in examples],
+    )
+
+
+@dataclass(frozen=True)
+class _Rubric:
+    """The file's criteria, flattened: per example its number of criteria; per criterion its item,
+    points and tags."""
+
+    n_items: list[int]
+    items: list[_Item]
+    points: list[float]
+    tags: list[list[str]]
+
+
+def _rubrics_match(
+    examples: list[_Example],
+    known: list[IndexedConversation | None],
+    rubric: _Rubric,
+    *,
+    missing_allowed: bool,
+) -> bool:
+    """Whether every example's rubric is its dataset entry's (compared as three columns), and an
+    example without an entry (when allowed) has positive points."""
+    missing = [e for e, k in zip(examples, known, strict=True) if k is None]
+    if missing and (
+        not missing_allowed or not all(any(i.points > 0 for i in e.rubric_items) for e in missing)
+    ):
+        return False
+    entries = [k for k in known if k is not None]
+    if [n for n, k in zip(rubric.n_items, known, strict=True) if k is not None] != [
+        len(k.criteria) for k in entries
+    ]:
+        return False
+    if missing:  # only the joined examples' criteria are compared
+        joined = list(chain.from_iterable(e.rubric_items for e, k in zip(examples, known, strict=True) if k))
+        points, tags = list(map(POINTS, joined)), list(map(TAGS, joined))
+    else:
+        joined, points, tags = rubric.items, rubric.points, rubric.tags
+    return (
+        list(chain.from_iterable(k.points for k in entries)) == points
+        and list(chain.from_iterable(k.tags for k in entries)) == tags
+        and list(chain.from_iterable(k.criteria for k in entries)) == list(map(CRITERION, joined))
     )

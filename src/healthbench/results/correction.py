@@ -23,6 +23,7 @@ from healthbench.scoring.correction import (
     key_tables,
 )
 from healthbench.scoring.rubric import OVERALL
+from healthbench.scoring.stats import BootstrapOptions
 from healthbench.store.runs import RunRecord, Store
 
 
@@ -31,15 +32,13 @@ def corrected_scores(
     run_name: str,
     meta_run_name: str,
     *,
-    n_resamples: int | None = None,
-    seed: int | None = None,
-    confidence: float = 0.95,
+    options: BootstrapOptions | None = None,
     min_rows: int = DEFAULT_MIN_ROWS,
     epsilon: float = DEFAULT_EPSILON,
 ) -> CorrectionResult:
     """The run's raw and corrected overall, example-tag and rubric-tag scores with joint bootstrap CIs.
 
-    ``n_resamples`` and ``seed`` default to the run's own scoring settings. Raises `RunError` (one
+    ``options`` (resamples, seed, CI level) default to the run's own scoring settings. Raises `RunError` (one
     line) when the meta-eval run is of another judge, settings or grader prompt, or when the correction
     is undefined or unstable for these rows.
     """
@@ -50,7 +49,7 @@ def corrected_scores(
         raise RunError(f"--correct-with needs a meta-eval run; {meta_run_name!r} is a {meta.kind} run")
     check_same_judge(run, meta)
     view = RunView.of(store, run)
-    options = view.scoring_options(seed=seed, n_resamples=n_resamples)
+    options = options or view.scoring_options()
     rows, labels = stored_labels(store, meta)
     cells = judge_cells([r.category for r in rows], [r.binary_labels for r in rows], labels)
     samples = view.graded_samples()
@@ -64,9 +63,7 @@ def corrected_scores(
             len(tables[OVERALL].rows),
             cells,
             model,
-            n_resamples=options.n_resamples,
-            seed=options.seed,
-            confidence=confidence,
+            options=options,
             epsilon=epsilon,
         )
     except CorrectionError as exc:

@@ -4,7 +4,8 @@ dataset the run used (for example tags), scored by our core, and compared with t
 Without ``with_samples`` the file and the datasets are read columnar when they are valid
 (`healthbench.results.allresults_columns`, `healthbench.data.rubric_index`: one msgspec schema per
 file, no object per answer), else by `load_allresults`, whose errors name the file, the example and
-the field. Same numbers either way (tests/test_fast_ingest.py).
+the field. Same numbers either way (tests/test_fast_ingest.py). The ordinary readers (pydantic
+records) are imported only when they are needed, so a valid file is re-scored without loading them.
 """
 
 from __future__ import annotations
@@ -16,11 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from healthbench.data.rubric_index import read_rubric_index
-from healthbench.data.sources import join_datasets, resolve
 from healthbench.gc_paused import gc_paused
 from healthbench.results.allresults_columns import read_columns
-from healthbench.results.simple_evals import AllResults, load_allresults
-from healthbench.scoring.run_score import RunScore, ScoringOptions, score_run, score_table
+from healthbench.scoring.run_score import GradedSample, RunScore, ScoringOptions, score_run, score_table
 
 PathLike = str | os.PathLike[str]
 
@@ -39,7 +38,9 @@ class Agreement:
 class Rescored:
     """An imported file re-scored: its samples and numbers, ours, and how far they agree."""
 
-    stored: AllResults  # its ``samples`` are empty unless asked for (``with_samples``)
+    samples: list[GradedSample]  # the file's graded samples: empty unless asked for (``with_samples``)
+    score: float | None  # the file's own top-level score
+    metrics: dict[str, Any]  # the file's own metrics
     run_score: RunScore
     agreement: Agreement
     untagged: int  # examples without a dataset entry, so without example tags
@@ -65,6 +66,9 @@ def rescore_allresults(
             fast = _rescore_columns(path, data, dataset, cache, allow_untagged, options)
         if fast is not None:
             return fast
+    from healthbench.data.sources import join_datasets  # (the ordinary readers: module doc)
+    from healthbench.results.simple_evals import load_allresults
+
     conversations = join_datasets(data, dataset, cache)
     stored = load_allresults(path, conversations, allow_missing=allow_untagged)
     run_score = score_run(stored.samples, options)
@@ -72,7 +76,9 @@ def rescore_allresults(
         1 for s in stored.samples if conversations is None or s.conversation.prompt_id not in conversations
     )
     return Rescored(
-        stored=stored,
+        samples=stored.samples,
+        score=stored.score,
+        metrics=stored.metrics,
         run_score=run_score,
         agreement=agreement(stored.score, stored.metrics, run_score.metrics()),
         untagged=untagged,
@@ -93,7 +99,11 @@ def _rescore_columns(
     joined = bool(data) or dataset is not None
     index = None
     if joined:
-        paths = [*data, *([resolve(dataset, cache=cache).path] if dataset is not None else [])]
+        paths = list(data)
+        if dataset is not None:
+            from healthbench.data.sources import resolve  # (downloads: not needed for local files)
+
+            paths.append(resolve(dataset, cache=cache).path)
         index = read_rubric_index(paths)
         if index is None:
             return None
@@ -103,7 +113,9 @@ def _rescore_columns(
     lengths = fast.completion_lengths() if options.length_penalty is not None else None
     run_score = score_table(fast.table, options, lengths)
     return Rescored(
-        stored=AllResults([], fast.score, fast.metrics),
+        samples=[],
+        score=fast.score,
+        metrics=fast.metrics,
         run_score=run_score,
         agreement=agreement(fast.score, fast.metrics, run_score.metrics()),
         untagged=sum(1 for p in fast.prompt_ids if index is None or p not in index),

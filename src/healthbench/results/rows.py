@@ -17,7 +17,7 @@ from typing import Any
 from healthbench.results.aggregate import metric_ref
 from healthbench.results.metrics_out import atomic_text_file, json_safe
 from healthbench.results.views import VERDICT_NAMES, RunView, StoredSample
-from healthbench.scoring.run_score import ScoringOptions, metric_keys, sample_metrics
+from healthbench.scoring.run_score import ScoringOptions, metric_keys, samples_metrics
 from healthbench.store.runs import Store
 
 
@@ -31,17 +31,26 @@ def iter_row_scores(
     """
     view = RunView.open(store, name).require_kind("eval")
     chosen = options or view.scoring_options()
-    for index, stored in enumerate(view.iter_samples()):
-        yield row_document(index, stored, chosen, model=view.model_spec)
+    index = 0
+    for page in view.iter_sample_pages():  # one store read, scored in one `batch_metrics` call
+        values = samples_metrics([stored.graded for stored in page], chosen)
+        for stored, metrics in zip(page, values, strict=True):
+            yield row_document(index, stored, metrics, chosen, model=view.model_spec)
+            index += 1
 
 
 def row_document(
-    index: int, stored: StoredSample, options: ScoringOptions, *, model: str | None
+    index: int,
+    stored: StoredSample,
+    values: dict[str, float] | None,
+    options: ScoringOptions,
+    *,
+    model: str | None,
 ) -> dict[str, Any]:
-    """One row of the row-scores document (see the module doc)."""
+    """One row of the row-scores document (see the module doc); ``values`` are the sample's
+    `sample_metrics` (None when ungraded)."""
     graded, sample = stored.graded, stored.sample
     conversation = graded.conversation
-    values = sample_metrics(graded, options)
     keys = list(values) if values is not None else metric_keys(graded, options)
     explanations = graded.explanations or (None,) * len(graded.verdicts)
     document: dict[str, Any] = json_safe(

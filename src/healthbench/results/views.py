@@ -131,6 +131,11 @@ class RunView:
         time. Missing grades count as ungraded; a conversation whose sample failed (or was never
         made) has an empty completion and every criterion ungraded, so it is counted, never dropped.
         """
+        for page in self.iter_sample_pages(page_size):
+            yield from page
+
+    def iter_sample_pages(self, page_size: int = PAGE_SIZE) -> Iterator[list[StoredSample]]:
+        """`iter_samples` a page (one store read) at a time."""
         self.require_kind("eval")
         run_id = self.record.id
         for repeat in range(self.config.n_repeats):
@@ -138,10 +143,13 @@ class RunView:
                 ids = [item_id for item_id, _ in page]
                 samples = self.store.load_samples(run_id, item_ids=ids, repeat=repeat)
                 verdicts = self.store.load_verdicts(run_id, item_ids=ids, repeat=repeat)
+                stored = []
                 for item_id, record in page:
                     conversation = Conversation.model_validate(record)
                     sample = samples.get((item_id, repeat))
-                    yield StoredSample(_graded(item_id, conversation, repeat, sample, verdicts), sample)
+                    graded = _graded(item_id, conversation, repeat, sample, verdicts)
+                    stored.append(StoredSample(graded, sample))
+                yield stored
 
     def graded_samples(self) -> list[GradedSample]:
         """Every graded sample of the run, in `iter_samples` order (what `score_run` takes)."""

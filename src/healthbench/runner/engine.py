@@ -16,11 +16,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from healthbench.defaults import DEFAULT_JUDGE_RETRIES, DEFAULT_MAX_CONNECTIONS
 from healthbench.errors import FatalModelError, HealthBenchError, ModelError, RunError
 from healthbench.grading.template import JUDGE_SCHEMA, GraderTemplate
-from healthbench.grading.verdict import DEFAULT_JUDGE_RETRIES, VerdictParseError, parse_verdict
+from healthbench.grading.verdict import VerdictParseError, parse_verdict
 from healthbench.models.base import (
-    DEFAULT_MAX_CONNECTIONS,
     ChatModel,
     Completion,
     ModelSettings,

@@ -45,15 +45,7 @@ def judge_pair_counts(positives: Counts, totals: Counts, judge: NDArray[np.bool_
 
     ``positives`` and ``totals`` are the number of True labels and of labels on each row.
     """
-    said_true = judge.astype(np.int64)
-    said_false = 1 - said_true
-    negatives = totals - positives
-    out = np.empty((len(totals), 4), dtype=np.int64)
-    out[:, TP] = said_true * positives
-    out[:, FP] = said_true * negatives
-    out[:, FN] = said_false * positives
-    out[:, TN] = said_false * negatives
-    return out
+    return _pair_cells(judge.astype(np.int64), positives, totals - positives)
 
 
 def physician_pair_counts(labels: NDArray[np.bool_], positives: Counts, totals: Counts) -> Counts:
@@ -64,10 +56,15 @@ def physician_pair_counts(labels: NDArray[np.bool_], positives: Counts, totals: 
     label, exactly as simple-evals' "all labels but this index" does.
     """
     said_true = labels.astype(np.int64)
-    said_false = 1 - said_true
     other_true = positives - said_true
-    other_false = totals - 1 - other_true
-    out = np.empty((len(labels), 4), dtype=np.int64)
+    return _pair_cells(said_true, other_true, totals - 1 - other_true)
+
+
+def _pair_cells(said_true: Counts, other_true: Counts, other_false: Counts) -> Counts:
+    """(items, 4) pair counts of one label (1 = True) against ``other_true`` True and
+    ``other_false`` False labels."""
+    said_false = 1 - said_true
+    out = np.empty((len(said_true), 4), dtype=np.int64)
     out[:, TP] = said_true * other_true
     out[:, FP] = said_true * other_false
     out[:, FN] = said_false * other_true

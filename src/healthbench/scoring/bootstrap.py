@@ -18,14 +18,22 @@ distribution, by whichever of these equivalent methods a fixed cost model finds 
   same keys), and each atom has one stream of uniform draws over its rows. A key's n draws, uniform
   over the union of its atoms, fall into its atoms by Multinomial(n, atom size / n) and are uniform
   within each atom, so the key takes that many draws from the *start* of each atom's stream. Keys on
-  every row with another column (``level:example``) reuse the same draws with one more value read.
+  every row with another column (``level:example``) reuse the same draws with one more value read;
+- tally: keys on the same rows with different values (one axis in many runs of the same
+  conversations) share each resample's n uniform draws over those rows: the draws are tallied into
+  how often each row is drawn, and a key's resample sum is the sum of its values weighted by those
+  counts -- the gathered sum, added up in another order (by matrix products over fixed blocks of
+  rows, small enough for BLAS to run them on the calling thread; BLAS kernels differ between
+  machines, so the last bits may too).
 
 Keys with identical values share their draws. Draws are therefore correlated *across* keys, but
 every key's own resamples are exact i.i.d. bootstrap resamples of its values, which is all that the
 reported numbers depend on. The plan depends on the data only (never on timings), and each sampler
 reads its own child of ``SeedSequence(seed)`` in a fixed order, so the numbers depend only on the
 inputs, the seed and this code (its pass size `_CHUNK_ELEMENTS` included): not on the number of
-threads, nor on the machine, nor on the `Workspace` that holds the scratch buffers.
+threads, nor on the `Workspace` that holds the scratch buffers, nor (but for the tally's last bits)
+on the machine. The inputs are all the columns of a call: a key drawn with others (a batch of runs)
+has other, equally exact, draws than the same key drawn alone.
 
 Scratch memory
 --------------
@@ -54,7 +62,11 @@ _CHUNK_ELEMENTS = 1 << 18  # draws per pass (cache-sized buffers); part of the r
 
 # Cost per resample (about nanoseconds) of the exact methods. Fixed, so the plan depends on the data only.
 _COST_DRAW = 1.3  # gather one value: a uniform index, a lookup and an addition
-_COST_COLUMN = 0.5  # read one more column in each frame draw
+_COST_COLUMN = 0.5  # read one more column in each frame draw (one or two columns: one lookup)
+_COST_WIDE_COLUMN = 1.8  # read each column of a frame of three or more columns (a row copy)
+_COST_TALLY = 1.5  # tally one draw into per-row counts
+_COST_PRODUCT = 0.1  # weight one row's count by one more key's value
+_ONE_THREAD_PRODUCT = 1 << 18  # multiply-adds per matrix product that OpenBLAS keeps on one thread
 _COST_BINOMIAL = 60.0  # one binomial split of a multinomial count vector
 
 Floats = npt.NDArray[np.float64]
@@ -167,21 +179,47 @@ class _Sampler(Protocol):
 
 def _plan(columns: Sequence[Sample], n_rows: int) -> list[_Sampler]:
     """The samplers that draw every column: a `_Frame` when some samples are row subsets of a full
-    column, one `_Binary` for all two-valued samples, and a `_Counted` for each other sample. Columns
-    with identical values are one sample (they share its draws)."""
+    column, one `_Binary` for all two-valued samples, a `_Tallied` for other samples on the same rows,
+    and a `_Counted` for each other sample; with the frame or without it, whichever the cost model
+    finds cheaper. Columns with identical values are one sample (they share its draws)."""
     groups: dict[bytes, list[int]] = {}
     for i, column in enumerate(columns):
         groups.setdefault(column.values.tobytes(), []).append(i)
     alone = {keys[0]: _Counted.of(tuple(keys), columns[keys[0]].values) for keys in groups.values()}
     frame = _Frame.of(columns, alone, n_rows)
-    if frame is not None and frame.cost >= sum(alone[i].cost for i in frame.samples):
-        frame = None  # drawing its samples one by one is cheaper
+    plans = [_plan_rest(columns, alone, frame)] if frame is not None else []
+    plans.append(_plan_rest(columns, alone, None))
+    return min(plans, key=lambda plan: sum(_cost(s) for s in plan))  # (ties: the frame's plan)
+
+
+def _plan_rest(
+    columns: Sequence[Sample], alone: Mapping[int, _Counted], frame: _Frame | None
+) -> list[_Sampler]:
+    """``frame`` (if any) and the samplers of the samples it does not draw."""
     taken = set(frame.keys) if frame else set()
     rest = [s for first, s in alone.items() if first not in taken]
     binary = [s for s in rest if s.is_binary]
     samplers: list[_Sampler] = [frame] if frame else []
     samplers += [_Binary.of(binary)] if binary else []
-    return samplers + [s for s in rest if not s.is_binary]
+    by_rows: dict[bytes, list[_Counted]] = {}
+    for s in rest:
+        if not s.is_binary:
+            by_rows.setdefault(columns[s.keys[0]].rows.tobytes(), []).append(s)
+    for same_rows in by_rows.values():
+        tallied = _Tallied.of(same_rows, [columns[s.keys[0]].values for s in same_rows])
+        if len(same_rows) > 1 and tallied.cost < sum(s.cost for s in same_rows):
+            samplers.append(tallied)
+        else:
+            samplers += same_rows
+    return samplers
+
+
+def _cost(sampler: _Sampler) -> float:
+    """Per resample, by the cost model."""
+    if isinstance(sampler, _Binary):
+        return float(sampler.n.size) * _COST_BINOMIAL
+    assert isinstance(sampler, _Counted | _Frame | _Tallied)
+    return sampler.cost
 
 
 @dataclass(frozen=True)
@@ -283,6 +321,43 @@ class _Binary:
         first = rng.binomial(self.n[:, None], self.first_share[:, None], (self.n.size, n_resamples))
         sums = first * self.values[:, :1] + (self.n[:, None] - first) * self.values[:, 1:]
         return np.repeat(sums.T, self.repeats, axis=1)
+
+
+@dataclass(frozen=True)
+class _Tallied:
+    """Samples on the same n rows, drawn together by tallying each resample's n uniform draws over the
+    rows (module doc): a resample sum is ``counts @ values``, a pass of resamples at a time."""
+
+    keys: tuple[int, ...]
+    repeats: Ints  # keys per sample, in the order of `keys`
+    table: Floats  # (rows, samples): each sample's values
+    cost: float  # per resample, by the cost model
+
+    @classmethod
+    def of(cls, samples: Sequence[_Counted], values: Sequence[Floats]) -> _Tallied:
+        n = samples[0].n
+        return cls(
+            keys=tuple(k for s in samples for k in s.keys),
+            repeats=np.array([len(s.keys) for s in samples]),
+            table=np.column_stack(values),
+            cost=n * (_COST_DRAW + _COST_TALLY + _COST_PRODUCT * len(samples)),
+        )
+
+    def sums(self, n_resamples: int, rng: np.random.Generator, scratch: Scratch) -> Floats:
+        """(n_resamples, len(keys)) resample sums."""
+        n, width = self.table.shape
+        sums = np.zeros((n_resamples, width))
+        step = max(1, _CHUNK_ELEMENTS // n)
+        for start in range(0, n_resamples, step):
+            part = sums[start : start + step]
+            size = part.shape[0]
+            draws = _uniform_indices(n, size * n, rng, scratch).reshape(size, n)
+            draws += np.arange(0, size * n, n)[:, None]  # each resample tallies into its own n bins
+            counts = np.bincount(draws.ravel(), minlength=size * n).reshape(size, n).astype(np.float64)
+            block = max(1, _ONE_THREAD_PRODUCT // (size * width))  # (a threaded product costs more CPU)
+            for lo in range(0, n, block):
+                part += counts[:, lo : lo + block] @ self.table[lo : lo + block]
+        return np.repeat(sums, self.repeats, axis=1)
 
 
 @dataclass(frozen=True)
@@ -405,7 +480,10 @@ def _atoms(
 def _frame_cost(n_rows: int, n_columns: int, class_atoms: npt.NDArray[np.bool_]) -> float:
     """Per resample: about n_rows draws reading ``n_columns`` values, and a multinomial per class."""
     splits = int(np.maximum(class_atoms.sum(axis=1) - 1, 0).sum())
-    return n_rows * (_COST_DRAW + _COST_COLUMN * (n_columns - 1)) + splits * _COST_BINOMIAL
+    per_column = (
+        _COST_COLUMN * (n_columns - 1) if n_columns <= 2 else _COST_WIDE_COLUMN * n_columns
+    )  # (see `_as_vector`)
+    return n_rows * (_COST_DRAW + per_column) + splits * _COST_BINOMIAL
 
 
 def _slots(class_atoms: npt.NDArray[np.bool_]) -> npt.NDArray[np.intp]:

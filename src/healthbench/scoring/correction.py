@@ -28,13 +28,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import chain
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
-from healthbench.data.schema import Conversation
-from healthbench.scoring.rubric import OVERALL, Verdict, possible_points
-from healthbench.scoring.stats import clip_unit
+from healthbench.scoring.rubric import Verdict, key_members
+from healthbench.scoring.stats import BootstrapOptions, clip_unit
+
+if TYPE_CHECKING:  # only read by attribute: scoring never loads the pydantic models
+    from healthbench.data.schema import Conversation
 
 DEFAULT_MIN_ROWS = 30  # meta-eval rows per truth value (met / not met) for a category's own estimate
 DEFAULT_EPSILON = 0.05  # Se + Sp must exceed 1 + epsilon (else the judge is too close to chance)
@@ -154,55 +158,31 @@ class KeyTable:
 def key_tables(
     conversations: Sequence[Conversation], verdicts: Sequence[Sequence[Verdict]], model: ErrorModel
 ) -> dict[str, KeyTable]:
-    """Per key (overall, example tags, rubric tags with positive points), its `KeyTable`. Conversations
-    with an ungraded criterion are left out, as in the raw scores."""
+    """Per key (overall, example tags, rubric tags with positive points: `key_members`), its
+    `KeyTable`. Conversations with an ungraded criterion are left out, as in the raw scores."""
     slots = len(model.used) + 1
-    rows: dict[str, list[int]] = {}
-    met: dict[str, list[FloatArray]] = {}
-    weight: dict[str, list[FloatArray]] = {}
-    position = 0
-    for conversation, conversation_verdicts in zip(conversations, verdicts, strict=True):
-        if Verdict.UNGRADED in conversation_verdicts:
-            continue
-        groups: dict[str, list[int]] = {OVERALL: list(range(len(conversation.rubrics)))}
-        for i, item in enumerate(conversation.rubrics):
-            for tag in dict.fromkeys(item.tags):
-                groups.setdefault(tag, []).append(i)
-        for key, items in groups.items():
-            sums = _sums(conversation, conversation_verdicts, items, model, slots)
-            if sums is None:
-                continue
-            for name in [key, *conversation.example_tags] if key == OVERALL else [key]:
-                rows.setdefault(name, []).append(position)
-                met.setdefault(name, []).append(sums[0])
-                weight.setdefault(name, []).append(sums[1])
-        position += 1
-    return {
-        key: KeyTable(np.asarray(rows[key], dtype=np.intp), np.vstack(met[key]), np.vstack(weight[key]))
-        for key in rows
-    }
+    rubrics = [item for conversation in conversations for item in conversation.rubrics]
+    slot = np.array(
+        [model.slot(next((t for t in i.tags if t.startswith("cluster:")), None)) for i in rubrics]
+    )
+    points = np.array([item.points for item in rubrics], dtype=np.float64)
+    met = np.array([v is Verdict.MET for v in chain.from_iterable(verdicts)], dtype=bool)
+    tables = {}
+    for key, members in key_members(conversations, verdicts).items():
+        weight = points[members.criterion] / members.possible[members.row]  # summed in criterion order
+        cell = members.row * slots + slot[members.criterion]
+        tables[key] = KeyTable(
+            members.rows,
+            _slot_sums(cell, np.where(met[members.criterion], weight, 0.0), members.rows.size, slots),
+            _slot_sums(cell, weight, members.rows.size, slots),
+        )
+    return tables
 
 
-def _sums(
-    conversation: Conversation,
-    verdicts: Sequence[Verdict],
-    items: list[int],
-    model: ErrorModel,
-    slots: int,
-) -> tuple[FloatArray, FloatArray] | None:
-    rubric = conversation.rubrics
-    possible = possible_points(rubric[i] for i in items)
-    if possible <= 0:
-        return None
-    met, weight = np.zeros(slots), np.zeros(slots)
-    for i in items:
-        item = rubric[i]
-        slot = model.slot(next((t for t in item.tags if t.startswith("cluster:")), None))
-        w = item.points / possible
-        weight[slot] += w
-        if verdicts[i] is Verdict.MET:
-            met[slot] += w
-    return met, weight
+def _slot_sums(cell: npt.NDArray[np.intp], values: FloatArray, n_rows: int, slots: int) -> FloatArray:
+    """(n_rows, slots) sums of ``values`` by (row, slot) ``cell``, added in order."""
+    sums = np.bincount(cell, values, n_rows * slots).astype(np.float64, copy=False)
+    return sums.reshape(n_rows, slots)
 
 
 @dataclass(frozen=True)
@@ -245,14 +225,15 @@ def correct(
     cells: JudgeCells,
     model: ErrorModel,
     *,
-    n_resamples: int = 1000,
-    seed: int = 0,
-    confidence: float = 0.95,
+    options: BootstrapOptions | None = None,
     epsilon: float = DEFAULT_EPSILON,
 ) -> CorrectionResult:
-    """Raw and corrected figures for every key, with the joint bootstrap CI (see the module doc)."""
+    """Raw and corrected figures for every key, with the joint bootstrap CI (see the module doc) of
+    ``options`` (resamples, seed, CI level; default `BootstrapOptions()`)."""
+    options = options or BootstrapOptions()
+    n_resamples, confidence = options.n_resamples, options.confidence
     se_point, sp_point = _parameters(model)
-    rng = np.random.default_rng(np.random.SeedSequence(seed))
+    rng = np.random.default_rng(np.random.SeedSequence(options.seed))
     unstable = 0
     draws: FloatArray | None = None
     if n_resamples > 0:

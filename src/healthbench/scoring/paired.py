@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from healthbench.scoring.stats import DEFAULT_RESAMPLES, clip_unit, clipped_mean
+from healthbench.scoring.stats import BootstrapOptions, clip_unit, clipped_mean
 
 __all__ = [
     "BETTER",
@@ -67,21 +67,19 @@ def paired_resample_means(
 
 
 def paired_bootstrap(
-    a: npt.ArrayLike,
-    b: npt.ArrayLike,
-    *,
-    n_resamples: int = DEFAULT_RESAMPLES,
-    seed: int = 0,
-    confidence: float = 0.95,
+    a: npt.ArrayLike, b: npt.ArrayLike, options: BootstrapOptions | None = None
 ) -> PairedDifference:
-    """``b`` minus ``a`` on paired values (module doc); NaN CI and p-value when ``n_resamples`` is 0."""
+    """``b`` minus ``a`` on paired values (module doc), bootstrapped as ``options`` says (resamples,
+    seed, CI level; default `BootstrapOptions()`); NaN CI and p-value with no resample."""
+    options = options or BootstrapOptions()
+    n_resamples, confidence = options.n_resamples, options.confidence
     first, second = _pair(a, b)
     mean_a = clipped_mean(first)
     mean_b = clipped_mean(second)
     if n_resamples == 0:
         nan = float("nan")
         return PairedDifference(first.size, mean_a, mean_b, mean_b - mean_a, nan, nan, nan)
-    means_a, means_b = paired_resample_means(first, second, n_resamples=n_resamples, seed=seed)
+    means_a, means_b = paired_resample_means(first, second, n_resamples=n_resamples, seed=options.seed)
     differences = clip_unit(means_b) - clip_unit(means_a)
     alpha = (1.0 - confidence) / 2.0
     lower, upper = np.quantile(differences, [alpha, 1.0 - alpha])

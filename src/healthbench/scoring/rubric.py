@@ -11,21 +11,35 @@ conversation with any ungraded criterion has no score (it is left out of the agg
 
 from __future__ import annotations
 
-import itertools
 import operator
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
-from itertools import chain, count, repeat
+from itertools import chain, count
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
-from healthbench.data.schema import Conversation, RubricItem
+from healthbench.scoring.metric_layout import OVERALL, ExampleTags, key_columns, key_dicts, once_each
 from healthbench.scoring.stats import Column, columns_of
 
-OVERALL = "overall_score"
+if TYPE_CHECKING:  # only read by attribute: scoring never loads the pydantic models
+    from healthbench.data.schema import Conversation
+
+__all__ = [
+    "OVERALL",
+    "KeyMembers",
+    "MetricTable",
+    "RubricLayout",
+    "Verdict",
+    "batch_metrics",
+    "columns_metrics",
+    "conversation_metrics",
+    "key_members",
+    "length_adjusted",
+]
 
 
 class Verdict(Enum):
@@ -46,53 +60,12 @@ class Verdict(Enum):
         return None if self is Verdict.UNGRADED else self is Verdict.MET
 
 
-def possible_points(items: Iterable[RubricItem]) -> float:
-    """The sum of the positive points of ``items`` (in their order): a score's denominator."""
-    return sum(item.points for item in items if item.points > 0)
-
-
 def conversation_metrics(conversation: Conversation, verdicts: Sequence[Verdict]) -> dict[str, float] | None:
-    """All per-conversation metric values, or None when any criterion is ungraded.
-
-    Each value is met points (negatives included) / `possible_points` of the criteria carrying the
-    key (keys: overall, then example tags, then rubric tags in order of first appearance), summed in
-    criterion order in a single pass over the rubric because this runs once per conversation of
-    every run.
-    """
-    if len(conversation.rubrics) != len(verdicts):
-        raise ValueError(f"{len(conversation.rubrics)} rubric items but {len(verdicts)} verdicts")
-    if Verdict.UNGRADED in verdicts:
-        return None
-    possible: float = 0
-    achieved: float = 0
-    tag_possible: dict[str, float] = {}  # insertion order = first appearance of the tag
-    tag_achieved: dict[str, float] = {}
-    for item, verdict in zip(conversation.rubrics, verdicts, strict=True):
-        points = item.points
-        tags: Sequence[str] = item.tags
-        if len(tags) > 1 and len(set(tags)) != len(tags):
-            tags = list(dict.fromkeys(tags))  # a tag counts once per criterion
-        if points > 0:
-            possible += points
-            for tag in tags:
-                tag_possible[tag] = tag_possible.get(tag, 0) + points
-        else:
-            for tag in tags:
-                tag_possible.setdefault(tag, 0)
-        if verdict is Verdict.MET:
-            achieved += points
-            for tag in tags:
-                tag_achieved[tag] = tag_achieved.get(tag, 0) + points
-    if possible == 0:  # the schema rejects such rubrics; kept for records built by hand
-        raise ValueError(f"conversation {conversation.prompt_id} has no positive points")
-    overall = achieved / possible
-    metrics: dict[str, float] = {OVERALL: overall}
-    for tag in conversation.example_tags:
-        metrics[tag] = overall
-    for tag, tag_total in tag_possible.items():
-        if tag_total > 0:  # only tags with at least one positive-point criterion get a score
-            metrics[tag] = tag_achieved.get(tag, 0) / tag_total
-    return metrics
+    """All per-conversation metric values, or None when any criterion is ungraded: `batch_metrics` of
+    this one conversation (the definitions: module doc). Keys: overall, then the example tags, then
+    the rubric tags in order of first appearance; a later key of the same name overwrites an earlier
+    one's value in its place, as simple-evals' dict updates do."""
+    return batch_metrics([conversation], [verdicts]).per_conversation[0]
 
 
 @dataclass(frozen=True)
@@ -110,25 +83,99 @@ class MetricTable:
 def batch_metrics(
     conversations: Sequence[Conversation], verdicts: Sequence[Sequence[Verdict]]
 ) -> MetricTable:
-    """`conversation_metrics` of every conversation, computed over all criteria at once.
+    """The per-conversation metrics of every conversation (module doc), computed over all criteria
+    at once: the one implementation of the rubric score.
 
-    Sums are `np.bincount` accumulations, which add the same points in the same (criterion) order as
-    `conversation_metrics`, so every value is bit-identical; the keys and their order are the same.
-    Anything unusual (a length mismatch, a conversation without positive points, an example tag
-    repeated or also used as a rubric tag, very many distinct tags) goes through
-    `conversation_metrics` one conversation at a time, which also raises its errors.
+    Sums are `np.bincount` accumulations, which add the points in criterion order, as simple-evals'
+    loop does. A `ValueError` for a conversation with more or fewer verdicts than criteria, or a
+    graded one without positive points. A batch with very many distinct tags is scored in parts.
     """
     if len(conversations) != len(verdicts):
         raise ValueError(f"{len(conversations)} conversations but {len(verdicts)} verdict lists")
     if not conversations:
         return MetricTable([], {}, 0)
     criteria = _Criteria.of(conversations, verdicts)
-    table = criteria.table() if criteria is not None else None
-    if table is not None:
-        return table
-    per_conversation = [conversation_metrics(c, v) for c, v in zip(conversations, verdicts, strict=True)]
-    ungraded = sum(v is Verdict.UNGRADED for v in chain.from_iterable(verdicts))
-    return MetricTable(per_conversation, columns_of([m for m in per_conversation if m is not None]), ungraded)
+    if criteria is None:
+        c, v = next((c, v) for c, v in zip(conversations, verdicts, strict=True) if len(c.rubrics) != len(v))
+        raise ValueError(f"{len(c.rubrics)} rubric items but {len(v)} verdicts")
+    structure = _Structure.of(criteria)
+    if structure is None:  # too many (conversation, tag) cells at once: score the halves
+        if len(conversations) == 1:
+            raise ValueError(f"conversation {conversations[0].prompt_id} has too many distinct tags")
+        half = len(conversations) // 2
+        return _joined(
+            batch_metrics(conversations[:half], verdicts[:half]),
+            batch_metrics(conversations[half:], verdicts[half:]),
+        )
+    table = structure.table(criteria)
+    if table is None:
+        bad = next(
+            c
+            for c, v in zip(conversations, verdicts, strict=True)
+            if Verdict.UNGRADED not in v and not any(item.points > 0 for item in c.rubrics)
+        )
+        raise ValueError(f"conversation {bad.prompt_id} has no positive points")
+    return table
+
+
+@dataclass(frozen=True)
+class KeyMembers:
+    """One key's criteria in the graded conversations that have it, for scores that weigh them
+    otherwise (`healthbench.scoring.correction`): ``rows`` as in `Column`; per member criterion (in
+    criterion order) its ``row`` (an index into ``rows``) and its index in the batch's criteria
+    (conversations' rubrics one after another); per row the key's positive points."""
+
+    rows: npt.NDArray[np.intp]
+    row: npt.NDArray[np.intp]
+    criterion: npt.NDArray[np.intp]
+    possible: npt.NDArray[np.float64]
+
+
+def key_members(
+    conversations: Sequence[Conversation], verdicts: Sequence[Sequence[Verdict]]
+) -> dict[str, KeyMembers]:
+    """`KeyMembers` of every key of `batch_metrics` (in its order): overall and the example tags take
+    every criterion of their conversations, a rubric tag its own criteria (each once)."""
+    table = batch_metrics(conversations, verdicts)  # (raises for a bad batch)
+    criteria = _Criteria.of(conversations, verdicts)
+    if criteria is None or table.graded is None:  # (no conversation)
+        return {}
+    structure = _Structure.of(criteria)
+    if structure is None:
+        raise ValueError("too many distinct tags in one batch to weigh their criteria")
+    graded, index = table.graded, {name: i for i, name in enumerate(criteria.names)}
+    rank = np.cumsum(graded) - 1
+    n_names = max(len(criteria.names), 1)
+    occurrence_conv = structure.cell // n_names
+    members = {}
+    for key, column in table.columns.items():
+        if key in index:  # a rubric tag: its counted occurrences in conversations where it is scored
+            chosen = (structure.cell % n_names == index[key]) & graded[occurrence_conv]
+            chosen &= structure.tag_possible[structure.cell] > 0
+            items, conv = structure.tag_items[chosen], occurrence_conv[chosen]
+            possible = structure.tag_possible[structure.cell[chosen]]
+        else:  # overall or an example tag: every criterion of the conversations that have it
+            items = np.flatnonzero(graded[structure.conv_of_item])
+            items = items[np.isin(rank[structure.conv_of_item[items]], column.rows)]
+            conv = structure.conv_of_item[items]
+            possible = structure.possible[conv]
+        row = np.searchsorted(column.rows, rank[conv])
+        per_row = np.zeros(column.rows.size)
+        per_row[row] = possible
+        members[key] = KeyMembers(column.rows, row, items, per_row)
+    return members
+
+
+def _joined(first: MetricTable, second: MetricTable) -> MetricTable:
+    """The table of two consecutive parts of a batch."""
+    per_conversation = first.per_conversation + second.per_conversation
+    graded = [m is not None for m in per_conversation]
+    return MetricTable(
+        per_conversation,
+        columns_of([m for m in per_conversation if m is not None]),
+        first.ungraded_criteria + second.ungraded_criteria,
+        np.array(graded, dtype=bool),
+    )
 
 
 @dataclass(frozen=True)
@@ -137,23 +184,24 @@ class RubricLayout:
     once and reused for every run of the same conversations: only the verdicts change."""
 
     criteria: _Criteria
+    structure: _Structure | None  # None: unusual (see `batch_metrics`)
 
     @classmethod
     def of(cls, conversations: Sequence[Conversation]) -> RubricLayout | None:
         """None when a batch is unusual (see `batch_metrics`)."""
         placeholder = [(Verdict.NOT_MET,) * len(c.rubrics) for c in conversations]
         criteria = _Criteria.of(conversations, placeholder)
-        return cls(criteria) if criteria is not None else None
+        return cls(criteria, _Structure.of(criteria)) if criteria is not None else None
 
     def metrics(self, verdicts: Sequence[Sequence[Verdict]], *, dicts: bool = True) -> MetricTable | None:
         """`batch_metrics` of these conversations graded by ``verdicts`` (None: use `batch_metrics`);
         without the per-conversation ``dicts`` (the slowest part) unless asked."""
         n_items = np.fromiter(map(len, verdicts), np.intp, len(verdicts))
-        if not np.array_equal(n_items, self.criteria.n_items):
+        if self.structure is None or not np.array_equal(n_items, self.criteria.n_items):
             return None
         code = np.fromiter(map(id, chain.from_iterable(verdicts)), np.intp, self.criteria.points.size)
         criteria = replace(self.criteria, met=code == id(Verdict.MET), ungraded=code == id(Verdict.UNGRADED))
-        return criteria.table(dicts)
+        return self.structure.table(criteria, dicts)
 
 
 def columns_metrics(
@@ -179,12 +227,12 @@ def columns_metrics(
         np.fromiter(map(len, criterion_tags), np.intp, len(criterion_tags)),
         tags,
         list(names),
-        [list(t) for t in example_tags],
+        [once_each(t) for t in example_tags],
     )
     return criteria.table()
 
 
-_MAX_CELLS = 1 << 24  # conversations x distinct tags for the dense per-tag sums; beyond, one by one
+_MAX_CELLS = 1 << 24  # conversations x distinct tags for the dense per-tag sums; beyond, in parts
 _POINTS, _TAGS = operator.attrgetter("points"), operator.attrgetter("tags")
 
 
@@ -226,7 +274,7 @@ class _Criteria:
             points.extend(map(_POINTS, rubric))
             n_tags.extend(map(len, tag_lists))
             tags.extend(map(lookup, chain.from_iterable(tag_lists)))
-            example_tags.append(conversation.example_tags)
+            example_tags.append(once_each(conversation.example_tags))
         verdict = np.fromiter(map(id, chain.from_iterable(verdicts)), np.intp, len(points))
         return cls(
             n_items,
@@ -240,47 +288,102 @@ class _Criteria:
         )
 
     def table(self, dicts: bool = True) -> MetricTable | None:
-        """The metrics, or None when the batch needs `conversation_metrics` one by one."""
-        n_conv, n_names = len(self.n_items), len(self.names)
-        conv_of_item = np.repeat(np.arange(n_conv), self.n_items)
-        graded = np.bincount(conv_of_item, self.ungraded, n_conv) == 0
-        positive = np.where(self.points > 0, self.points, 0.0)
-        earned = np.where(self.met, self.points, 0.0)
-        possible = np.bincount(conv_of_item, positive, n_conv)
-        if np.any(graded & (possible == 0)) or n_conv * n_names > _MAX_CELLS:
+        """The metrics, or None when `batch_metrics` must decide (too many tags, no positive points)."""
+        structure = _Structure.of(self)
+        return structure.table(self, dicts) if structure is not None else None
+
+
+@dataclass(frozen=True)
+class _Structure:
+    """What the metrics of a batch need that does not depend on its verdicts: each criterion's
+    conversation, each (conversation, rubric tag) cell's criteria and positive points, and the
+    example tags (computed once for every run of the same conversations)."""
+
+    conv_of_item: npt.NDArray[np.intp]
+    possible: npt.NDArray[np.float64]  # per conversation: its positive points
+    tag_items: npt.NDArray[np.intp]  # per counted tag occurrence: its criterion
+    cell: npt.NDArray[np.intp]  # per counted tag occurrence: its (conversation, tag) cell
+    tag_possible: npt.NDArray[np.float64]  # per cell: its positive points
+    first_in_cell: npt.NDArray[np.bool_]  # per counted tag occurrence: the first of its cell
+    carried: npt.NDArray[np.int64]  # (conversations, example tag names): 1 where carried
+    example_names: list[str]
+    plain: bool  # no name is both an example tag and a rubric tag (or overall's): keys never collide
+
+    @classmethod
+    def of(cls, criteria: _Criteria) -> _Structure | None:
+        """None when the batch has too many (conversation, tag) cells (see `batch_metrics`)."""
+        n_conv, n_names = len(criteria.n_items), len(criteria.names)
+        if n_conv * n_names > _MAX_CELLS:
             return None
-        overall = np.divide(
-            np.bincount(conv_of_item, earned, n_conv), possible, where=graded, out=np.zeros(n_conv)
+        carried = ExampleTags.carried(criteria.example_tags, _MAX_CELLS)
+        if carried is None:
+            return None
+        rubric_names = set(criteria.names)
+        plain = (
+            rubric_names.isdisjoint(carried[1]) and OVERALL not in rubric_names and OVERALL not in carried[1]
         )
-        examples = _ExampleTags.of(self.example_tags, graded, set(self.names))
-        if examples is None:
-            return None
-        item_of_tag = np.repeat(np.arange(len(self.points)), self.n_tags)
-        kept = _first_in_criterion(self.tag, item_of_tag)
+        conv_of_item = np.repeat(np.arange(n_conv), criteria.n_items)
+        positive = np.where(criteria.points > 0, criteria.points, 0.0)
+        item_of_tag = np.repeat(np.arange(len(criteria.points)), criteria.n_tags)
+        kept = _first_in_criterion(criteria.tag, item_of_tag)
         tag_items = item_of_tag[kept]
-        cell = conv_of_item[tag_items] * n_names + self.tag[kept]  # (conversation, tag) cell
-        tag_possible = np.bincount(cell, positive[tag_items], n_conv * n_names)
-        scored = ((tag_possible.reshape(n_conv, n_names) > 0) & graded[:, None]).ravel()
-        ratio = np.bincount(cell, earned[tag_items], n_conv * n_names).astype(np.float64, copy=False)
-        np.divide(ratio, tag_possible, where=scored, out=ratio)  # (only scored cells are read)
+        cell = conv_of_item[tag_items] * n_names + criteria.tag[kept]
         position = np.arange(cell.size, dtype=np.int32)
         first = np.full(n_conv * n_names, cell.size, dtype=np.int32)
         np.minimum.at(first, cell, position)
-        entry = cell[(first[cell] == position) & scored[cell]]  # per conversation, in order
-        per_conversation = (
-            _dicts(overall, graded, self.example_tags, self.names, entry, ratio) if dicts else []
+        return cls(
+            conv_of_item,
+            np.bincount(conv_of_item, positive, n_conv).astype(np.float64, copy=False),
+            tag_items,
+            cell,
+            np.bincount(cell, positive[tag_items], n_conv * n_names).astype(np.float64, copy=False),
+            first[cell] == position,
+            carried[0],
+            carried[1],
+            plain,
         )
-        columns = _columns(
+
+    def table(self, criteria: _Criteria, dicts: bool = True) -> MetricTable | None:
+        """The metrics of ``criteria`` (these conversations graded), or None when a graded
+        conversation has no positive points."""
+        n_conv, n_names = len(criteria.n_items), len(criteria.names)
+        graded = np.bincount(self.conv_of_item, criteria.ungraded, n_conv) == 0
+        if np.any(graded & (self.possible == 0)):
+            return None
+        earned = np.where(criteria.met, criteria.points, 0.0)
+        overall = np.divide(
+            np.bincount(self.conv_of_item, earned, n_conv), self.possible, where=graded, out=np.zeros(n_conv)
+        )
+        examples = ExampleTags(
+            self.example_names,
+            [np.flatnonzero(self.carried[:, e] & graded) for e in range(len(self.example_names))],
+        )
+        scored = ((self.tag_possible.reshape(n_conv, n_names) > 0) & graded[:, None]).ravel()
+        ratio = np.bincount(self.cell, earned[self.tag_items], n_conv * n_names).astype(
+            np.float64, copy=False
+        )
+        np.divide(ratio, self.tag_possible, where=scored, out=ratio)  # (only scored cells are read)
+        entry = self.cell[self.first_in_cell & scored[self.cell]]  # per conversation, in order
+        if not self.plain:
+            every = key_dicts(
+                overall, graded, criteria.example_tags, criteria.names, entry, ratio, plain=False
+            )
+            columns_by_rows = columns_of([m for m in every if m is not None])
+            return MetricTable(every if dicts else [], columns_by_rows, int(criteria.ungraded.sum()), graded)
+        per_conversation = (
+            key_dicts(overall, graded, criteria.example_tags, criteria.names, entry, ratio) if dicts else []
+        )
+        columns = key_columns(
             overall,
             graded,
-            self.example_tags,
+            criteria.example_tags,
             examples,
-            self.names,
+            criteria.names,
             scored.reshape(n_conv, n_names),
             ratio.reshape(n_conv, n_names),
             entry,
         )
-        return MetricTable(per_conversation, columns, int(self.ungraded.sum()), graded)
+        return MetricTable(per_conversation, columns, int(criteria.ungraded.sum()), graded)
 
 
 def _first_in_criterion(
@@ -293,102 +396,6 @@ def _first_in_criterion(
         kept[lag:] &= ~((item_of_tag[lag:] == item_of_tag[:-lag]) & (tag[lag:] == tag[:-lag]))
         lag += 1
     return kept
-
-
-@dataclass(frozen=True)
-class _ExampleTags:
-    """The example tags' names (by first appearance) and, per name, the graded conversations with it."""
-
-    names: list[str]
-    carriers: list[npt.NDArray[np.intp]]
-
-    @classmethod
-    def of(
-        cls, example_tags: list[list[str]], graded: npt.NDArray[np.bool_], rubric_names: set[str]
-    ) -> _ExampleTags | None:
-        """None when a tag repeats within a conversation or is also a rubric tag (or overall's name)."""
-        index: defaultdict[str, int] = defaultdict(count().__next__)
-        tag = np.fromiter(map(index.__getitem__, chain.from_iterable(example_tags)), np.intp)
-        names = list(index)
-        if not rubric_names.isdisjoint(names) or OVERALL in rubric_names or OVERALL in index:
-            return None
-        n_conv = len(example_tags)
-        if n_conv * len(names) > _MAX_CELLS:
-            return None
-        conv = np.repeat(np.arange(n_conv), np.fromiter(map(len, example_tags), np.intp, n_conv))
-        carried = np.bincount(conv * len(names) + tag, minlength=n_conv * len(names)).reshape(
-            n_conv, len(names)
-        )
-        if carried.size and carried.max() > 1:
-            return None
-        carried &= graded[:, None]
-        return cls(names, [np.flatnonzero(carried[:, e]) for e in range(len(names))])
-
-
-def _dicts(
-    overall: npt.NDArray[np.float64],
-    graded: npt.NDArray[np.bool_],
-    example_tags: list[list[str]],
-    names: list[str],
-    entry: npt.NDArray[np.intp],
-    ratio: npt.NDArray[np.float64],
-) -> list[dict[str, float] | None]:
-    """simple-evals' per-conversation dicts: overall, the example tags, then the scored rubric tags
-    (``entry``: their cells, conversation by conversation in key order), None when ungraded."""
-    n_heads = np.where(graded, 1 + np.fromiter(map(len, example_tags), np.intp, len(graded)), 0)
-    sizes = n_heads + np.bincount(entry // len(names), minlength=len(graded))
-    within = np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-    is_head = within < np.repeat(n_heads, sizes)
-    keys = np.empty(is_head.size, dtype=object)
-    graded_tags = itertools.compress(example_tags, graded.tolist())
-    keys[is_head] = list(chain.from_iterable(chain.from_iterable(zip(repeat((OVERALL,)), graded_tags))))
-    keys[~is_head] = np.array(names, dtype=object)[entry % len(names)]
-    values = np.empty(is_head.size)
-    values[is_head] = np.repeat(overall, n_heads)
-    values[~is_head] = ratio[entry]
-    key_iter, value_iter = iter(keys.tolist()), iter(values.tolist())
-    slices = (
-        map(itertools.islice, repeat(key_iter), sizes.tolist()),
-        map(itertools.islice, repeat(value_iter), sizes.tolist()),
-    )
-    dicts: list[dict[str, float] | None] = list(map(dict, map(zip, *slices)))
-    if not graded.all():
-        for i in np.flatnonzero(~graded).tolist():
-            dicts[i] = None
-    return dicts
-
-
-def _columns(
-    overall: npt.NDArray[np.float64],
-    graded: npt.NDArray[np.bool_],
-    example_tags: list[list[str]],
-    examples: _ExampleTags,
-    names: list[str],
-    scored: npt.NDArray[np.bool_],
-    ratio: npt.NDArray[np.float64],
-    entry: npt.NDArray[np.intp],
-) -> dict[str, Column]:
-    """One column per key (``scored`` and ``ratio`` are conversations x rubric tags), keys in the order
-    they are first seen in the per-conversation dicts: by conversation, then position in its dict."""
-    if not graded.any():
-        return {}
-    rank = np.cumsum(graded) - 1  # the row of each graded conversation
-    columns = {OVERALL: Column(np.arange(int(graded.sum()), dtype=np.intp), overall[graded])}
-    seen = {OVERALL: (int(np.argmax(graded)), 0)}
-    for name, carriers in zip(examples.names, examples.carriers, strict=True):
-        if carriers.size:
-            first = int(carriers[0])
-            columns[name] = Column(rank[carriers], overall[carriers])
-            seen[name] = (first, 1 + example_tags[first].index(name))
-    bounds = np.searchsorted(entry // len(names), np.arange(len(graded) + 1))
-    for tag, name in enumerate(names):
-        carriers = np.flatnonzero(scored[:, tag])
-        if carriers.size:
-            first = int(carriers[0])
-            columns[name] = Column(rank[carriers], ratio[carriers, tag])
-            at = np.flatnonzero(entry[bounds[first] : bounds[first + 1]] == first * len(names) + tag)[0]
-            seen[name] = (first, 1 + len(example_tags[first]) + int(at))
-    return {key: columns[key] for key in sorted(columns, key=seen.__getitem__)}
 
 
 def length_adjusted(score: float, response_length: int, *, penalty: float, center: float) -> float:

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from healthbench.data.schema import Conversation
 from healthbench.scoring.rubric import (
     OVERALL,
     MetricTable,
@@ -30,6 +29,9 @@ from healthbench.scoring.stats import (
     columns_of,
     flatten,
 )
+
+if TYPE_CHECKING:  # only read by attribute: scoring never loads the pydantic models
+    from healthbench.data.schema import Conversation
 
 LENGTH_ADJUSTED = "overall_score_length_adjusted"  # simple-evals' key
 ERROR_RATE = "error_rate"
@@ -110,18 +112,25 @@ class RunScore:
 
 def sample_metrics(sample: GradedSample, options: ScoringOptions) -> dict[str, float] | None:
     """The per-sample metric values (simple-evals' ``SingleEvalResult.metrics``), None if ungraded."""
-    metrics = conversation_metrics(sample.conversation, sample.verdicts)
-    if metrics is None:
-        return None
-    if _length_adjustment_on(options):
-        assert options.length_penalty is not None and options.length_center is not None
-        metrics[LENGTH_ADJUSTED] = length_adjusted(
-            metrics[OVERALL],
-            len(sample.completion),
-            penalty=options.length_penalty,
-            center=options.length_center,
-        )
-    return metrics
+    return samples_metrics([sample], options)[0]
+
+
+def samples_metrics(
+    samples: Sequence[GradedSample], options: ScoringOptions
+) -> list[dict[str, float] | None]:
+    """`sample_metrics` of many samples, computed in one `batch_metrics` call."""
+    table = batch_metrics([s.conversation for s in samples], [s.verdicts for s in samples])
+    adjust = _length_adjustment_on(options)
+    for sample, metrics in zip(samples, table.per_conversation, strict=True):
+        if metrics is not None and adjust:
+            assert options.length_penalty is not None and options.length_center is not None
+            metrics[LENGTH_ADJUSTED] = length_adjusted(
+                metrics[OVERALL],
+                len(sample.completion),
+                penalty=options.length_penalty,
+                center=options.length_center,
+            )
+    return table.per_conversation
 
 
 def metric_keys(sample: GradedSample, options: ScoringOptions) -> list[str]:

@@ -10,13 +10,17 @@ and why sharing draws between keys changes no key's numbers).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
+from healthbench.defaults import DEFAULT_RESAMPLES, DEFAULT_SEED
 from healthbench.scoring.bootstrap import Floats, Workspace, resample_sums
+
+Key = TypeVar("Key", bound=Hashable)
 
 __all__ = [
     "DEFAULT_RESAMPLES",
@@ -36,9 +40,6 @@ __all__ = [
     "columns_of",
     "flatten",
 ]
-
-DEFAULT_RESAMPLES = 1000
-DEFAULT_SEED = 0  # bootstrap seed: the same seed gives the same stds and CIs
 
 
 @dataclass(frozen=True)
@@ -135,13 +136,14 @@ def aggregate_groups(
 
 
 def aggregate_columns(
-    columns: Mapping[str, Column],
+    columns: Mapping[Key, Column],
     n_rows: int,
     *,
     options: BootstrapOptions | None = None,
     workspace: Workspace | None = None,
-) -> dict[str, KeyStats]:
-    """`KeyStats` per non-empty key (in the mapping's order) of samples laid out as `Column`s.
+) -> dict[Key, KeyStats]:
+    """`KeyStats` per non-empty key (in the mapping's order) of samples laid out as `Column`s (keys
+    are metric names, or any hashable: (run, name) for a batch of runs drawn in one call).
 
     ``options`` (default `BootstrapOptions()`) sets the bootstrap. ``workspace`` holds its scratch
     buffers: a new one per call by default; a long-lived caller may pass the same one to every call
@@ -153,14 +155,7 @@ def aggregate_columns(
         return {}
     samples = [columns[key] for key in keys]
     n_resamples = options.n_resamples
-    boot = bootstrap_columns(
-        samples,
-        n_rows,
-        n_resamples=n_resamples,
-        seed=options.seed,
-        workers=options.workers,
-        workspace=workspace,
-    )
+    boot = bootstrap_columns(samples, n_rows, options, workspace=workspace)
     alpha = (1.0 - options.confidence) / 2.0
     if n_resamples > 0:
         stds = boot.std(axis=0)
@@ -180,14 +175,9 @@ def aggregate_columns(
 
 
 def bootstrap_means(
-    samples: Sequence[npt.ArrayLike],
-    *,
-    n_resamples: int,
-    seed: int,
-    workers: int = 1,
-    workspace: Workspace | None = None,
+    samples: Sequence[npt.ArrayLike], options: BootstrapOptions, *, workspace: Workspace | None = None
 ) -> Floats:
-    """Clipped means of ``n_resamples`` resamples (with replacement) of every sample: shape
+    """Clipped means of ``options.n_resamples`` resamples (with replacement) of every sample: shape
     (n_resamples, len(samples)). Samples share no rows; identical samples share their draws."""
     arrays = [np.asarray(s, dtype=np.float64) for s in samples]
     bounds = np.cumsum([0] + [a.size for a in arrays])
@@ -195,31 +185,26 @@ def bootstrap_means(
         Column(np.arange(lo, hi, dtype=np.intp), a)
         for lo, hi, a in zip(bounds[:-1], bounds[1:], arrays, strict=True)
     ]
-    return bootstrap_columns(
-        columns, int(bounds[-1]), n_resamples=n_resamples, seed=seed, workers=workers, workspace=workspace
-    )
+    return bootstrap_columns(columns, int(bounds[-1]), options, workspace=workspace)
 
 
 def bootstrap_columns(
-    columns: Sequence[Column],
-    n_rows: int,
-    *,
-    n_resamples: int,
-    seed: int,
-    workers: int = 1,
-    workspace: Workspace | None = None,
+    columns: Sequence[Column], n_rows: int, options: BootstrapOptions, *, workspace: Workspace | None = None
 ) -> Floats:
-    """Clipped resample means, shape (n_resamples, len(columns)), each column resampled exactly.
-
-    ``workers`` threads run the plan's independent samplers; each owns a child of
-    ``SeedSequence(seed)``, so the result does not depend on ``workers`` (nor on ``workspace``).
-    """
+    """Clipped resample means, shape (options.n_resamples, len(columns)), each column resampled
+    exactly (`resample_sums`: ``options.workers`` threads; neither they nor ``workspace`` change a
+    bit). The CI level is not used here."""
     if any(c.values.size == 0 for c in columns):
         raise ValueError("cannot bootstrap an empty sample")
-    if workers < 1:
-        raise ValueError(f"workers must be at least 1, got {workers}")
+    if options.workers < 1:
+        raise ValueError(f"workers must be at least 1, got {options.workers}")
     out = resample_sums(
-        columns, n_rows, n_resamples=n_resamples, seed=seed, workers=workers, workspace=workspace
+        columns,
+        n_rows,
+        n_resamples=options.n_resamples,
+        seed=options.seed,
+        workers=options.workers,
+        workspace=workspace,
     )
     np.divide(out, [c.values.size for c in columns], out=out)
     clip_unit(out, out=out)

@@ -7,7 +7,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from healthbench.models.base import DEFAULT_MAX_CONNECTIONS, ModelSettings
+from healthbench.defaults import DEFAULT_MAX_CONNECTIONS
+from healthbench.models.base import ModelSettings
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$"  # no slash, no "..", at most 100 characters
 JobStatusName = Literal["created", "pending", "active", "completed", "error", "cancelling", "cancelled"]
