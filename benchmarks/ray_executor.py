@@ -22,10 +22,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from healthbench.config import build_config
 from healthbench.results.run_results import score_stored_run
 from healthbench.runner.run import run_eval
 from healthbench.store import Store
+from healthbench.testing.fake_runs import fake_run_config
 from healthbench.testing.process import fake_server_process
 
 SHARED = Path("/work/shared/data/healthbench/eval/oss_eval_sample527.jsonl")
@@ -38,16 +38,7 @@ def cpu_seconds() -> float:
 
 
 def one_run(url: str, data: Path, executor: str, max_connections: int, folder: Path) -> dict[str, Any]:
-    config = build_config(
-        {
-            "dataset": "full",
-            "data": str(data),
-            "model": {"spec": "bench-candidate", "base_url": url},
-            "judge": {"spec": "bench-judge", "base_url": url},
-            "max_connections": max_connections,
-            "executor": executor,
-        }
-    )
+    config = fake_run_config(url, data, max_connections=max_connections, executor=executor)
     store = Store(folder / f"{executor}.db")
     cpu, wall = cpu_seconds(), time.perf_counter()
     outcome = run_eval(config, store=store, name=executor)

@@ -12,10 +12,10 @@ import sys
 import time
 from pathlib import Path
 
-from healthbench.config import build_config
 from healthbench.results.run_results import score_stored_run
 from healthbench.runner.run import run_eval
 from healthbench.store import Store
+from healthbench.testing.fake_runs import fake_run_config
 from healthbench.testing.fake_server import fetch_stats, reset_stats
 from healthbench.testing.process import fake_server_process
 
@@ -82,15 +82,7 @@ def test_kill_9_five_times_then_resume(tmp_path: Path, store_target: str) -> Non
     rng = random.Random(int(os.environ.get("HEALTHBENCH_TEST_SEED", "0")))
     with fake_server_process("--latency", "0.05") as url:
         clean_store = Store(tmp_path / "clean.db")
-        cfg = build_config(
-            {
-                "dataset": "full",
-                "data": str(data),
-                "model": {"spec": "cand", "base_url": url},
-                "judge": {"spec": "judge", "base_url": url},
-                "max_connections": MAX_CONNECTIONS,
-            }
-        )
+        cfg = fake_run_config(url, data, max_connections=MAX_CONNECTIONS)
         reset_stats(url)
         clean = run_eval(cfg, store=clean_store, name="crash")
         clean_calls = fetch_stats(url)["requests"]

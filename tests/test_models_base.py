@@ -96,6 +96,7 @@ def test_bad_specs_are_one_line_config_errors_listing_the_forms(text, base_url, 
     assert message.startswith(start)
     assert message.endswith(
         "use 'openai/MODEL', 'anthropic/MODEL', 'local/smollm2', 'local/PATH.gguf', "
+        "'vllm/HF_ID_OR_PATH' (with --executor ray), "
         "or a bare MODEL together with --base-url for an OpenAI-compatible server"
     )
     assert "\n" not in message

@@ -5,6 +5,7 @@ One local Ray per test session (`ray_cluster`); every test here skips when Ray i
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import signal
@@ -13,23 +14,28 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
+from service_helpers import completed_job, roles
 from test_engine import demo, expected_samples
 from typer.testing import CliRunner
 
 from healthbench.cli import app
-from healthbench.config import build_config
+from healthbench.client import Client, ServiceError
+from healthbench.config import RunConfig, build_config
 from healthbench.data.schema import Conversation
 from healthbench.data.sources import read_records
 from healthbench.errors import ConfigError
 from healthbench.executors import ray as ray_executor
+from healthbench.executors.vllm import VllmEndpoint, vllm_answer_row, vllm_input_row
 from healthbench.results.run_results import score_stored_run
 from healthbench.runner.run import resume_run, run_eval
 from healthbench.scoring.run_score import ScoringOptions, score_run
 from healthbench.store import Store
+from healthbench.testing.fake_runs import fake_run_config
 from healthbench.testing.fake_server import fetch_stats, reset_stats
+from healthbench.testing.fake_vllm import fake_vllm_engine
 from healthbench.testing.process import GARBAGE_JUDGE, fake_server_process, free_port
 
 FAST_RETRY = {"max_retries": 12, "initial_delay": 0.01, "max_delay": 0.05}
@@ -58,15 +64,23 @@ def server() -> Iterator[str]:
         yield url
 
 
-def config(url: str, executor: str = "ray", **extra: Any):
-    layer: dict[str, Any] = {
-        "model": {"spec": "fake-candidate", "base_url": url},
-        "judge": {"spec": "fake-judge", "base_url": url},
-        "retry": FAST_RETRY,
-        "executor": executor,
-    }
-    layer.update(extra)
-    return build_config(layer)
+class Fragment(NamedTuple):
+    """The 527-conversation shared fragment: its path, conversations and the calls a run makes."""
+
+    path: Path
+    conversations: list[Conversation]
+    calls: int
+
+
+@pytest.fixture(scope="module")
+def fragment(shared_data: Path) -> Fragment:
+    data = shared_data / "eval" / "oss_eval_sample527.jsonl"
+    conversations = read_records(data, Conversation)
+    return Fragment(data, conversations, len(conversations) + sum(len(c.rubrics) for c in conversations))
+
+
+def config(url: str, executor: str = "ray", data: Path | None = None, **extra: Any) -> RunConfig:
+    return fake_run_config(url, data, **({"retry": FAST_RETRY, "executor": executor} | extra))
 
 
 def calls(url: str) -> int:
@@ -149,24 +163,121 @@ def test_unparseable_judge_stays_ungraded_then_resumes(ray_cluster: str, tmp_pat
     assert score_stored_run(store, resumed.run).metrics() == score_run(expected_samples(demo())).metrics()
 
 
+FAILING = ("paracetamol with my amoxicillin", "Mentions zinc supplementation")  # demo-0007, one criterion
+
+
+def failed_calls(store: Store, run_id: int) -> tuple[set[tuple[str, int]], dict[tuple[str, int, int], str]]:
+    """The samples stored without a completion, and every grade's status."""
+    missing = {(item, 0) for item, _ in store.load_items(run_id)} - set(store.sample_progress(run_id))
+    return missing, {key: status for key, (status, _) in store.grade_progress(run_id).items()}
+
+
+@needs_ray
+def test_a_call_failing_after_the_retries_is_stored_like_the_local_engine_does(
+    ray_cluster: str, tmp_path: Path
+) -> None:
+    """One conversation whose candidate call always fails, one criterion whose judge call always does:
+    a failed sample and an ungraded criterion, the rest graded, the run incomplete, as with the local
+    engine; then --resume against a healthy server finishes with the core's metrics."""
+    retry = {"max_retries": 2, "initial_delay": 0.01, "max_delay": 0.05}
+    port = free_port()
+    faults = [arg for marker in FAILING for arg in ("--fail-containing", marker)]
+    outcomes, stores = {}, {}
+    with fake_server_process(*faults, port=port) as url:
+        for executor in ("local", "ray"):
+            stores[executor] = Store(tmp_path / f"{executor}.db")
+            outcomes[executor] = run_eval(
+                config(url, executor, retry=retry), store=stores[executor], name="f"
+            )
+        assert fetch_stats(url)["faults"]["server_error"] == 2 * 2 * 3  # 2 calls × 3 tries, per executor
+    for executor, outcome in outcomes.items():
+        assert outcome.run.status == "incomplete", executor
+        assert (outcome.counters.samples_failed, outcome.counters.ungraded) == (1, 1), executor
+    local, on_ray = (failed_calls(stores[e], outcomes[e].run.id) for e in ("local", "ray"))
+    assert on_ray == local
+    assert on_ray[0] == {("demo-0007", 0)}
+    assert sorted(key for key, status in on_ray[1].items() if status == "ungraded") == [("demo-0006", 0, 2)]
+    with fake_server_process(port=port) as url:
+        resumed = resume_run("f", store=stores["ray"])
+        stats = fetch_stats(url)
+    assert (stats["candidate"], stats["judge"]) == (1, 1 + len(demo()[6].rubrics))
+    assert resumed.run.status == "finished"
+    want = score_run(expected_samples(demo())).metrics()
+    assert score_stored_run(stores["ray"], resumed.run).metrics() == want
+
+
+def _fake_vllm_processor(self: VllmEndpoint) -> Any:
+    """The vLLM processor's shape (request rows in, answer rows out) with the GPU engine replaced by
+    `fake_vllm_engine`, which answers as the fake server does."""
+    answer = functools.partial(vllm_answer_row, model=self.spec.model)
+    return lambda dataset: dataset.map(vllm_input_row).map(fake_vllm_engine).map(answer)
+
+
+@needs_ray
+def test_vllm_candidate_rows_give_the_same_samples_and_metrics(
+    ray_cluster: str, server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Everything but the GPU engine: request rows, the pipeline, answer rows parsed into the same
+    sample rows (text and tokens) as the HTTP path, the judge over HTTP, the same metrics."""
+    monkeypatch.setattr(VllmEndpoint, "processor", _fake_vllm_processor)
+    stores = {kind: Store(tmp_path / f"{kind}.db") for kind in ("http", "vllm")}
+    http = run_eval(config(server), store=stores["http"], name="v")
+    cfg = config(server, vllm_engine_args={"max_model_len": 4096})
+    layer = cfg.model_dump(mode="json") | {"model": {"spec": "vllm/fake-candidate"}}
+    on_vllm = run_eval(build_config(layer), store=stores["vllm"], name="v")
+    assert on_vllm.run.status == "finished" and on_vllm.counters.tally.made == http.counters.tally.made
+    assert on_vllm.run.config["run"]["vllm_engine_args"] == {"max_model_len": 4096}
+    assert (on_vllm.counters.tally.input_tokens, on_vllm.counters.tally.output_tokens) == (
+        http.counters.tally.input_tokens,
+        http.counters.tally.output_tokens,
+    )
+    assert stores["vllm"].sample_progress(on_vllm.run.id) == stores["http"].sample_progress(http.run.id)
+    want = score_run(expected_samples(demo())).metrics()
+    assert score_stored_run(stores["vllm"], on_vllm.run).metrics() == want
+
+
+@needs_ray
+def test_a_service_job_on_ray_equals_a_local_engine_job(
+    ray_cluster: str, server: str, tmp_path: Path
+) -> None:
+    with Client.local(tmp_path / "s.db") as client:
+        jobs = client.evaluation.benchmark_jobs
+        jobs.create(name="on-local", **roles(server, 0.3))
+        jobs.create(name="on-ray", executor="ray", **roles(server, 0.3))
+        for name in ("on-local", "on-ray"):
+            completed_job(client, name, timeout=240)
+        local, on_ray = (jobs.results.aggregate_scores.download(name=n) for n in ("on-local", "on-ray"))
+    assert on_ray["metrics"] == local["metrics"] and local["metrics"]
+    store = Store(tmp_path / "s.db")
+    assert store.require_run("default/on-ray").config["run"]["executor"] == "ray"
+
+
+def test_a_ray_job_without_ray_is_a_422(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a)
+    )
+    with Client.local(tmp_path / "s.db", workers=0) as client, pytest.raises(ServiceError) as caught:
+        client.evaluation.benchmark_jobs.create(name="r", executor="ray", **roles("http://127.0.0.1:9"))
+    assert caught.value.status == 422 and "pip install 'healthbench[ray]'" in str(caught.value)
+
+
 @needs_ray
 @pytest.mark.shared
 def test_shared_527_on_ray_equals_the_local_engine(
-    ray_cluster: str, shared_data: Path, tmp_path: Path
+    ray_cluster: str, fragment: Fragment, tmp_path: Path
 ) -> None:
-    data = shared_data / "eval" / "oss_eval_sample527.jsonl"
-    conversations = read_records(data, Conversation)
     options = ScoringOptions()
     with fake_server_process() as url:
         local_store, ray_store = Store(tmp_path / "local.db"), Store(tmp_path / "ray.db")
-        extra = {"dataset": "full", "data": str(data), "max_connections": 128}
-        local = run_eval(config(url, "local", **extra), store=local_store, name="e2e")
+        on_local = config(url, "local", fragment.path, max_connections=128)
+        local = run_eval(on_local, store=local_store, name="e2e")
         reset_stats(url)
-        on_ray = run_eval(config(url, **extra), store=ray_store, name="e2e")
-        assert calls(url) == on_ray.counters.tally.made == 527 + sum(len(c.rubrics) for c in conversations)
-        again = run_eval(config(url, **extra), store=ray_store, name="e2e")
+        on_ray = run_eval(config(url, data=fragment.path, max_connections=128), store=ray_store, name="e2e")
+        assert calls(url) == on_ray.counters.tally.made == fragment.calls
+        again = run_eval(config(url, data=fragment.path, max_connections=128), store=ray_store, name="e2e")
         assert again.counters.tally.made == 0 and calls(url) == on_ray.counters.tally.made
-    want = score_run(expected_samples(conversations), options).metrics()
+    want = score_run(expected_samples(fragment.conversations), options).metrics()
     assert score_stored_run(ray_store, on_ray.run, options).metrics() == want
     assert score_stored_run(local_store, local.run, options).metrics() == want
     assert (on_ray.counters.tally.input_tokens, on_ray.counters.tally.output_tokens) == (
@@ -175,14 +286,12 @@ def test_shared_527_on_ray_equals_the_local_engine(
     )
 
 
-@needs_ray
 @pytest.mark.shared
+@needs_ray
 def test_killed_driver_resumes_with_the_same_metrics(
-    ray_cluster: str, shared_data: Path, tmp_path: Path
+    ray_cluster: str, fragment: Fragment, tmp_path: Path
 ) -> None:
-    data = shared_data / "eval" / "oss_eval_sample527.jsonl"
-    conversations = read_records(data, Conversation)
-    total = 527 + sum(len(c.rubrics) for c in conversations)
+    data, total = fragment.path, fragment.calls
     db = tmp_path / "kill.db"
     with fake_server_process("--latency", "0.01") as url:
         command = [
@@ -205,10 +314,11 @@ def test_killed_driver_resumes_with_the_same_metrics(
         assert 0 < before < total
         resumed = resume_run("kill", store=store, overrides={"executor": "ray"})
         extra = calls(url) - total
-    want = score_run(expected_samples(conversations)).metrics()
+    want = score_run(expected_samples(fragment.conversations)).metrics()
     assert score_stored_run(store, resumed.run).metrics() == want
     assert resumed.run.status == "finished"
-    # lost: one uncommitted store batch, the requests in flight, and the answers Ray had computed but
-    # not yet handed to the driver (its streaming executor buffers blocks ahead): measured, not fixed
-    print(f"calls repeated after the kill: {extra} of {total}")
-    assert 0 <= extra <= total // 5
+    # lost: what Ray had answered or had in flight, uncommitted; the driver feeds Ray only while that
+    # stays within the in-flight budget (2 batches of 64 at the default 64 connections), and says so
+    assert resumed.counters.repeat_bound == 128
+    print(f"calls repeated after the kill: {extra} of {total} (bound {resumed.counters.repeat_bound})")
+    assert 0 <= extra <= resumed.counters.repeat_bound

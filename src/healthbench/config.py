@@ -21,6 +21,7 @@ from healthbench.models.limits import RetryPolicy
 from healthbench.profiles import profile_layer
 
 OFFLINE_MODEL = "local/smollm2"
+SECRET_WORDS = ("token", "key", "secret", "password")  # vLLM engine arguments refused: they are stored
 
 
 class ModelConfig(BaseModel):
@@ -86,6 +87,8 @@ class RunConfig(BaseModel):
     # reference profiles (healthbench.profiles): the profile's layer goes under every explicit setting
     profile: str | None = None
     judge_sees_system_message: bool = False  # the judge's conversation starts with the candidate's
+    # a vllm/ candidate's engine arguments (vLLMEngineProcessorConfig engine_kwargs), passed through
+    vllm_engine_args: dict[str, Any] = Field(default_factory=dict)
     # how: may differ between sessions of the same run
     max_connections: int = Field(default=DEFAULT_MAX_CONNECTIONS, gt=0)
     requests_per_minute: float | None = Field(default=None, gt=0)
@@ -107,6 +110,16 @@ class RunConfig(BaseModel):
         out = _profile_of(data)
         _overlay(out, data)
         return out
+
+    @model_validator(mode="after")
+    def _no_secret_engine_args(self) -> RunConfig:
+        for key in self.vllm_engine_args:
+            if any(word in key.lower() for word in SECRET_WORDS):
+                raise ValueError(
+                    f"vLLM engine argument {key!r} looks like a secret and would be stored with the run: "
+                    "set it in the Ray workers' environment instead (e.g. HF_TOKEN)"
+                )
+        return self
 
     @property
     def structured_judge(self) -> bool:

@@ -10,7 +10,7 @@ from typing import Any
 
 import typer
 
-from healthbench.cli.options import base_urls, parse_json_option, split_list
+from healthbench.cli.options import base_urls, parse_json_option, parse_key_values, split_list
 from healthbench.config import HOW_FIELDS
 from healthbench.errors import ConfigError
 
@@ -28,6 +28,10 @@ def _text(value: Any) -> str:
 
 def _json(flag: str) -> Callable[[Any], Any]:
     return lambda value: parse_json_option(flag, value)
+
+
+def _key_values(flag: str) -> Callable[[Any], Any]:
+    return lambda value: parse_key_values(flag, value)
 
 
 @dataclass(frozen=True)
@@ -65,6 +69,7 @@ CONFIG_FLAGS: dict[str, ConfigFlag] = {
     "judge_json": _to("judge_structured_output"),
     "grader_template": _to("grader_template", convert=_text),
     "profile": _to("profile"),
+    "vllm_engine_arg": _to("vllm_engine_args", convert=_key_values("--vllm-engine-arg")),
     # the data
     "dataset": _to("dataset"),
     "data": _to("data", convert=_text),

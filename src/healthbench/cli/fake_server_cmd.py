@@ -46,6 +46,13 @@ def fake_server(
         list[str] | None,
         typer.Option("--model", help="Model id listed by GET /v1/models (repeatable; default fake-model)."),
     ] = None,
+    fail_containing: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--fail-containing",
+            help="Answer 500 to every chat request whose last user message contains TEXT (repeatable).",
+        ),
+    ] = None,
 ) -> None:
     """Run an OpenAI- and Anthropic-compatible fake model server (deterministic answers, injected faults)."""
     if not 0 <= port <= 65535:
@@ -73,6 +80,7 @@ def fake_server(
             require_api_key=require_api_key,
             quota_exhausted=quota_exhausted,
             models=model or ["fake-model"],
+            fail_containing=fail_containing or [],
         )
     except ValidationError as exc:
         first = exc.errors()[0]

@@ -62,6 +62,23 @@ def parse_json_option(name: str, value: str | None) -> dict[str, Any] | None:
     return parsed
 
 
+def parse_key_values(name: str, pairs: list[str] | None) -> dict[str, Any] | None:
+    """Repeated ``KEY=VALUE`` flags as a dict; a VALUE that is JSON is decoded (4096, true, "auto"),
+    anything else stays text."""
+    if not pairs:
+        return None
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"{name} {pair!r}: expected KEY=VALUE")
+        try:
+            out[key.strip()] = json.loads(value)
+        except ValueError:
+            out[key.strip()] = value
+    return out
+
+
 def split_list(values: list[str] | None) -> list[str] | None:
     """Accept repeated options and comma-separated values alike."""
     if not values:
@@ -120,6 +137,13 @@ RayAddress = _opt(
     "--ray-address",
     show_default=False,
     help="Ray cluster to join with --executor ray (e.g. ray://head:10001 or auto; default: a new local Ray).",
+)
+VllmEngineArg = _opt(
+    list[str],
+    "--vllm-engine-arg",
+    show_default=False,
+    help="KEY=VALUE passed to the vLLM engine of a vllm/HF_ID_OR_PATH candidate with --executor ray "
+    "(repeatable; e.g. max_model_len=8192, tensor_parallel_size=2; no secrets: they are stored).",
 )
 MaxRetries = _opt(
     int,

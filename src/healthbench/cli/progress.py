@@ -50,6 +50,8 @@ def counters_info(c: RunCounters) -> str:
         info += f" · {c.ungraded} ungraded"
     if c.samples_failed:
         info += f" · {c.samples_failed} not sampled"
+    if c.repeat_bound is not None:
+        info += f" · ≤{c.repeat_bound} repeated"
     return info
 
 

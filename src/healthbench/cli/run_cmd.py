@@ -46,6 +46,7 @@ from healthbench.cli.options import (
     Strict,
     Timeout,
     Tpm,
+    VllmEngineArg,
 )
 from healthbench.cli.progress import DownloadBar, run_progress
 from healthbench.cli.summary_view import render_summary
@@ -259,6 +260,7 @@ def run_command(
     cache_dir: CacheDir = None,
     executor: Executor = None,
     ray_address: RayAddress = None,
+    vllm_engine_arg: VllmEngineArg = None,
     length_center: LengthCenter = None,
     length_penalty: LengthPenalty = None,
     seed: SeedOpt = None,
@@ -397,6 +399,8 @@ def _finish(
         line += f" + unknown cost of {t.unpriced_calls} calls to unpriced models (see --prices)"
     if c.samples_failed:
         line += f" · {c.samples_failed} conversations could not be sampled"
+    if c.repeat_bound is not None:
+        line += f" · resumed after an interrupted session: at most {c.repeat_bound} calls repeated"
     _report(
         s,
         outcome.run,

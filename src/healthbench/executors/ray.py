@@ -3,33 +3,35 @@
 The same work as the local engine (`healthbench.runner.engine`), executed another way. The driver plans
 from the store (`plan`), builds every request with the engine's functions (`sample_request`,
 `judge_messages`, `judge_key`), answers what it can from the call cache, and sends the rest through a
-`ray.data.llm` HTTP processor (qps, retries and concurrency are Ray's). Results stream back to the
-driver, which parses verdicts with `parse_verdict` and commits each call (call cache + sample or grade
-row) through the same `Store` API, in small batches: killing the driver loses at most one batch plus the
-calls in flight, and `--resume` continues from the store. Stage 1 samples, stage 2 grades each criterion
+`ray.data.llm` processor (`executors.ray_calls`: HTTP with Ray's qps and retries, or vLLM for a
+``vllm/`` candidate). Results stream back to the driver, which parses verdicts with `parse_verdict` and
+commits each call (call cache + sample or grade row) through the same `Store` API; the pipeline gets more
+work only once what came back is committed, so killing the driver repeats at most ``in_flight`` calls
+on ``--resume`` (reported as `RunCounters.repeat_bound`). Stage 1 samples, stage 2 grades each criterion
 (its own request); unparseable verdicts are re-asked in further rounds, up to ``judge_retries``.
 
-Calls that fail after Ray's retries fail the pipeline (``ray.data.llm`` has no per-row errors for HTTP):
-the run stops with a one-line error, keeping everything committed.
+A call that fails after the retries is stored like the local engine stores it (a failed sample, an
+ungraded criterion); a fatal failure (wrong key) or a model that fails without ever answering stops the
+run, keeping everything committed.
 """
 
 from __future__ import annotations
 
-import asyncio
 import importlib.util
-import json
 import logging
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from healthbench.config import RunConfig
 from healthbench.errors import ConfigError, ModelError, RunError
+from healthbench.executors.ray_calls import MAX_BATCH, Answer, Endpoint, RayEndpoint, call_through_ray
+from healthbench.executors.vllm import VllmEndpoint
 from healthbench.grading.template import GraderTemplate, load_template
 from healthbench.grading.verdict import VerdictParseError, parse_verdict
 from healthbench.models.base import Completion, ModelSettings, ModelSpec, Usage, resolve_api_key
 from healthbench.models.errors import ProviderError
-from healthbench.models.openai import chat_body, parse_chat_response
+from healthbench.models.openai import parse_chat_response
 from healthbench.models.pricing import PriceTable
 from healthbench.runner.engine import (
     CallResult,
@@ -40,7 +42,9 @@ from healthbench.runner.engine import (
     judge_key,
     judge_messages,
     judge_schema,
+    sample_fields,
     sample_request,
+    sample_row,
 )
 from healthbench.runner.progress import NoProgress, ProgressSink, RunCounters
 from healthbench.store.db import now
@@ -48,8 +52,7 @@ from healthbench.store.runs import Store
 from healthbench.store.writer import Op
 
 INSTALL_HINT = "--executor ray needs Ray Data: pip install 'healthbench[ray]'"
-COMMIT_EVERY = 64  # results per store transaction: the most a killed driver can lose, with calls in flight
-MAX_BATCH = 64  # requests per Ray batch, sent at once by one HTTP actor; more connections: more actors
+COMMIT_EVERY = 64  # results per store transaction (and before the pipeline is fed more: see ray_calls)
 
 
 def require_ray() -> None:
@@ -64,85 +67,19 @@ def require_ray() -> None:
         raise ConfigError(INSTALL_HINT)
 
 
-# -- one endpoint as a ray.data.llm processor ------------------------------------------------------
-@dataclass(frozen=True)
-class Endpoint:
-    """An OpenAI-compatible endpoint the pipeline calls: where, how fast, how many at once."""
-
-    spec: ModelSpec
-    settings: ModelSettings
-    api_key: str | None
-    concurrency: int
-    qps: int | None  # requests per second per HTTP actor (ray.data.llm takes whole numbers)
-    max_retries: int
-    retry_wait: float
-    batch_size: int
-
-    def body(self, messages: list[dict[str, str]], schema: dict[str, Any] | None) -> dict[str, Any]:
-        """The JSON body the local engine would send (`chat_body`, not a copy)."""
-        return chat_body(self.spec, self.settings, messages, schema)
-
-    def processor(self) -> Any:
-        from ray.data.llm import HttpRequestProcessorConfig, build_processor
-
-        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-        config = HttpRequestProcessorConfig(
-            url=f"{self.spec.url}/chat/completions",
-            headers=headers,
-            qps=self.qps,
-            max_retries=self.max_retries,
-            base_retry_wait_time_in_s=self.retry_wait,
-            concurrency=self.concurrency,
-            batch_size=self.batch_size,
-            session_factory=EagerSession,
-        )
-        return build_processor(config, preprocess=_to_payload, postprocess=_from_response)
-
-
-class EagerSession:
-    """An aiohttp session whose ``post`` starts the request at once.
-
-    Ray 2.60's HTTP stage creates every request of a batch, then awaits them one by one; with aiohttp's
-    lazy ``post`` that sends them one at a time (a 64-request batch at 1 s latency takes 64 s). Started as
-    tasks, they are all in flight together, and the stage's qps pacing and retries still apply."""
-
-    def __init__(self) -> None:
-        import aiohttp
-
-        self._session = aiohttp.ClientSession()
-
-    async def __aenter__(self) -> EagerSession:
-        await self._session.__aenter__()
-        return self
-
-    async def __aexit__(self, *exc: Any) -> None:
-        await self._session.__aexit__(*exc)
-
-    def post(self, url: str, **kwargs: Any) -> asyncio.Task[Any]:
-        async def send() -> Any:
-            return await self._session.post(url, **kwargs)
-
-        return asyncio.ensure_future(send())
-
-
-def _to_payload(row: dict[str, Any]) -> dict[str, Any]:
-    return {"tag": row["tag"], "payload": json.loads(row["body"])}
-
-
-def _from_response(row: dict[str, Any]) -> dict[str, Any]:
-    return {"tag": int(row["tag"]), "response": json.dumps(row["http_response"])}
-
-
 def endpoint_for(
     spec: ModelSpec, settings: ModelSettings, config: RunConfig, environ: Mapping[str, str] | None
-) -> Endpoint:
+) -> RayEndpoint:
+    """How the pipeline calls ``spec``: over HTTP (OpenAI-compatible) or, for ``vllm/``, with vLLM."""
+    batch = min(MAX_BATCH, config.max_connections)
+    if spec.provider == "vllm":
+        return VllmEndpoint(spec, settings, dict(config.vllm_engine_args), batch_size=batch)
     if spec.provider != "openai":
         raise ConfigError(
             f"--executor ray calls OpenAI-compatible endpoints; {spec.name} is a {spec.provider} model "
             "(serve it behind an OpenAI-compatible server and pass --base-url)"
         )
     rpm = config.requests_per_minute
-    batch = min(MAX_BATCH, config.max_connections)
     return Endpoint(
         spec=spec,
         settings=settings,
@@ -153,25 +90,6 @@ def endpoint_for(
         retry_wait=config.retry.initial_delay,
         batch_size=batch,
     )
-
-
-def call_through_ray(endpoint: Endpoint, bodies: Sequence[dict[str, Any]]) -> Iterator[tuple[int, str]]:
-    """(index into ``bodies``, raw response JSON) as results stream back from the cluster."""
-    if not bodies:
-        return
-    import ray.data
-
-    rows = [{"tag": i, "body": json.dumps(b)} for i, b in enumerate(bodies)]
-    dataset = endpoint.processor()(ray.data.from_items(rows))
-    try:
-        for row in dataset.iter_rows():
-            yield int(row["tag"]), str(row["response"])
-    except Exception as exc:  # a call failed after Ray's retries: stop, keeping what is committed
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise RunError(
-            f"the Ray pipeline calling {endpoint.spec.name} failed: {first[:300]} "
-            "(everything finished so far is saved; continue with --resume)"
-        ) from None
 
 
 # -- the driver ------------------------------------------------------------------------------------
@@ -199,8 +117,8 @@ class RayExecutor:
         store: Store,
         run_id: int,
         *,
-        candidate: Endpoint | None,
-        judge: Endpoint,
+        candidate: RayEndpoint | None,
+        judge: RayEndpoint,
         template: GraderTemplate,
         options: EngineOptions,
         prices: PriceTable,
@@ -213,11 +131,17 @@ class RayExecutor:
         self.counters = RunCounters()
         self._cache_keys: set[str] = set()
         self._pending: list[Op] = []
+        self._answered: set[str] = set()  # models with a successful real call in this session
 
-    def run(self, work_plan: Plan) -> RunCounters:
+    def run(self, work_plan: Plan, *, interrupted_before: bool = False) -> RunCounters:
+        """Do the plan's pending work. ``interrupted_before``: an earlier session of the run ended
+        without finishing (killed driver): its lost answers are asked again, at most ``in_flight``."""
         c = self.counters
         c.samples_total, c.samples_done = work_plan.samples_total, work_plan.samples_done
         c.criteria_total, c.criteria_done = work_plan.criteria_total, work_plan.criteria_done
+        c.criteria_at_start = work_plan.criteria_done
+        if interrupted_before:
+            c.repeat_bound = max(e.in_flight for e in (self.candidate, self.judge) if e is not None)
         self._cache_keys = self.store.cache_keys()
         self.progress.update(c)
         try:
@@ -253,34 +177,20 @@ class RayExecutor:
                 asks.append((pos, key))
                 bodies.append(self.candidate.body(messages, None))
         if self.candidate is not None:
-            for tag, response in call_through_ray(self.candidate, bodies):
-                pos, key = asks[tag]
-                out[pos] = self._sampled(items[pos][0], key, self._real(self.candidate, response))
+            for answer in call_through_ray(self.candidate, bodies, flush=self._flush):
+                pos, key = asks[answer.tag]
+                out[pos] = self._sampled(items[pos][0], key, self._real(self.candidate, answer))
         return out
 
     def _sampled(self, w: WorkItem, key: str, result: CallResult | ModelError) -> str | None:
         assert self.candidate is not None
-        system = self.candidate.settings.system_message
-        sent = ([{"role": "system", "content": system}] if system else []) + [dict(m) for m in w.messages]
-        row: dict[str, Any] = {
-            "run_id": self.run_id,
-            "item_id": w.item_id,
-            "repeat": w.repeat,
-            "messages": sent,
-            "created_at": now(),
-        }
+        row = sample_row(self.run_id, self.candidate.settings, w)
         if isinstance(result, ModelError):
-            row.update(completion=None, usage=None, cost=None, cached=False, error=str(result))
+            row.update(sample_fields(None, str(result)))
             self._commit(None, key, self.candidate.spec, [("samples", row)])
             self.counters.samples_failed += 1
             return None
-        row.update(
-            completion=result.text,
-            usage=result.usage.as_dict(),
-            cost=result.cost,
-            cached=result.cached,
-            error=None,
-        )
+        row.update(sample_fields(result))
         self._commit(result, key, self.candidate.spec, [("samples", row)])
         self.counters.samples_done += 1
         return result.text
@@ -301,9 +211,9 @@ class RayExecutor:
             else:
                 asks.append((g, key))
                 bodies.append(self.judge.body(messages, schema))
-        for tag, response in call_through_ray(self.judge, bodies):
-            g, key = asks[tag]
-            if not self._judged(g, key, self._real(self.judge, response)):
+        for answer in call_through_ray(self.judge, bodies, flush=self._flush):
+            g, key = asks[answer.tag]
+            if not self._judged(g, key, self._real(self.judge, answer)):
                 again.append(g)
         return again
 
@@ -357,12 +267,22 @@ class RayExecutor:
         self.counters.count_cache_hit()
         return CallResult(hit.text, Usage(**hit.usage) if hit.usage else Usage(), 0.0, True)
 
-    def _real(self, endpoint: Endpoint, response: str) -> CallResult | ModelError:
-        """A response of a real call, counted (calls, tokens, cost) like the engine counts them."""
+    def _real(self, endpoint: RayEndpoint, answer: Answer) -> CallResult | ModelError:
+        """The answer of a real call, counted (calls, tokens, cost) like the engine counts them; a call
+        that failed is a ModelError to store, unless it is fatal or the model has never answered."""
+        name = endpoint.spec.name
         try:
-            completion: Completion = parse_chat_response(response, endpoint.spec.model)
-        except ProviderError as exc:
-            return ModelError(f"{endpoint.spec.name}: {exc}")
+            if answer.error is not None:
+                raise ModelError(f"{name}: {answer.error}")
+            completion: Completion = parse_chat_response(answer.response, endpoint.spec.model)
+        except (ModelError, ProviderError) as exc:
+            error = exc if isinstance(exc, ModelError) else ModelError(f"{name}: {exc}")
+            if answer.fatal or name not in self._answered:
+                why = "retrying cannot help" if answer.fatal else f"no call to {name} has succeeded"
+                saved = "stopping the run, everything finished so far is saved"
+                raise RunError(f"{error} ({why}; {saved})") from None
+            return error
+        self._answered.add(name)
         cost = self.prices.cost(endpoint.spec.provider, endpoint.spec.model, completion.usage)
         self.counters.count_call(completion.usage.input_tokens, completion.usage.output_tokens, cost)
         return CallResult(completion.text, completion.usage, cost, False)
@@ -393,9 +313,11 @@ def run_plan(
     progress: ProgressSink | None = None,
     environ: Mapping[str, str] | None = None,
     with_candidate: bool = True,
+    interrupted_before: bool = False,
 ) -> RunCounters:
     """Execute ``work_plan`` on Ray: the cluster at ``config.ray_address``, the one this process has
-    joined already, or a new local Ray (shut down afterwards)."""
+    joined already, or a new local Ray (shut down afterwards). ``interrupted_before``: see
+    `RayExecutor.run`."""
     require_ray()
     judge = endpoint_for(config.judge.parsed(), config.judge.settings, config, environ)
     candidate = None
@@ -411,17 +333,22 @@ def run_plan(
         prices=PriceTable.load(config.prices),
         progress=progress,
     )
-    started = _join_ray(config.ray_address)
+    started = join_ray(config.ray_address)
     try:
-        return executor.run(work_plan)
+        return executor.run(work_plan, interrupted_before=interrupted_before)
     finally:
         if started:
-            import ray
-
-            ray.shutdown()
+            leave_ray()
 
 
-def _join_ray(address: str | None) -> bool:
+def leave_ray() -> None:
+    """Disconnect from Ray (and stop the local Ray `join_ray` started, if any)."""
+    import ray
+
+    ray.shutdown()
+
+
+def join_ray(address: str | None) -> bool:
     """Connect to Ray unless already connected; True when this call started the connection."""
     import ray
     import ray.data

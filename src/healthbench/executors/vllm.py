@@ -4,24 +4,23 @@ A request row carries the chat messages (the candidate's system message first, a
 it) and vLLM sampling parameters from the same `ModelSettings`; an answer row (``generated_text``,
 token counts) becomes the OpenAI-compatible response JSON that the HTTP path returns, so everything
 after the call (parsing, usage, cache, store) is shared. Needs GPU workers with vLLM installed.
+
+`VllmEndpoint` is the candidate ``vllm/HF_ID_OR_PATH`` as `executors.ray_calls.call_through_ray` calls it:
+the same batches, the same bound on what a killed driver repeats.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
-from healthbench.models.base import Messages, ModelSettings
+from healthbench.executors.ray_calls import RUN_AHEAD
+from healthbench.models.base import Messages, ModelSettings, ModelSpec
 
-VLLM_PREFIX = "vllm/"
-
-
-def vllm_model_source(spec_text: str) -> str | None:
-    """The Hugging Face id or path of ``vllm/HF_ID_OR_PATH``; None for any other spec."""
-    if not spec_text.startswith(VLLM_PREFIX) or not spec_text[len(VLLM_PREFIX) :].strip():
-        return None
-    return spec_text[len(VLLM_PREFIX) :].strip()
+CONCURRENT_BATCHES = 8  # batches one vLLM engine works on at once (vLLMEngineProcessorConfig's default)
 
 
 def vllm_request(settings: ModelSettings, messages: Messages) -> dict[str, Any]:
@@ -64,4 +63,43 @@ def vllm_processor_config(
         engine_kwargs=dict(engine_kwargs or {}),
         concurrency=concurrency,
         batch_size=batch_size,
+        max_concurrent_batches=CONCURRENT_BATCHES,
     )
+
+
+@dataclass(frozen=True)
+class VllmEndpoint:
+    """The candidate on the cluster's GPUs: `vLLMEngineProcessorConfig` rows in and out."""
+
+    spec: ModelSpec  # provider "vllm"; ``model`` is the Hugging Face id or path
+    settings: ModelSettings
+    engine_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    concurrency: int = 1  # vLLM engine replicas
+    batch_size: int = 32
+
+    @property
+    def in_flight(self) -> int:
+        return RUN_AHEAD * CONCURRENT_BATCHES * self.batch_size * self.concurrency
+
+    def body(self, messages: Messages, schema: dict[str, Any] | None) -> dict[str, Any]:
+        return vllm_request(self.settings, messages)
+
+    def config(self) -> Any:
+        """The `vLLMEngineProcessorConfig` (needs Ray; building the processor also needs transformers)."""
+        return vllm_processor_config(
+            self.spec.model, self.engine_kwargs, concurrency=self.concurrency, batch_size=self.batch_size
+        )
+
+    def processor(self) -> Any:
+        from ray.data.llm import build_processor
+
+        answer = functools.partial(vllm_answer_row, model=self.spec.model)
+        return build_processor(self.config(), preprocess=vllm_input_row, postprocess=answer)
+
+
+def vllm_input_row(row: dict[str, Any]) -> dict[str, Any]:
+    return {"tag": row["tag"], **json.loads(row["body"])}
+
+
+def vllm_answer_row(row: dict[str, Any], *, model: str) -> dict[str, Any]:
+    return {"tag": int(row["tag"]), "response": vllm_response(row, model)}

@@ -18,22 +18,25 @@ from pydantic import BaseModel, ConfigDict, Field
 from healthbench.defaults import DEFAULT_TIMEOUT
 from healthbench.errors import ConfigError
 
-Provider = Literal["openai", "anthropic", "local"]
-PROVIDERS: tuple[str, ...] = ("openai", "anthropic", "local")
+Provider = Literal["openai", "anthropic", "local", "vllm"]
+PROVIDERS: tuple[str, ...] = ("openai", "anthropic", "local", "vllm")  # vllm: only with --executor ray
 
 
 DEFAULT_URLS: dict[str, str] = {
     "openai": "https://api.openai.com/v1",
     "anthropic": "https://api.anthropic.com",
     "local": "in-process",
+    "vllm": "in-cluster",
 }
 DEFAULT_KEY_ENVS: dict[str, str | None] = {
     "openai": "OPENAI_API_KEY",
     "anthropic": "ANTHROPIC_API_KEY",
     "local": None,
+    "vllm": None,
 }
 ACCEPTED_FORMS = (
     "use 'openai/MODEL', 'anthropic/MODEL', 'local/smollm2', 'local/PATH.gguf', "
+    "'vllm/HF_ID_OR_PATH' (with --executor ray), "
     "or a bare MODEL together with --base-url for an OpenAI-compatible server"
 )
 
@@ -138,7 +141,7 @@ class ModelSpec(BaseModel):
 
     def describe(self) -> str:
         """``openai/gpt-4.1 at https://api.openai.com/v1``: the prefix of every error about this model."""
-        return self.name if self.provider == "local" else f"{self.name} at {self.url}"
+        return self.name if self.provider in ("local", "vllm") else f"{self.name} at {self.url}"
 
 
 def _normalize_url(base_url: str) -> str:
@@ -164,8 +167,9 @@ def parse_model_spec(text: str, base_url: str | None = None, api_key_env: str | 
         raise ConfigError(f"model spec {text!r} has no provider: {ACCEPTED_FORMS}")
     if not model:
         raise ConfigError(f"model spec {text!r} names no model: {ACCEPTED_FORMS}")
-    if provider == "local" and url is not None:
-        raise ConfigError(f"{text!r} runs in-process and takes no --base-url: {ACCEPTED_FORMS}")
+    if provider in ("local", "vllm") and url is not None:
+        where = "in-process" if provider == "local" else "in the Ray cluster"
+        raise ConfigError(f"{text!r} runs {where} and takes no --base-url: {ACCEPTED_FORMS}")
     return ModelSpec(provider=provider, model=model, base_url=url, api_key_env=api_key_env or None)
 
 

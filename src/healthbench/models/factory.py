@@ -45,10 +45,16 @@ def _require(packages: tuple[str, ...], spec: ModelSpec, hint: str) -> None:
             raise ConfigError(f"{spec.name} needs the Python package {package}: {hint}")
 
 
+def _adapter(spec: ModelSpec) -> tuple[str, str, tuple[str, ...], str]:
+    if spec.provider == "vllm":  # executed by healthbench.executors.vllm, never in this process
+        raise ConfigError(f"{spec.name} runs on a Ray cluster with vLLM: use --executor ray (docs/scale.md)")
+    return _ADAPTERS[spec.provider]
+
+
 def check_model(spec: ModelSpec, environ: Mapping[str, str] | None = None) -> None:
     """Raise the ConfigError `create_model` would (missing extra, missing key) without creating it,
     so that a run is not stored before its models are known to be usable."""
-    _, _, packages, hint = _ADAPTERS[spec.provider]
+    _, _, packages, hint = _adapter(spec)
     _require(packages, spec, hint)
     if spec.provider != "local":
         resolve_api_key(spec, environ)
@@ -62,7 +68,7 @@ def create_provider(
     environ: Mapping[str, str] | None = None,
 ) -> ProviderModel:
     """The bare provider adapter for `spec` (no retries, no limits): mostly for tests and tools."""
-    module_name, class_name, packages, hint = _ADAPTERS[spec.provider]
+    module_name, class_name, packages, hint = _adapter(spec)
     _require(packages, spec, hint)
     adapter = getattr(importlib.import_module(module_name), class_name)
     if spec.provider == "local":

@@ -92,6 +92,27 @@ def sample_request(spec: ModelSpec, settings: ModelSettings, w: WorkItem) -> tup
     return messages, request_key(spec, settings, messages, None, salt=f"repeat:{w.repeat}")
 
 
+def sample_row(run_id: int, settings: ModelSettings, w: WorkItem) -> dict[str, Any]:
+    """A sample row's key and request columns; its messages are the conversation as the candidate
+    received it (its system message first). The outcome columns come from `sample_fields`."""
+    system = settings.system_message
+    sent = ([{"role": "system", "content": system}] if system else []) + [dict(m) for m in w.messages]
+    return {"run_id": run_id, "item_id": w.item_id, "repeat": w.repeat, "messages": sent, "created_at": now()}
+
+
+def sample_fields(result: CallResult | None, error: str | None = None) -> dict[str, Any]:
+    """A sample row's outcome columns: the answer, or (``result`` None) the error of a failed call."""
+    if result is None:
+        return {"completion": None, "usage": None, "cost": None, "cached": False, "error": error}
+    return {
+        "completion": result.text,
+        "usage": result.usage.as_dict(),
+        "cost": result.cost,
+        "cached": result.cached,
+        "error": None,
+    }
+
+
 def judge_messages(
     template: GraderTemplate, options: EngineOptions, w: WorkItem, completion: str, index: int
 ) -> Messages:
@@ -237,38 +258,20 @@ class Engine:
             for i, first in missing:
                 group.create_task(self._grade(w, completion, i, first))
 
-    def _sent_messages(self, w: WorkItem) -> Messages:
-        assert self.candidate is not None
-        messages = [dict(m) for m in w.messages]
-        system = self.candidate.settings.system_message
-        return ([{"role": "system", "content": system}] if system else []) + messages
-
     async def _sample(self, w: WorkItem) -> str | None:
         if self.candidate is None:
             raise HealthBenchError(f"{w.item_id}: no completion stored and no candidate model to sample one")
         messages, key = sample_request(self.candidate.spec, self.candidate.settings, w)
-        row: dict[str, Any] = {
-            "run_id": self.run_id,
-            "item_id": w.item_id,
-            "repeat": w.repeat,
-            "messages": self._sent_messages(w),
-            "created_at": now(),
-        }
+        row = sample_row(self.run_id, self.candidate.settings, w)
         try:
             async with self._call(self.candidate, key, messages, None) as result:
-                row.update(
-                    completion=result.text,
-                    usage=result.usage.as_dict(),
-                    cost=result.cost,
-                    cached=result.cached,
-                    error=None,
-                )
+                row.update(sample_fields(result))
                 await self._commit(result, key, self.candidate, [("samples", row)])
         except FatalModelError:
             raise
         except ModelError as exc:
             self._check_alive(self.candidate, exc)
-            row.update(completion=None, usage=None, cost=None, cached=False, error=str(exc))
+            row.update(sample_fields(None, str(exc)))
             await self._commit(None, key, self.candidate, [("samples", row)])
             self.counters.samples_failed += 1
             return None

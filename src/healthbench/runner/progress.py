@@ -22,6 +22,9 @@ class RunCounters:
     tally: CallTally = field(default_factory=CallTally)  # answered calls, real or from the cache
     retrying: str | None = None  # an endpoint outage in progress (see ConnectionPool.outage_note)
     criteria_at_start: int = 0  # criteria already done when this session started (for the ETA)
+    # resuming a session that died (killed driver): at most this many of this session's calls repeat
+    # calls whose answers that session lost (Ray executor: its in-flight budget); None: nothing lost
+    repeat_bound: int | None = None
     started: float = field(default_factory=time.monotonic)
 
     def count_call(self, input_tokens: int, output_tokens: int, cost: float | None) -> None:

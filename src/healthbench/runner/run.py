@@ -30,6 +30,9 @@ from healthbench.runner.work import eval_work, samples_answers, stored_item_ids,
 from healthbench.store.lease import RunLease
 from healthbench.store.runs import RunRecord, Store
 
+# statuses a run is left in by a session that did not end normally (a killed process leaves "running")
+INTERRUPTED = ("running", "interrupted", "failed")
+
 
 @dataclass(frozen=True)
 class RunOutcome:
@@ -124,7 +127,8 @@ def check_models(
     roles = [config.model] if with_candidate and config.model is not None else []
     specs = [role.parsed() for role in [*roles, config.judge]]  # every spec parses before any check
     for spec in specs:
-        check_model(spec, environ)
+        if not (spec.provider == "vllm" and config.executor == "ray"):  # checked by the Ray executor
+            check_model(spec, environ)
 
 
 # -- eval runs -------------------------------------------------------------------------------------
@@ -277,6 +281,7 @@ async def _on_ray(x: _Execution, work_plan: Plan) -> RunCounters:
         progress=x.progress,
         environ=x.environ,
         with_candidate=x.with_candidate,
+        interrupted_before=x.run.status in INTERRUPTED,
     )
 
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from healthbench.config import RunConfig
 from healthbench.errors import HealthBenchError, RunBusyError
+from healthbench.executors.ray import join_ray, leave_ray
 from healthbench.models.limits import ConnectionLimits, ConnectionPool
 from healthbench.runner.engine import WorkItem
 from healthbench.runner.meta_eval import prepare_meta_eval
@@ -103,6 +104,8 @@ class JobWorkers:
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
+        self._ray_lock = threading.Lock()  # jobs on Ray share this process's one Ray connection
+        self._ray_started = False
 
     def __enter__(self) -> JobWorkers:
         self.start()
@@ -122,6 +125,14 @@ class JobWorkers:
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
+        if self._ray_started:
+            leave_ray()
+            self._ray_started = False
+
+    def _join_ray(self, address: str | None) -> None:
+        """Connect this process to Ray once, for every job run on Ray (a job does not disconnect it)."""
+        with self._ray_lock:
+            self._ray_started = join_ray(address) or self._ray_started
 
     async def _main(self) -> None:
         pool = ConnectionPool(ConnectionLimits(max_connections=self.settings.connections))
@@ -200,6 +211,8 @@ class JobWorkers:
             await asyncio.to_thread(self._offline, job, uploads)
             return
         run, config, work = await asyncio.to_thread(self._prepare, job, uploads)
+        if config.executor == "ray":
+            await asyncio.to_thread(self._join_ray, config.ray_address)
         counters = await execute(
             self.store,
             run,

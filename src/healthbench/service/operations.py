@@ -12,6 +12,7 @@ from typing import Any
 from healthbench.config import ModelConfig, RunConfig
 from healthbench.data.sources import load_conversations, load_meta_eval
 from healthbench.errors import HealthBenchError
+from healthbench.executors.ray import require_ray
 from healthbench.models.limits import RetryPolicy
 from healthbench.results.aggregate import aggregate_scores
 from healthbench.results.meta_results import score_meta_run
@@ -71,6 +72,8 @@ def _judge_side(body: JobCreate) -> dict[str, Any]:
         "grader_template": template,
         "max_connections": body.concurrency,
         "retry": retry,
+        "executor": body.executor,
+        "ray_address": body.ray_address,
     }
 
 
@@ -99,6 +102,8 @@ def regrade_overrides(spec: Mapping[str, Any], uploads: Mapping[str, str] | None
     overrides = {
         "judge": side["judge"].model_dump(mode="json", exclude_unset=True),
         "max_connections": body.concurrency,
+        "executor": body.executor,
+        "ray_address": body.ray_address,
     }
     if body.grader_template is not None:
         overrides["grader_template"] = side["grader_template"]
@@ -160,6 +165,11 @@ class JobService:
         name = body.name or f"job-{secrets.token_hex(6)}"
         body = body.model_copy(update={"name": name})
         uploads = {f: getattr(body, f) for f in UPLOAD_FIELDS if getattr(body, f) is not None}
+        if body.executor == "ray":
+            try:
+                require_ray()
+            except HealthBenchError as exc:
+                raise ServiceError(422, str(exc)) from None
         if body.kind in ("eval", "meta-eval"):
             config = job_config(body.model_dump(mode="json", exclude=set(UPLOAD_FIELDS)), uploads)
             _validate(config, body.kind)

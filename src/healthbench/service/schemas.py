@@ -81,6 +81,14 @@ class JobCreate(BaseModel):
         default=None, max_length=200_000, description="grader prompt text with both placeholders"
     )
     max_retries: int | None = Field(default=None, ge=0, le=100)
+    executor: Literal["local", "ray"] = Field(
+        default="local", description="local (the worker's async engine) or ray (a Ray Data pipeline)"
+    )
+    ray_address: str | None = Field(
+        default=None,
+        max_length=500,
+        description="ray: the cluster to join (default: the worker's)",
+    )
 
     @model_validator(mode="after")
     def _fields_of_kind(self) -> JobCreate:
@@ -102,7 +110,16 @@ def _field_error(field: str, message: str) -> ValidationError:
     )
 
 
-_ONLINE = ("model", "judge", "repeats", "concurrency", "grader_template", "max_retries")
+_ONLINE = (
+    "model",
+    "judge",
+    "repeats",
+    "concurrency",
+    "grader_template",
+    "max_retries",
+    "executor",
+    "ray_address",
+)
 _OFFLINE = ("allresults_json", "allow_untagged", "labels_jsonl")
 KIND_FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {  # (needed, refused)
     "eval": (("model", "judge"), (*_OFFLINE, "source")),

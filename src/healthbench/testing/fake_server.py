@@ -64,6 +64,8 @@ class FakeServerConfig(BaseModel):
     require_api_key: str | None = None
     quota_exhausted: bool = False
     models: list[str] = Field(default_factory=lambda: ["fake-model"])
+    # requests whose last user message contains one of these always fail with a 500 (one item failing)
+    fail_containing: list[str] = Field(default_factory=list)
     # opt-in: keep the JSON bodies of the last N chat requests (GET /requests, `fetch_requests`)
     record_requests: int = Field(default=0, ge=0)
 
@@ -250,6 +252,9 @@ async def _serve_chat(
         state.counts["quota_exhausted"] += 1
         return error(429, "You exceeded your current quota.", "insufficient_quota")
 
+    if any(marker in last_user_text(messages) for marker in config.fail_containing):
+        state.counts["fault_server_error"] += 1
+        return error(500, "Internal server error (fake, --fail-containing).", "api_error")
     fault = state.draw_fault(judge)
     await asyncio.sleep(state.delay())
     if fault == "rate_limit":

@@ -1,0 +1,23 @@
+"""Run configs whose candidate and judge are the fake server: one definition for tests and benchmarks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from healthbench.config import RunConfig, build_config
+
+FAKE_CANDIDATE, FAKE_JUDGE = "fake-candidate", "fake-judge"
+
+
+def fake_run_config(url: str, data: Path | str | None = None, **extra: Any) -> RunConfig:
+    """A run answered by the fake server at ``url``: the demo data, or the full-format JSONL ``data``;
+    ``extra`` are further config fields (they win)."""
+    layer: dict[str, Any] = {
+        "model": {"spec": FAKE_CANDIDATE, "base_url": url},
+        "judge": {"spec": FAKE_JUDGE, "base_url": url},
+    }
+    if data is not None:
+        layer.update(dataset="full", data=str(data))
+    layer.update(extra)
+    return build_config(layer)
