@@ -55,6 +55,21 @@ def test_cli_store_url_is_not_turned_into_a_file_name(
     assert not any(p.name.startswith("sqlite") for p in tmp_path.iterdir())  # no ./sqlite:/... file
 
 
+@pytest.mark.parametrize(
+    "mangled", ["postgresql+psycopg:/hb:secret@/db?host=/tmp/pg", "sqlite:/tmp/x.db", "postgresql:/db"]
+)
+def test_a_url_with_a_slash_missing_is_refused_not_made_a_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mangled: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(StoreError, match="looks like a URL with a slash missing") as info:
+        Store(mangled)
+    assert "secret" not in str(info.value)
+    result = invoke("run", "--store", mangled)
+    assert result.exit_code == 1 and "looks like a URL with a slash missing" in result.stderr
+    assert list(tmp_path.iterdir()) == []  # no ./postgresql+psycopg:/... file
+
+
 def test_passwords_are_hidden_everywhere(pg_url: str) -> None:
     url = pg_url.replace("postgresql+psycopg://postgres@", "postgresql+psycopg://postgres:hunter2@")
     store = Store(url)  # trust authentication: the password is ignored by the server

@@ -18,6 +18,7 @@ from healthbench.errors import StoreError
 
 STORE_ENV = "HEALTHBENCH_STORE"
 SUPPORTED = ("sqlite", "postgresql")
+_MANGLED_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:/")  # two letters or more: not a drive letter
 
 
 def default_store_path() -> Path:
@@ -29,6 +30,11 @@ def store_url(target: str | os.PathLike[str] | None = None, environ: Mapping[str
     env = os.environ if environ is None else environ
     text = os.fspath(target) if target is not None else env.get(STORE_ENV) or str(default_store_path())
     if "://" not in text:
+        if _MANGLED_URL.match(text):  # e.g. Path("postgresql+psycopg://u@h/db") -> "postgresql+psycopg:/u@h/db"
+            raise StoreError(
+                f"--store: {hide_password(text)!r} looks like a URL with a slash missing after the "
+                "scheme (SCHEME://...); a SQLite file path has no 'scheme:' in front"
+            )
         return URL.create("sqlite", database=str(Path(text).expanduser().absolute()))
     try:
         url = make_url(text)
@@ -58,4 +64,4 @@ def shown(url: URL) -> str:
 
 def hide_password(text: str) -> str:
     """``text`` with the password of any URL in it hidden (for messages built from user input)."""
-    return re.sub(r"(://[^:/@]*:)[^@/]*@", r"\1***@", text)
+    return re.sub(r"(://?[^:/@]*:)[^@/]*@", r"\1***@", text)
