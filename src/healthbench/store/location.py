@@ -30,7 +30,7 @@ def store_url(target: str | os.PathLike[str] | None = None, environ: Mapping[str
     env = os.environ if environ is None else environ
     text = os.fspath(target) if target is not None else env.get(STORE_ENV) or str(default_store_path())
     if "://" not in text:
-        if _MANGLED_URL.match(text):  # e.g. Path("postgresql+psycopg://u@h/db") -> "postgresql+psycopg:/u@h/db"
+        if _MANGLED_URL.match(text):  # Path("postgresql+psycopg://u@h/db") gives "postgresql+psycopg:/u@h/db"
             raise StoreError(
                 f"--store: {hide_password(text)!r} looks like a URL with a slash missing after the "
                 "scheme (SCHEME://...); a SQLite file path has no 'scheme:' in front"
