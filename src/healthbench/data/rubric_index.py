@@ -42,7 +42,7 @@ def is_object_or_null(raw: msgspec.Raw) -> bool:
     return memoryview(raw)[0] in _OBJECT_OR_NULL
 
 
-class _RubricItem(msgspec.Struct, gc=False):
+class RubricEntry(msgspec.Struct, gc=False):
     criterion: str
     points: Points
     tags: list[str] = msgspec.field(default_factory=list)
@@ -51,7 +51,7 @@ class _RubricItem(msgspec.Struct, gc=False):
 class _Line(msgspec.Struct, gc=False):
     prompt: list[Message]
     prompt_id: str
-    rubrics: list[_RubricItem]
+    rubrics: list[RubricEntry]
     example_tags: list[str] = msgspec.field(default_factory=list)
     ideal_completions_data: msgspec.Raw = NULL  # an object or null (checked; `Raw | None` takes null only)
     canary: str | None = None
@@ -63,12 +63,11 @@ CRITERION, POINTS, TAGS = (operator.attrgetter(name) for name in ("criterion", "
 
 @dataclass(frozen=True)
 class IndexedConversation:
-    """A conversation's example tags and its rubric as three columns (compared whole with a file's)."""
+    """A conversation's example tags and its rubric, as decoded (read with `CRITERION`, `POINTS`,
+    `TAGS`; compared whole with a file's)."""
 
     example_tags: tuple[str, ...]
-    criteria: list[str]
-    points: list[float]
-    tags: list[list[str]]
+    rubric: list[RubricEntry]
 
 
 def read_rubric_index(paths: Sequence[str | os.PathLike[str]]) -> dict[str, IndexedConversation] | None:
@@ -90,19 +89,9 @@ def read_rubric_index(paths: Sequence[str | os.PathLike[str]]) -> dict[str, Inde
             if line.prompt_id in seen:
                 return None
             seen.add(line.prompt_id)
-            rubric = line.rubrics
-            entry = IndexedConversation(
-                tuple(line.example_tags),
-                list(map(CRITERION, rubric)),
-                list(map(POINTS, rubric)),
-                list(map(TAGS, rubric)),
-            )
+            entry = IndexedConversation(tuple(line.example_tags), line.rubrics)
             known = index.setdefault(line.prompt_id, entry)
-            if known is not entry and (known.criteria, known.points, known.tags) != (
-                entry.criteria,
-                entry.points,
-                entry.tags,
-            ):
+            if known is not entry and known.rubric != entry.rubric:
                 return None
     return index
 

@@ -155,16 +155,17 @@ def _rubrics_match(
         return False
     entries = [k for k in known if k is not None]
     if [n for n, k in zip(rubric.n_items, known, strict=True) if k is not None] != [
-        len(k.criteria) for k in entries
+        len(k.rubric) for k in entries
     ]:
         return False
+    expected = list(chain.from_iterable(k.rubric for k in entries))
     if missing:  # only the joined examples' criteria are compared
         joined = list(chain.from_iterable(e.rubric_items for e, k in zip(examples, known, strict=True) if k))
         points, tags = list(map(POINTS, joined)), list(map(TAGS, joined))
     else:
         joined, points, tags = rubric.items, rubric.points, rubric.tags
     return (
-        list(chain.from_iterable(k.points for k in entries)) == points
-        and list(chain.from_iterable(k.tags for k in entries)) == tags
-        and list(chain.from_iterable(k.criteria for k in entries)) == list(map(CRITERION, joined))
+        list(map(POINTS, expected)) == points
+        and list(map(TAGS, expected)) == tags
+        and list(map(CRITERION, expected)) == list(map(CRITERION, joined))
     )
