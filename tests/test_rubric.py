@@ -134,9 +134,9 @@ def test_conversation_metrics_refuses_a_length_mismatch(make_conversation: Conve
         conversation_metrics(conversation, [MET, MET])
 
 
-def test_a_rubric_built_by_hand_without_positive_points_is_refused() -> None:
-    # model_construct skips validation, as records built by hand may
-    conversation = Conversation.model_construct(
+def hand_built_without_positive_points() -> Conversation:
+    """A conversation built by hand: model_construct skips validation, as records built by hand may."""
+    return Conversation.model_construct(
         prompt=[Message(role="user", content="q")],
         prompt_id="hand-built",
         rubrics=[item(-5)],
@@ -144,8 +144,11 @@ def test_a_rubric_built_by_hand_without_positive_points_is_refused() -> None:
         ideal_completions_data=None,
         canary=None,
     )
+
+
+def test_a_rubric_built_by_hand_without_positive_points_is_refused() -> None:
     with pytest.raises(ValueError, match="hand-built has no positive points"):
-        conversation_metrics(conversation, [MET])
+        conversation_metrics(hand_built_without_positive_points(), [MET])
 
 
 @pytest.mark.parametrize(
@@ -283,16 +286,8 @@ def test_batch_metrics_raises_what_conversation_metrics_raises(
     conversation = make_conversation([(5, [])])
     with pytest.raises(ValueError, match="1 rubric items but 2 verdicts"):
         batch_metrics([conversation], [[MET, MET]])
-    hand_built = Conversation.model_construct(
-        prompt=[Message(role="user", content="q")],
-        prompt_id="hand-built",
-        rubrics=[item(-5)],
-        example_tags=[],
-        ideal_completions_data=None,
-        canary=None,
-    )
     with pytest.raises(ValueError, match="hand-built has no positive points"):
-        batch_metrics([conversation, hand_built], [[MET], [MET]])
+        batch_metrics([conversation, hand_built_without_positive_points()], [[MET], [MET]])
     with pytest.raises(ValueError, match="2 conversations but 1 verdict lists"):
         batch_metrics([conversation, conversation], [[MET]])
 
