@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from healthbench.models.limits import Connection, ConnectionLimits, Gate
+from healthbench.models.limits import Answers, Connection, ConnectionLimits, Gate
 from healthbench.models.tally import CallTally
 
 
@@ -40,3 +40,14 @@ def test_never_answered_is_per_endpoint_and_per_model() -> None:
     connection.succeeded("candidate")
     assert not connection.never_answered()  # the endpoint answers
     assert connection.never_answered("judge") and not connection.never_answered("candidate")
+
+
+def test_answers_is_the_one_record_the_connection_and_ray_ask() -> None:
+    answers = Answers()
+    assert answers.never_answered() and answers.never_answered("m")
+    answers.record("m")
+    assert not answers.never_answered() and not answers.never_answered("m")
+    assert answers.never_answered("other")
+    connection = Connection(ConnectionLimits(), Gate(1))
+    connection.succeeded("m")
+    assert not connection.answers.never_answered("m")  # the connection keeps its record in an Answers

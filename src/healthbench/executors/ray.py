@@ -31,6 +31,7 @@ from healthbench.grading.template import GraderTemplate, load_template
 from healthbench.grading.verdict import VerdictParseError, parse_verdict
 from healthbench.models.base import Completion, ModelSettings, ModelSpec, Usage, resolve_api_key
 from healthbench.models.errors import ProviderError
+from healthbench.models.limits import Answers
 from healthbench.models.openai import parse_chat_response
 from healthbench.models.pricing import PriceTable
 from healthbench.runner.engine import (
@@ -131,7 +132,7 @@ class RayExecutor:
         self.counters = RunCounters()
         self._cache_keys: set[str] = set()
         self._pending: list[Op] = []
-        self._answered: set[str] = set()  # models with a successful real call in this session
+        self._answers = Answers()  # models with a successful real call in this session
 
     def run(self, work_plan: Plan, *, interrupted_before: bool = False) -> RunCounters:
         """Do the plan's pending work. ``interrupted_before``: an earlier session of the run ended
@@ -277,12 +278,12 @@ class RayExecutor:
             completion: Completion = parse_chat_response(answer.response, endpoint.spec.model)
         except (ModelError, ProviderError) as exc:
             error = exc if isinstance(exc, ModelError) else ModelError(f"{name}: {exc}")
-            if answer.fatal or name not in self._answered:
+            if answer.fatal or self._answers.never_answered(name):
                 why = "retrying cannot help" if answer.fatal else f"no call to {name} has succeeded"
                 saved = "stopping the run, everything finished so far is saved"
                 raise RunError(f"{error} ({why}; {saved})") from None
             return error
-        self._answered.add(name)
+        self._answers.record(name)
         cost = self.prices.cost(endpoint.spec.provider, endpoint.spec.model, completion.usage)
         self.counters.count_call(completion.usage.input_tokens, completion.usage.output_tokens, cost)
         return CallResult(completion.text, completion.usage, cost, False)

@@ -130,6 +130,23 @@ class Gate:
         self.release()
 
 
+class Answers:
+    """Which models have answered at least once: the one "never answered" test. What has not answered
+    once is down or misconfigured (wrong --base-url, model name or key) rather than busy, so its calls
+    are not retried for long and a run using it stops instead of failing every call the same way.
+    Used per endpoint (`Connection`) and by the Ray executor, which has no connection pool."""
+
+    def __init__(self) -> None:
+        self._counts: dict[str, int] = {}  # successful requests per model name
+
+    def record(self, model: str) -> None:
+        self._counts[model] = self._counts.get(model, 0) + 1
+
+    def never_answered(self, model: str | None = None) -> bool:
+        """For one model (or, with None, for every model counted here)."""
+        return not (self._counts.get(model, 0) if model is not None else self._counts)
+
+
 @dataclass
 class Connection:
     """The live budget of one endpoint: its gate, optional buckets, and whether it answers."""
@@ -138,7 +155,7 @@ class Connection:
     gate: Gate
     requests: TokenBucket | None = None
     tokens: TokenBucket | None = None
-    answered: dict[str, int] = field(default_factory=dict)  # successful requests per model name
+    answers: Answers = field(default_factory=Answers)
     # an outage in progress: when calls on this endpoint started failing, the last error, and when
     # the next attempt is due (monotonic seconds); all None while calls succeed
     failing_since: float | None = None
@@ -146,14 +163,11 @@ class Connection:
     next_attempt: float | None = None
 
     def never_answered(self, model: str | None = None) -> bool:
-        """The one "never answered" test, for the endpoint (``model`` None) or one model on it: what has
-        not answered once is down or misconfigured (wrong --base-url, model name or key) rather than
-        busy, so its calls are not retried for long and a run using it stops instead of failing every
-        call the same way."""
-        return not (self.answered.get(model, 0) if model is not None else self.answered)
+        """`Answers.never_answered` for this endpoint (``model`` None) or one model on it."""
+        return self.answers.never_answered(model)
 
     def succeeded(self, model: str) -> None:
-        self.answered[model] = self.answered.get(model, 0) + 1
+        self.answers.record(model)
         self.failing_since = self.last_error = self.next_attempt = None
 
     def failed(self, message: str, now: float) -> float:
