@@ -247,17 +247,19 @@ def call_through_ray(
     def room() -> bool:
         return fed < len(batches) and sent - received + len(batches[fed]) <= endpoint.in_flight
 
-    try:
+    def feed() -> None:  # every batch there is room for
+        nonlocal fed, sent
         while room():
             queue.put(batches[fed])
             fed, sent = fed + 1, sent + len(batches[fed])
+
+    try:
+        feed()
         for row in endpoint.processor()(source).iter_rows():
             received += 1
             yield answer(int(row["tag"]), str(row["response"]))
             if room():
                 flush()  # everything received is committed before Ray gets more to do
-                while room():
-                    queue.put(batches[fed])
-                    fed, sent = fed + 1, sent + len(batches[fed])
+                feed()
     finally:
         queue.shutdown(force=True)
