@@ -16,7 +16,6 @@ from healthbench.scoring.correction import (
     judge_cells,
     key_tables,
     rates,
-    resample_counts,
 )
 from healthbench.scoring.rubric import OVERALL, Verdict
 from healthbench.scoring.stats import BootstrapOptions
@@ -148,6 +147,13 @@ N_CONV, N_META, TRIALS, RESAMPLES = 200, 400, 500, 400
 def judge(truth: np.ndarray, category: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     u = rng.random(truth.shape)
     return np.where(truth, u < SE[category], u >= SP[category])
+
+
+def resample_counts(n: int, n_resamples: int, rng: np.random.Generator) -> np.ndarray:
+    """How often each of ``n`` items is drawn in each of ``n_resamples`` draws of ``n`` with replacement
+    (the raw score's plain bootstrap, beside the corrected one)."""
+    picks = rng.integers(0, n, size=(n_resamples, n)) + n * np.arange(n_resamples)[:, None]
+    return np.bincount(picks.ravel(), minlength=n * n_resamples).reshape(n_resamples, n)
 
 
 def simulate_trial(rng: np.random.Generator, se: np.ndarray, sp: np.ndarray):

@@ -268,12 +268,6 @@ def correct(
     return CorrectionResult(keys, model, cells, n_resamples, unstable)
 
 
-def resample_counts(n: int, n_resamples: int, rng: np.random.Generator) -> npt.NDArray[np.intp]:
-    """How often each of ``n`` items is drawn in each of ``n_resamples`` draws of ``n`` with replacement."""
-    picks = rng.integers(0, n, size=(n_resamples, n)) + n * np.arange(n_resamples)[:, None]
-    return np.bincount(picks.ravel(), minlength=n * n_resamples).reshape(n_resamples, n)
-
-
 def _parameters(model: ErrorModel) -> tuple[FloatArray, FloatArray]:
     names = [*model.used, POOLED]
     return (
