@@ -36,9 +36,9 @@ from healthbench.results.views import VERDICT_NAMES, RunView
 from healthbench.runner.run import stored_record
 from healthbench.scoring.run_score import GradedSample
 from healthbench.store import Store
+from healthbench.store.runs import GradeRow, Rows, RunStatus, SampleRow
 
 NAME = "bench"
-STAMP = "2026-01-01T00:00:00"
 
 
 def store_run(store: Store, samples: list[GradedSample]) -> None:
@@ -51,49 +51,28 @@ def store_run(store: Store, samples: list[GradedSample]) -> None:
         record,
         [(s.conversation.prompt_id, s.conversation.model_dump(mode="json")) for s in samples],
     )
-    ops: list[tuple[str, dict[str, Any]]] = []
+    rows = Rows()
     for sample in samples:
         item = sample.conversation.prompt_id
-        ops.append(
-            (
-                "samples",
-                {
-                    "run_id": run.id,
-                    "item_id": item,
-                    "repeat": 0,
-                    "completion": sample.completion,
-                    "messages": None,
-                    "usage": {"input_tokens": 300, "output_tokens": 400},
-                    "cost": 0.001,
-                    "cached": False,
-                    "error": None,
-                    "created_at": STAMP,
-                },
-            )
-        )
+        usage = {"input_tokens": 300, "output_tokens": 400}
+        rows.samples.append(SampleRow(item, 0, usage, 0.001, False, None, sample.completion, None))
         for index, verdict in enumerate(sample.verdicts):
-            ops.append(
-                (
-                    "grades",
-                    {
-                        "run_id": run.id,
-                        "item_id": item,
-                        "repeat": 0,
-                        "criterion": index,
-                        "status": VERDICT_NAMES[verdict],
-                        "explanation": "synthetic explanation",
-                        "raw": None,
-                        "attempts": 1,
-                        "usage": {"input_tokens": 900, "output_tokens": 60},
-                        "cost": 0.0005,
-                        "cached": False,
-                        "error": None,
-                        "created_at": STAMP,
-                    },
+            rows.grades.append(
+                GradeRow(
+                    item_id=item,
+                    repeat=0,
+                    usage={"input_tokens": 900, "output_tokens": 60},
+                    cost=0.0005,
+                    cached=False,
+                    error=None,
+                    criterion=index,
+                    status=VERDICT_NAMES[verdict],
+                    explanation="synthetic explanation",
+                    attempts=1,
                 )
             )
-    store.write(ops)
-    store.set_status(run.id, "finished")
+    store.put_rows(run.id, rows)
+    store.set_status(run.id, RunStatus.FINISHED)
 
 
 def timed(function: Callable[[], Any]) -> tuple[float, Any]:

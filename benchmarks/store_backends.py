@@ -25,27 +25,26 @@ sys.path.insert(0, str(ROOT / "tests"))
 from pg_fixtures import running_server, unavailable  # noqa: E402
 
 from healthbench.store import Store  # noqa: E402
+from healthbench.store.runs import GradeRow, GradeStatus, Rows  # noqa: E402
 from healthbench.store.writer import StoreWriter  # noqa: E402
 
 CRITERIA = 10
 
 
-def grade_row(run_id: int, n: int) -> dict[str, object]:
-    return {
-        "run_id": run_id,
-        "item_id": f"c{n // CRITERIA}",
-        "repeat": 0,
-        "criterion": n % CRITERIA,
-        "status": "met" if n % 3 else "not_met",
-        "explanation": "The response mentions the point. " * 4,
-        "raw": '{"criteria_met": true}',
-        "attempts": 1,
-        "usage": {"input_tokens": 900, "output_tokens": 60},
-        "cost": 0.0001,
-        "cached": False,
-        "error": None,
-        "created_at": "2026-01-01T00:00:00.000+00:00",
-    }
+def grade_row(n: int) -> GradeRow:
+    return GradeRow(
+        item_id=f"c{n // CRITERIA}",
+        repeat=0,
+        usage={"input_tokens": 900, "output_tokens": 60},
+        cost=0.0001,
+        cached=False,
+        error=None,
+        criterion=n % CRITERIA,
+        status=GradeStatus.MET if n % 3 else GradeStatus.NOT_MET,
+        explanation="The response mentions the point. " * 4,
+        attempts=1,
+        raw='{"criteria_met": true}',
+    )
 
 
 async def write_all(store: Store, run_id: int, rows: int, callers: int) -> list[float]:
@@ -56,11 +55,11 @@ async def write_all(store: Store, run_id: int, rows: int, callers: int) -> list[
     async def caller(writer: StoreWriter) -> None:
         for n in numbers:
             start = time.perf_counter()
-            await writer.write([("grades", grade_row(run_id, n))])
+            await writer.put(Rows(grades=[grade_row(n)]))
             waits.append(time.perf_counter() - start)
             await asyncio.sleep(0)  # a model call would yield here
 
-    async with StoreWriter(store) as writer:
+    async with StoreWriter(store, run_id) as writer:
         await asyncio.gather(*(caller(writer) for _ in range(callers)))
     return waits
 

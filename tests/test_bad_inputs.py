@@ -30,6 +30,7 @@ from healthbench.data.subset import select
 from healthbench.errors import StoreError
 from healthbench.runner.run import prepare_eval
 from healthbench.store import Store
+from healthbench.store.runs import SampleRow
 from healthbench.testing.fake_server import fetch_stats, reset_stats
 from healthbench.testing.process import fake_server_process
 
@@ -707,7 +708,7 @@ def test_store_reads_and_status_updates_that_fail_are_one_store_error(tmp_path: 
         lambda: store.sample_progress(run.id),
         lambda: store.grade_progress(run.id),
         lambda: store.cache_get("k"),
-        lambda: store.write([("samples", {})]),
+        lambda: store.put(run.id, samples=[SampleRow("a", 0, None, None, False, None, "x", None)]),
     ]
     for call in calls:
         with pytest.raises(StoreError) as info:

@@ -17,8 +17,7 @@ from healthbench.results.correction import corrected_scores
 from healthbench.results.views import RunView
 from healthbench.runner.meta_eval import prepare_meta_eval, row_id
 from healthbench.scoring.stats import BootstrapOptions
-from healthbench.store.db import now
-from healthbench.store.runs import Store
+from healthbench.store.runs import GradeRow, GradeStatus, RunStatus, Store
 from healthbench.testing.process import fake_server_process
 
 runner = CliRunner()
@@ -62,28 +61,22 @@ def stored_meta_run(store: Store, path: Path, judge: dict, name: str = "meta") -
     run = prepare_meta_eval(store, config.model_copy(update={"model": None}), name)
     records = RunView.of(store, run).meta_records()
     grades = [
-        (
-            "grades",
-            {
-                "run_id": run.id,
-                "item_id": row_id(r),
-                "repeat": 0,
-                "criterion": 0,
-                "status": "met" if judge_says_met(int(r.prompt_id[1:])) else "not_met",
-                "explanation": None,
-                "raw": None,
-                "attempts": 1,
-                "usage": None,
-                "cost": None,
-                "cached": False,
-                "error": None,
-                "created_at": now(),
-            },
+        GradeRow(
+            row_id(r),
+            0,
+            None,
+            None,
+            False,
+            None,
+            0,
+            GradeStatus.MET if judge_says_met(int(r.prompt_id[1:])) else GradeStatus.NOT_MET,
+            None,
+            1,
         )
         for r in records
     ]
-    store.write(grades)
-    store.set_status(run.id, "finished")
+    store.put(run.id, grades=grades)
+    store.set_status(run.id, RunStatus.FINISHED)
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ def answer(text: str, tokens: int = 10, cost: float | None = 0.5, cached: bool =
 
 
 def grading(first: int = 0, retries: int = 2) -> Grading:
-    return Grading.start(7, W, "answer", 1, first, EngineOptions(judge_retries=retries))
+    return Grading.start(W, "answer", 1, first, EngineOptions(judge_retries=retries))
 
 
 def test_a_verdict_after_a_reask_adds_up_both_attempts() -> None:
@@ -24,17 +24,9 @@ def test_a_verdict_after_a_reask_adds_up_both_attempts() -> None:
     assert g.answered(answer("no json here")) is None  # asked again
     row = g.answered(answer(MET, tokens=20, cost=0.25, cached=True))
     assert row is not None
-    assert {k: row[k] for k in ("run_id", "item_id", "repeat", "criterion", "status", "explanation")} == {
-        "run_id": 7, "item_id": "c1", "repeat": 1, "criterion": 1, "status": "met", "explanation": "yes",
-    }  # fmt: skip
-    assert (row["raw"], row["error"], row["attempts"], row["cost"], row["cached"]) == (
-        None,
-        None,
-        2,
-        0.75,
-        False,
-    )
-    assert row["usage"] == Usage(input_tokens=30, output_tokens=2).as_dict()
+    assert (row.item_id, row.repeat, row.criterion, row.status, row.explanation) == ("c1", 1, 1, "met", "yes")
+    assert (row.raw, row.error, row.attempts, row.cost, row.cached) == (None, None, 2, 0.75, False)
+    assert row.usage == Usage(input_tokens=30, output_tokens=2).as_dict()
 
 
 def test_the_last_unusable_answer_leaves_the_criterion_ungraded_with_what_it_said() -> None:
@@ -42,16 +34,16 @@ def test_the_last_unusable_answer_leaves_the_criterion_ungraded_with_what_it_sai
     assert g.answered(answer("nope")) is None
     row = g.answered(answer("still nope", cost=None))
     assert row is not None
-    assert (row["status"], row["raw"], row["attempts"], row["cost"]) == ("ungraded", "still nope", 3, None)
-    assert row["error"].startswith("unparseable judge answer: no JSON object")
+    assert (row.status, row.raw, row.attempts, row.cost) == ("ungraded", "still nope", 3, None)
+    assert row.error is not None and row.error.startswith("unparseable judge answer: no JSON object")
 
 
 def test_a_failed_call_is_ungraded_and_keeps_the_earlier_answer() -> None:
     g = grading()
     assert g.answered(answer("nope")) is None
     row = g.failed("judge: gave up after 3 attempts; last error: 500: boom")
-    assert (row["status"], row["raw"], row["attempts"], row["cost"]) == ("ungraded", "nope", 2, 0.5)
-    assert row["error"] == "judge: gave up after 3 attempts; last error: 500: boom"
+    assert (row.status, row.raw, row.attempts, row.cost) == ("ungraded", "nope", 2, 0.5)
+    assert row.error == "judge: gave up after 3 attempts; last error: 500: boom"
 
 
 def test_each_attempt_has_its_own_cache_key() -> None:

@@ -28,6 +28,7 @@ from healthbench.results.rows import iter_row_scores
 from healthbench.results.views import RunView
 from healthbench.runner.run import stored_record
 from healthbench.store import Store
+from healthbench.store.runs import GradeRow, SampleRow
 
 
 def conversation(
@@ -76,52 +77,35 @@ def _write_run(store: Store, name: str = "docs", **config: Any) -> None:
     run = store.create_run(
         name, "eval", record, [(c.prompt_id, c.model_dump(mode="json")) for c in CONVERSATIONS]
     )
-    ops: list[tuple[str, dict[str, Any]]] = []
+    samples: list[SampleRow] = []
+    grades: list[GradeRow] = []
     for (prompt_id, repeat), statuses in STATUSES.items():
         failed = (prompt_id, repeat) == ("c4", 1)
-        ops.append(
-            (
-                "samples",
-                {
-                    "run_id": run.id,
-                    "item_id": prompt_id,
-                    "repeat": repeat,
-                    "completion": None
-                    if failed
-                    else f"answer to {prompt_id} #{repeat}" + "x" * (10 * repeat),
-                    "messages": None,
-                    "usage": None if failed else {"input_tokens": 10, "output_tokens": 5},
-                    "cost": None if failed else 0.01,
-                    "cached": False,
-                    "error": "HTTP 500" if failed else None,
-                    "created_at": "2026-01-01T00:00:00",
-                },
-            )
-        )
+        completion = None if failed else f"answer to {prompt_id} #{repeat}" + "x" * (10 * repeat)
+        usage = None if failed else {"input_tokens": 10, "output_tokens": 5}
+        cost = None if failed else 0.01
+        error = "HTTP 500" if failed else None
+        samples.append(SampleRow(prompt_id, repeat, usage, cost, False, error, completion, None))
         for index, status in enumerate(statuses):
             if status is None:
                 continue
-            ops.append(
-                (
-                    "grades",
-                    {
-                        "run_id": run.id,
-                        "item_id": prompt_id,
-                        "repeat": repeat,
-                        "criterion": index,
-                        "status": status,
-                        "explanation": f"why {index}",
-                        "raw": "{}",
-                        "attempts": 1,
-                        "usage": {"input_tokens": 100, "output_tokens": 20},
-                        "cost": 0.001,
-                        "cached": index == 0,
-                        "error": None,
-                        "created_at": "2026-01-01T00:00:00",
-                    },
+            grade_usage = {"input_tokens": 100, "output_tokens": 20}
+            grades.append(
+                GradeRow(
+                    prompt_id,
+                    repeat,
+                    grade_usage,
+                    0.001,
+                    index == 0,
+                    None,
+                    index,
+                    status,
+                    f"why {index}",
+                    1,
+                    "{}",
                 )
             )
-    store.write(ops)
+    store.put(run.id, samples=samples, grades=grades)
 
 
 @pytest.fixture

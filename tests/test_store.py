@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from helpers import one_line_error
-from sqlalchemy import create_engine, inspect, text
+from sqlalchemy import create_engine, event, inspect, text
 from typer.testing import CliRunner
 
 import healthbench.cli  # noqa: F401  (registers the commands)
@@ -23,6 +23,7 @@ from healthbench.store.batch_tables import batch_metadata
 from healthbench.store.job_tables import job_metadata
 from healthbench.store.location import STORE_ENV, hide_password, store_url
 from healthbench.store.migrations import MIGRATIONS, initial_tables, migrate
+from healthbench.store.runs import CacheEntry, GradeRow, GradeStatus, Rows, SampleRow
 from healthbench.store.writer import StoreWriter
 
 ALL_MIGRATIONS = [m.name for m in MIGRATIONS]
@@ -274,26 +275,16 @@ def _run_cfg() -> dict[str, object]:
     return {"judge": {"spec": "j"}, "model": {"spec": "m"}, "dataset": "demo"}
 
 
-def _sample(run_id: int, completion: str, cached: bool) -> dict[str, object]:
-    return {
-        "run_id": run_id,
-        "item_id": "c1",
-        "repeat": 0,
-        "completion": completion,
-        "messages": [{"role": "user", "content": "hi"}],
-        "usage": {"input_tokens": 3, "output_tokens": 4},
-        "cost": 0.5,
-        "cached": cached,
-        "error": None,
-        "created_at": "t",
-    }
+def _sample(completion: str, cached: bool, repeat: int = 0) -> SampleRow:
+    usage = {"input_tokens": 3, "output_tokens": 4}
+    return SampleRow("c1", repeat, usage, 0.5, cached, None, completion, [{"role": "user", "content": "hi"}])
 
 
 def test_writes_are_idempotent_and_round_trip_json_and_booleans(store_target: str) -> None:
     store = Store(store_target)
     run = store.create_run("r", "eval", {"run": _run_cfg()}, [("c1", {"prompt": [{"a": 1}]})])
-    store.write([("samples", _sample(run.id, "first", True))])
-    store.write([("samples", _sample(run.id, "second", False))] * 2)
+    store.put(run.id, samples=[_sample("first", True)])
+    store.put(run.id, samples=[_sample("second", False)] * 2)
     rows = store.load_samples(run.id)
     assert list(rows) == [("c1", 0)]
     row = rows[("c1", 0)]
@@ -304,11 +295,32 @@ def test_writes_are_idempotent_and_round_trip_json_and_booleans(store_target: st
         [{"role": "user", "content": "hi"}],
     )
     assert store.load_items(run.id) == [("c1", {"prompt": [{"a": 1}]})]
-    cache_row = {"key": "k" * 64, "provider": "openai", "model": "m", "text": "t", "usage": {"n": 1}}
-    store.write([("call_cache", {**cache_row, "created_at": "t"})] * 2)
+    store.put(run.id, cache=[CacheEntry("k" * 64, "openai", "m", "t", {"n": 1})] * 2)
     cached = store.cache_get("k" * 64)
     assert cached is not None and (cached.text, cached.usage) == ("t", {"n": 1})
-    assert store.cache_keys() == {"k" * 64}
+    assert store.cache_has(["k" * 64, "x" * 64]) == {"k" * 64}
+    assert store.cache_get("x" * 64) is None
+    grade = GradeRow("c1", 0, None, None, False, "boom", 2, GradeStatus.UNGRADED, None, 3, raw="no json")
+    store.put(run.id, grades=[grade])
+    assert store.load_grades(run.id) == {("c1", 0, 2): grade}
+
+
+def test_cache_lookups_read_only_the_keys_asked_for_in_chunks(store_target: str) -> None:
+    store = Store(store_target)
+    run = store.create_run("r", "eval", {"run": _run_cfg()}, [])
+    entries = [CacheEntry(f"{i:064d}", "openai", "m", f"answer {i}", None) for i in range(1200)]
+    store.put(run.id, cache=entries)
+    asked = [f"{i:064d}" for i in (5, 700, 1199)] + ["n" * 64, f"{5:064d}"]
+    statements: list[str] = []
+    event.listen(store.engine, "before_cursor_execute", lambda *a: statements.append(a[2]))
+    found = store.cache_lookup(asked)
+    assert {k: v.text for k, v in found.items()} == {
+        f"{5:064d}": "answer 5", f"{700:064d}": "answer 700", f"{1199:064d}": "answer 1199"
+    }  # fmt: skip
+    assert len(statements) == 1  # four distinct keys: one chunk
+    statements.clear()
+    assert len(store.cache_has(f"{i:064d}" for i in range(1100))) == 1100
+    assert len(statements) == 3  # 1,100 keys: chunks of 500
 
 
 def test_a_second_run_with_the_same_name_is_refused(store_target: str) -> None:
@@ -323,11 +335,10 @@ def test_a_failed_group_commit_reaches_every_waiting_writer(store_target: str) -
     run = store.create_run("r", "eval", {"run": _run_cfg()}, [("c1", {})])
 
     async def main() -> list[BaseException | None]:
-        async with StoreWriter(store) as writer:
-            good = [
-                writer.write([("samples", {**_sample(run.id, "ok", False), "repeat": i})]) for i in range(3)
-            ]
-            bad = writer.write([("samples", _sample(run.id + 999, "orphan", False))])  # no such run
+        async with StoreWriter(store, run.id) as writer:
+            good = [writer.put(Rows(samples=[_sample("ok", False, repeat=i)])) for i in range(3)]
+            broken = GradeRow("c1", 0, None, None, False, None, 0, GradeStatus.MET, None, None)  # type: ignore[arg-type]
+            bad = writer.put(Rows(grades=[broken]))  # attempts is NOT NULL
             results = await asyncio.gather(*good, bad, return_exceptions=True)
         return list(results)
 
@@ -342,12 +353,9 @@ def test_group_commit_writes_every_batch(store_target: str) -> None:
     run = store.create_run("r", "eval", {"run": _run_cfg()}, [("c1", {})])
 
     async def main() -> None:
-        async with StoreWriter(store) as writer:
+        async with StoreWriter(store, run.id) as writer:
             await asyncio.gather(
-                *(
-                    writer.write([("samples", {**_sample(run.id, "ok", False), "repeat": i})])
-                    for i in range(50)
-                )
+                *(writer.put(Rows(samples=[_sample("ok", False, repeat=i)])) for i in range(50))
             )
 
     asyncio.run(main())

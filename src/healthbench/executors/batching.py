@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Literal
@@ -104,7 +105,6 @@ class BatchCaller:
         self.ledger = ledger
         self.options = options
         self.counters = counters
-        self.cache_keys: set[str] = set()
         self.queues: dict[str, _Queue] = {}
         for role in options.roles:
             model = models.get(role)
@@ -134,10 +134,10 @@ class BatchCaller:
         """One line on a batch event (a batch failed as a whole, batches abandoned by a crash)."""
         self.counters.batch_events.append(line)
 
-    def start(self, cache_keys: set[str]) -> None:
+    def start(self, cached: Callable[[Iterable[str]], set[str]]) -> None:
         """Pick up this run's batches from the store (a restart polls those whose answers are not all
-        in the call cache, ``cache_keys``) and start the submitters."""
-        self.cache_keys = cache_keys
+        in the call cache: ``cached(keys)`` says which of its requests' keys are) and start the
+        submitters."""
         abandoned = self.ledger.abandon_unsubmitted()
         if abandoned:
             self.note(f"{abandoned} batch(es) recorded but never created by the provider: submitting again")
@@ -147,11 +147,10 @@ class BatchCaller:
         for record in records:
             for row in self.ledger.requests(record.id):
                 latest[row.custom_id] = record.id
+        answered = cached(latest) if latest else set()  # this run's batch requests only
         for record in records:
             queue = self.queues.get(record.role)
-            outstanding = [
-                k for k, local in latest.items() if local == record.id and k not in self.cache_keys
-            ]
+            outstanding = [k for k, local in latest.items() if local == record.id and k not in answered]
             if queue is None or not outstanding:
                 continue
             for key in outstanding:

@@ -4,7 +4,7 @@ What a run pass does is the same whichever executor calls the models: the work i
 (`plan`: what the store already holds), the requests (`sample_request`, `judge_messages`, `judge_key`),
 and what each answer becomes (`Ledger`: cache lookups, call counting and pricing, sample rows;
 `Grading`: one criterion's attempts, verdict, usage, cost and re-asks, and its grade row). An executor
-only decides how and when calls are made and commits the `Op` lists these hand it.
+only decides how and when calls are made and commits the typed `Rows` these hand it (`Store.put`).
 """
 
 from __future__ import annotations
@@ -20,9 +20,7 @@ from healthbench.grading.template import JUDGE_SCHEMA, GraderTemplate
 from healthbench.grading.verdict import VerdictParseError, parse_verdict
 from healthbench.models.base import Completion, ModelSettings, ModelSpec, Usage, request_key
 from healthbench.models.pricing import PriceTable
-from healthbench.store.db import now
-from healthbench.store.runs import Store
-from healthbench.store.writer import Op
+from healthbench.store.runs import CacheEntry, GradeRow, GradeStatus, Rows, SampleRow, Store
 
 Messages = list[dict[str, str]]
 
@@ -84,25 +82,16 @@ def sample_request(spec: ModelSpec, settings: ModelSettings, w: WorkItem) -> tup
     return messages, request_key(spec, settings, messages, None, salt=f"repeat:{w.repeat}")
 
 
-def sample_row(run_id: int, settings: ModelSettings, w: WorkItem) -> dict[str, Any]:
-    """A sample row's key and request columns; its messages are the conversation as the candidate
-    received it (its system message first). The outcome columns come from `sample_fields`."""
+def sample_row(settings: ModelSettings, w: WorkItem, result: CallResult | str) -> SampleRow:
+    """A sample's row: the answer, or (``result`` a str) the error of the failed call; its messages are
+    the conversation as the candidate received it (its system message first)."""
     system = settings.system_message
     sent = ([{"role": "system", "content": system}] if system else []) + [dict(m) for m in w.messages]
-    return {"run_id": run_id, "item_id": w.item_id, "repeat": w.repeat, "messages": sent, "created_at": now()}
-
-
-def sample_fields(result: CallResult | None, error: str | None = None) -> dict[str, Any]:
-    """A sample row's outcome columns: the answer, or (``result`` None) the error of a failed call."""
-    if result is None:
-        return {"completion": None, "usage": None, "cost": None, "cached": False, "error": error}
-    return {
-        "completion": result.text,
-        "usage": result.usage.as_dict(),
-        "cost": result.cost,
-        "cached": result.cached,
-        "error": None,
-    }
+    if isinstance(result, str):
+        return SampleRow(w.item_id, w.repeat, None, None, False, result, None, sent)
+    return SampleRow(
+        w.item_id, w.repeat, result.usage.as_dict(), result.cost, result.cached, None, result.text, sent
+    )
 
 
 def judge_messages(
@@ -133,17 +122,9 @@ def judge_key(
     return request_key(spec, settings, messages, schema, salt=salt)
 
 
-def call_cache_op(key: str, spec: ModelSpec, result: CallResult) -> Op:
-    """The call-cache row of a real call (written with the row it produced, in one transaction)."""
-    row = {
-        "key": key,
-        "provider": spec.provider,
-        "model": spec.model,
-        "text": result.text,
-        "usage": result.usage.as_dict(),
-        "created_at": now(),
-    }
-    return ("call_cache", row)
+def cache_entry(key: str, spec: ModelSpec, result: CallResult) -> CacheEntry:
+    """The call-cache entry of a real call (written with the row it produced, in one transaction)."""
+    return CacheEntry(key, spec.provider, spec.model, result.text, result.usage.as_dict())
 
 
 def plan(store: Store, run_id: int, work: Sequence[WorkItem]) -> Plan:
@@ -158,8 +139,8 @@ def plan(store: Store, run_id: int, work: Sequence[WorkItem]) -> Plan:
             completion = samples.get((w.item_id, w.repeat))
         missing = []
         for i in range(len(w.criteria)):
-            status, attempts = grades.get((w.item_id, w.repeat, i), ("missing", 0))
-            if status in ("missing", "ungraded"):
+            status, attempts = grades.get((w.item_id, w.repeat, i), (GradeStatus.UNGRADED, 0))
+            if status == GradeStatus.UNGRADED:  # never graded, or ungraded: asked (again)
                 missing.append((i, attempts))
         criteria_done += len(w.criteria) - len(missing)
         samples_done += completion is not None
@@ -177,7 +158,6 @@ class Grading:
     attempts already stored), ``last`` the last one allowed (``first + judge_retries``). Each answer goes
     through `answered`, a failed call through `failed`; both return the grade row once it is final."""
 
-    run_id: int
     w: WorkItem
     completion: str
     index: int
@@ -190,10 +170,8 @@ class Grading:
     error: str | None = None
 
     @classmethod
-    def start(
-        cls, run_id: int, w: WorkItem, completion: str, index: int, first: int, options: EngineOptions
-    ) -> Grading:
-        return cls(run_id, w, completion, index, first, first + options.judge_retries)
+    def start(cls, w: WorkItem, completion: str, index: int, first: int, options: EngineOptions) -> Grading:
+        return cls(w, completion, index, first, first + options.judge_retries)
 
     def request(
         self, spec: ModelSpec, settings: ModelSettings, template: GraderTemplate, options: EngineOptions
@@ -203,7 +181,7 @@ class Grading:
         schema = judge_schema(options)
         return messages, schema, judge_key(spec, settings, messages, schema, self.w.repeat, self.attempt)
 
-    def answered(self, result: CallResult) -> dict[str, Any] | None:
+    def answered(self, result: CallResult) -> GradeRow | None:
         """Account one answer (usage, cost, cached); its grade row, or None when the judge is to be asked
         again (no usable verdict and attempts left)."""
         self.attempt += 1
@@ -216,77 +194,71 @@ class Grading:
             self.raw, self.error = result.text, f"unparseable judge answer: {exc}"
             if self.attempt <= self.last:
                 return None
-            return self._row("ungraded")
-        status = "met" if verdict.criteria_met else "not_met"
-        return self._row(status, explanation=verdict.explanation, raw=None, error=None)
+            return self._row(GradeStatus.UNGRADED, None, self.raw, self.error)
+        status = GradeStatus.MET if verdict.criteria_met else GradeStatus.NOT_MET
+        return self._row(status, verdict.explanation, None, None)
 
-    def failed(self, error: str) -> dict[str, Any]:
+    def failed(self, error: str) -> GradeRow:
         """The grade row of a call that failed after its retries: ungraded, keeping what came before."""
         self.attempt += 1
-        return self._row("ungraded", error=error)
+        return self._row(GradeStatus.UNGRADED, None, self.raw, error)
 
-    def _row(self, status: str, **fields: Any) -> dict[str, Any]:
-        row: dict[str, Any] = {
-            "run_id": self.run_id,
-            "item_id": self.w.item_id,
-            "repeat": self.w.repeat,
-            "criterion": self.index,
-            "status": status,
-            "explanation": None,
-            "raw": self.raw,
-            "error": self.error,
-            "attempts": self.attempt,
-            "usage": self.usage.as_dict(),
-            "cost": self.cost,
-            "cached": self.cached,
-            "created_at": now(),
-        }
-        row.update(fields)
-        return row
+    def _row(
+        self, status: GradeStatus, explanation: str | None, raw: str | None, error: str | None
+    ) -> GradeRow:
+        return GradeRow(
+            item_id=self.w.item_id,
+            repeat=self.w.repeat,
+            usage=self.usage.as_dict(),
+            cost=self.cost,
+            cached=self.cached,
+            error=error,
+            criterion=self.index,
+            status=status,
+            explanation=explanation,
+            attempts=self.attempt,
+            raw=raw,
+        )
 
 
 class Ledger:
-    """What an executor keeps while it runs a plan: the counters (started from the plan), the call-cache
-    keys, the prices; and how an answer is turned into store operations and counted."""
+    """What an executor keeps while it runs a plan: the counters (started from the plan) and the prices;
+    how the call cache is read (only the keys this run's calls ask for, in chunks: never the whole
+    cache); and how an answer is turned into typed rows and counted."""
 
     def __init__(
         self, store: Store, run_id: int, prices: PriceTable, counters: RunCounters | None = None
     ) -> None:
         self.store, self.run_id, self.prices = store, run_id, prices
         self.counters = counters or RunCounters()
-        self._cache_keys: set[str] = set()
 
     def start(self, work_plan: Plan, *, repeat_bound: int | None = None) -> RunCounters:
-        """Counters from the plan (what is already done counts), and the cache's keys loaded.
-        ``repeat_bound``: an earlier session ended without finishing, losing at most this many calls
-        in flight (asked again now)."""
+        """Counters from the plan (what is already done counts). ``repeat_bound``: an earlier session
+        ended without finishing, losing at most this many calls in flight (asked again now)."""
         c = self.counters
         c.samples_total, c.samples_done = work_plan.samples_total, work_plan.samples_done
         c.criteria_total, c.criteria_done = work_plan.criteria_total, work_plan.criteria_done
         c.criteria_at_start = work_plan.criteria_done
         c.repeat_bound = repeat_bound
-        self._cache_keys = self.store.cache_keys()
         return c
 
-    def cached(self, key: str) -> CallResult | None:
-        """The call cache's answer to ``key`` (counted as a cache hit), or None."""
-        if key not in self._cache_keys:
-            return None
-        hit = self.store.cache_get(key)
-        if hit is None:
-            return None
-        return self.shared(hit.text, Usage(**hit.usage) if hit.usage else Usage())
+    def lookup(self, keys: Sequence[str]) -> list[CallResult | None]:
+        """The call cache's answer to each of ``keys`` (None: not in the cache), each answer counted as a
+        cache hit. One read for all of them (in chunks), whatever the cache holds besides."""
+        found = self.store.cache_lookup(keys)
+        out: list[CallResult | None] = []
+        for key in keys:
+            hit = found.get(key)
+            out.append(
+                None if hit is None else self.shared(hit.text, Usage(**hit.usage) if hit.usage else Usage())
+            )
+        return out
 
     def shared(self, text: str, usage: Usage) -> CallResult:
         """An answer another call already paid for (the cache, or a provider batch's answer to the
         same request), counted as a cache hit."""
         self.counters.count_cache_hit(usage.input_tokens, usage.output_tokens)
         return CallResult(text, usage, 0.0, True)
-
-    @property
-    def cache_keys(self) -> set[str]:
-        """The call-cache keys known to this run (read at `start`, grown by every committed call)."""
-        return self._cache_keys
 
     def real(self, spec: ModelSpec, completion: Completion, *, batch: bool = False) -> CallResult:
         """A real call's answer, priced (at the provider's batch rate for a batch answer) and counted
@@ -295,33 +267,31 @@ class Ledger:
         self.counters.count_call(completion.usage.input_tokens, completion.usage.output_tokens, cost)
         return CallResult(completion.text, completion.usage, cost, False)
 
-    def ops(self, result: CallResult | None, key: str, spec: ModelSpec, rows: list[Op]) -> list[Op]:
-        """One transaction: the rows a call produced, and its call-cache row when it was a real call."""
-        batch = list(rows)
+    def ops(self, result: CallResult | None, key: str, spec: ModelSpec, rows: Rows) -> Rows:
+        """One transaction: the rows a call produced, and its call-cache entry when it was a real call."""
         if result is not None and not result.cached:
-            batch.append(call_cache_op(key, spec, result))
-            self._cache_keys.add(key)
-        return batch
+            rows.cache.append(cache_entry(key, spec, result))
+        return rows
 
     def sampled(
         self, w: WorkItem, settings: ModelSettings, result: CallResult | str
-    ) -> tuple[list[Op], str | None]:
+    ) -> tuple[Rows, str | None]:
         """A sample's row (``result`` a str: the error of the failed call), counted; and its completion."""
-        row = sample_row(self.run_id, settings, w)
+        rows = Rows(samples=[sample_row(settings, w, result)])
         if isinstance(result, str):
-            row.update(sample_fields(None, result))
             self.counters.samples_failed += 1
-            return [("samples", row)], None
-        row.update(sample_fields(result))
+            return rows, None
         self.counters.samples_done += 1
-        return [("samples", row)], result.text
+        return rows, result.text
 
-    def graded(self, row: dict[str, Any]) -> list[Op]:
-        """A final grade row, counted."""
+    def graded(self, row: GradeRow | None) -> Rows:
+        """A final grade row, counted (None: no row yet, the judge is asked again)."""
+        if row is None:
+            return Rows()
         self.counters.criteria_done += 1
-        if row["status"] == "ungraded":
+        if row.status == GradeStatus.UNGRADED:
             self.counters.ungraded += 1
-        return [("grades", row)]
+        return Rows(grades=[row])
 
 
 def run_stopped(error: ModelError, why: str) -> RunError:

@@ -34,8 +34,8 @@ from healthbench.grading.template import GraderTemplate
 from healthbench.models.base import ChatModel, Completion
 from healthbench.models.limits import ConnectionPool, Gate
 from healthbench.models.pricing import PriceTable
-from healthbench.store.runs import Store
-from healthbench.store.writer import Op, StoreWriter
+from healthbench.store.runs import Rows, Store
+from healthbench.store.writer import StoreWriter
 
 
 class Engine:
@@ -75,6 +75,7 @@ class Engine:
             open_items = max(open_items, self.options.batch_open_items)
         self._open_items = Gate(open_items)
         self._writer: StoreWriter | None = None
+        self._lookups = _CacheLookups(self.ledger)
 
     async def run(self, plan: Plan, *, interrupted_before: bool = False) -> RunCounters:
         """Do the plan's pending work (see `plan`); counters start from what was already done.
@@ -85,9 +86,9 @@ class Engine:
         self.progress.update(c)
         ticker = asyncio.create_task(self._tick())
         if self.batcher is not None:
-            self.batcher.start(self.ledger.cache_keys)
+            self.batcher.start(self.store.cache_has)
         try:
-            async with StoreWriter(self.store) as writer:
+            async with StoreWriter(self.store, self.run_id) as writer:
                 self._writer = writer
                 try:
                     async with asyncio.TaskGroup() as group:
@@ -125,9 +126,7 @@ class Engine:
         # of running on (and reopening the model's HTTP session) after the models are closed
         async with asyncio.TaskGroup() as group:
             for i, first in missing:
-                group.create_task(
-                    self._grade(Grading.start(self.run_id, w, completion, i, first, self.options))
-                )
+                group.create_task(self._grade(Grading.start(w, completion, i, first, self.options)))
 
     async def _sample(self, w: WorkItem) -> str | None:
         model = self.candidate
@@ -136,14 +135,14 @@ class Engine:
         messages, key = sample_request(model.spec, model.settings, w)
         try:
             async with self._call(model, key, messages, None, CallTag(w.item_id, w.repeat, -1, 0)) as result:
-                ops, text = self.ledger.sampled(w, model.settings, result)
-                await self._commit(result, key, model, ops)
+                rows, text = self.ledger.sampled(w, model.settings, result)
+                await self._commit(result, key, model, rows)
         except FatalModelError:
             raise
         except ModelError as exc:
             self._check_alive(model, exc)
-            ops, text = self.ledger.sampled(w, model.settings, str(exc))
-            await self._commit(None, key, model, ops)
+            rows, text = self.ledger.sampled(w, model.settings, str(exc))
+            await self._commit(None, key, model, rows)
         return text
 
     async def _grade(self, g: Grading) -> None:
@@ -156,9 +155,7 @@ class Engine:
                 tag = CallTag(g.w.item_id, g.w.repeat, g.index, g.attempt)
                 async with self._call(self.judge, key, messages, schema, tag) as result:
                     row = g.answered(result)
-                    await self._commit(
-                        result, key, self.judge, [] if row is None else self.ledger.graded(row)
-                    )
+                    await self._commit(result, key, self.judge, self.ledger.graded(row))
                     if row is not None:
                         return
             except FatalModelError:
@@ -180,12 +177,45 @@ class Engine:
     ) -> _Call:
         return _Call(self, model, key, messages, schema, tag)
 
-    async def _commit(self, result: CallResult | None, key: str, model: ChatModel, ops: list[Op]) -> None:
+    async def _commit(self, result: CallResult | None, key: str, model: ChatModel, rows: Rows) -> None:
         """Write the call (if it was a real call) and its rows in one transaction."""
         assert self._writer is not None
-        batch = self.ledger.ops(result, key, model.spec, ops)
+        batch = self.ledger.ops(result, key, model.spec, rows)
         if batch:
-            await self._writer.write(batch)
+            await self._writer.put(batch)
+
+
+class _CacheLookups:
+    """The call cache read for the calls about to be made: every key asked in one event-loop
+    iteration is looked up in one read (`Ledger.lookup`), like the writer's group commit. Only this
+    run's keys are ever read, never the whole cache."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self._ledger = ledger
+        self._pending: list[tuple[str, asyncio.Future[CallResult | None]]] = []
+        self._scheduled = False
+
+    async def get(self, key: str) -> CallResult | None:
+        future: asyncio.Future[CallResult | None] = asyncio.get_running_loop().create_future()
+        self._pending.append((key, future))
+        if not self._scheduled:
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self._read)
+        return await future
+
+    def _read(self) -> None:
+        self._scheduled = False
+        batch, self._pending = self._pending, []
+        try:
+            answers = self._ledger.lookup([key for key, _ in batch])
+        except Exception as exc:  # a store failure: handed to every waiting call
+            for _, future in batch:
+                if not future.done():
+                    future.set_exception(exc)
+            return
+        for (_, future), answer in zip(batch, answers, strict=True):
+            if not future.done():
+                future.set_result(answer)
 
 
 class _Call:
@@ -207,7 +237,7 @@ class _Call:
 
     async def __aenter__(self) -> CallResult:
         e = self.engine
-        hit = e.ledger.cached(self.key)
+        hit = await e._lookups.get(self.key)
         if hit is not None:
             return hit
         role = "judge" if self.model is e.judge else "candidate"

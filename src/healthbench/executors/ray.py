@@ -35,6 +35,7 @@ from healthbench.executors.grading import (
     EngineOptions,
     Grading,
     Ledger,
+    Messages,
     Plan,
     WorkItem,
     no_candidate,
@@ -50,8 +51,7 @@ from healthbench.models.errors import ProviderError
 from healthbench.models.limits import Answers
 from healthbench.models.openai import parse_chat_response
 from healthbench.models.pricing import PriceTable
-from healthbench.store.runs import Store
-from healthbench.store.writer import Op
+from healthbench.store.runs import Rows, Store
 
 INSTALL_HINT = "--executor ray needs Ray Data: pip install 'healthbench[ray]'"
 COMMIT_EVERY = 64  # results per store transaction (and before the pipeline is fed more: see ray_calls)
@@ -114,7 +114,7 @@ class RayExecutor:
         self.progress = progress or NoProgress()
         self.ledger = Ledger(store, run_id, prices)
         self.counters = self.ledger.counters
-        self._pending: list[Op] = []
+        self._pending = Rows()
         self._answers = Answers()  # models with a successful real call in this session
 
     def run(self, work_plan: Plan, *, interrupted_before: bool = False) -> RunCounters:
@@ -127,7 +127,7 @@ class RayExecutor:
         try:
             completions = self._sample_all([(w, done) for w, done, _ in work_plan.todo])
             grading = [
-                Grading.start(self.run_id, w, completion, index, first, self.options)
+                Grading.start(w, completion, index, first, self.options)
                 for (w, _, missing), completion in zip(work_plan.todo, completions, strict=True)
                 if completion is not None
                 for index, first in missing
@@ -142,18 +142,21 @@ class RayExecutor:
     # -- stage 1: samples --------------------------------------------------------------------
     def _sample_all(self, items: Sequence[tuple[WorkItem, str | None]]) -> list[str | None]:
         out: list[str | None] = [done for _, done in items]
-        asks: list[tuple[int, str]] = []  # (position in items, cache key)
-        bodies: list[dict[str, Any]] = []
+        requests: list[tuple[int, Messages, str]] = []  # (position in items, messages, cache key)
         for pos, (w, done) in enumerate(items):
             if done is not None:
                 continue
             if self.candidate is None:
                 raise no_candidate(w)
-            messages, key = sample_request(self.candidate.spec, self.candidate.settings, w)
-            hit = self.ledger.cached(key)
+            requests.append((pos, *sample_request(self.candidate.spec, self.candidate.settings, w)))
+        asks: list[tuple[int, str]] = []  # (position in items, cache key)
+        bodies: list[dict[str, Any]] = []
+        hits = self.ledger.lookup([key for _, _, key in requests])
+        for (pos, messages, key), hit in zip(requests, hits, strict=True):
             if hit is not None:
-                out[pos] = self._sampled(w, key, hit)
+                out[pos] = self._sampled(items[pos][0], key, hit)
             else:
+                assert self.candidate is not None
                 asks.append((pos, key))
                 bodies.append(self.candidate.body(messages, None))
         if self.candidate is not None:
@@ -165,8 +168,8 @@ class RayExecutor:
     def _sampled(self, w: WorkItem, key: str, result: CallResult | ModelError) -> str | None:
         assert self.candidate is not None
         outcome = str(result) if isinstance(result, ModelError) else result
-        ops, text = self.ledger.sampled(w, self.candidate.settings, outcome)
-        self._commit(None if isinstance(outcome, str) else outcome, key, self.candidate.spec, ops)
+        rows, text = self.ledger.sampled(w, self.candidate.settings, outcome)
+        self._commit(None if isinstance(outcome, str) else outcome, key, self.candidate.spec, rows)
         return text
 
     # -- stage 2: grades, one request per criterion, re-asked in rounds ----------------------
@@ -174,11 +177,12 @@ class RayExecutor:
         again: list[Grading] = []
         asks: list[tuple[Grading, str]] = []
         bodies: list[dict[str, Any]] = []
-        for g in grading:
-            messages, schema, key = g.request(
-                self.judge.spec, self.judge.settings, self.template, self.options
-            )
-            hit = self.ledger.cached(key)
+        requests = [
+            (g, *g.request(self.judge.spec, self.judge.settings, self.template, self.options))
+            for g in grading
+        ]
+        hits = self.ledger.lookup([key for _, _, _, key in requests])
+        for (g, messages, schema, key), hit in zip(requests, hits, strict=True):
             if hit is not None:
                 if not self._judged(g, key, hit):
                     again.append(g)
@@ -197,7 +201,7 @@ class RayExecutor:
             self._commit(None, key, self.judge.spec, self.ledger.graded(g.failed(str(result))))
             return True
         row = g.answered(result)
-        self._commit(result, key, self.judge.spec, [] if row is None else self.ledger.graded(row))
+        self._commit(result, key, self.judge.spec, self.ledger.graded(row))
         return row is not None
 
     # -- calls and commits ---------------------------------------------------------------------
@@ -218,15 +222,15 @@ class RayExecutor:
         self._answers.record(name)
         return self.ledger.real(endpoint.spec, completion)
 
-    def _commit(self, result: CallResult | None, key: str, spec: ModelSpec, ops: list[Op]) -> None:
-        self._pending.extend(self.ledger.ops(result, key, spec, ops))
+    def _commit(self, result: CallResult | None, key: str, spec: ModelSpec, rows: Rows) -> None:
+        self._pending.extend(self.ledger.ops(result, key, spec, rows))
         if len(self._pending) >= COMMIT_EVERY:
             self._flush()
 
     def _flush(self) -> None:
         if self._pending:
-            self.store.write(self._pending)
-            self._pending = []
+            self.store.put_rows(self.run_id, self._pending)
+            self._pending = Rows()
             self.progress.update(self.counters)
 
 

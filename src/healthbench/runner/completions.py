@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Unpack
+from typing import Unpack
 
 from healthbench.config import RunConfig
 from healthbench.data.schema import Conversation
@@ -36,8 +36,7 @@ from healthbench.runner.run import (
     stored_record,
 )
 from healthbench.runner.work import eval_work
-from healthbench.store.db import now
-from healthbench.store.runs import RunRecord, Store
+from healthbench.store.runs import GradeStatus, RunRecord, SampleRow, Store
 
 PHYSICIAN = "physician"
 REFERENCES = "references"
@@ -181,22 +180,12 @@ def prepare_baseline(
 
 def _write_completions(store: Store, run_id: int, rows: Sequence[BaselineRow], n_repeats: int) -> None:
     """The completions to grade, stored as the run's samples (upserts: writing twice changes nothing)."""
-    store.write([("samples", _sample_row(run_id, row, r)) for r in range(n_repeats) for row in rows])
+    store.put(run_id, samples=[_sample_row(row, r) for r in range(n_repeats) for row in rows])
 
 
-def _sample_row(run_id: int, row: BaselineRow, repeat: int) -> dict[str, Any]:
-    return {
-        "run_id": run_id,
-        "item_id": row.item_id,
-        "repeat": repeat,
-        "completion": row.completion,
-        "messages": [m.model_dump() for m in row.conversation.prompt],
-        "usage": None,
-        "cost": None,
-        "cached": False,
-        "error": None,
-        "created_at": now(),
-    }
+def _sample_row(row: BaselineRow, repeat: int) -> SampleRow:
+    messages = [m.model_dump() for m in row.conversation.prompt]
+    return SampleRow(row.item_id, repeat, None, None, False, None, row.completion, messages)
 
 
 @dataclass(frozen=True)
@@ -260,7 +249,7 @@ def estimate_baselines(store: Store, config: RunConfig, name: str | None) -> lis
             replace(w, fixed_completion=row.completion)
             for w, row in zip(items, list(chosen) * config.n_repeats, strict=True)
         ]
-        graded = {key for key, (status, _) in done.items() if status != "ungraded"}
+        graded = {key for key, (status, _) in done.items() if status != GradeStatus.UNGRADED}
         estimates = judge_estimate(work, config, done_grades=graded)
         out.append(BaselineEstimate(run_name, len(chosen), estimates))
     return out

@@ -14,11 +14,14 @@ from healthbench.grading.template import load_template
 from healthbench.runner.run import stored_record
 from healthbench.scoring.rubric import Verdict
 from healthbench.scoring.run_score import GradedSample
-from healthbench.store.db import now
-from healthbench.store.runs import RunRecord, Store
+from healthbench.store.runs import GradeRow, GradeStatus, RunRecord, RunStatus, SampleRow, Store
 
 SIMPLE_EVALS_GRADER = "openai/gpt-4.1"  # simple-evals' HealthBench grader
-_STATUS = {Verdict.MET: "met", Verdict.NOT_MET: "not_met", Verdict.UNGRADED: "ungraded"}
+_STATUS = {
+    Verdict.MET: GradeStatus.MET,
+    Verdict.NOT_MET: GradeStatus.NOT_MET,
+    Verdict.UNGRADED: GradeStatus.UNGRADED,
+}
 
 
 def store_imported(
@@ -36,45 +39,45 @@ def store_imported(
     record = stored_record(config, kind="eval", dataset=dataset, template_sha=load_template(None).sha256)
     items = [(pid, c.model_dump(mode="json")) for pid, c in conversations.items()]
     run = store.create_run(name, "eval", record, items)
-    store.write([op for sample in samples for op in _rows(run.id, sample)])
+    store.put(
+        run.id,
+        samples=[_sample(sample) for sample in samples],
+        grades=[grade for sample in samples for grade in _grades(sample)],
+    )
     ungraded = any(v is Verdict.UNGRADED for s in samples for v in s.verdicts)
-    store.set_status(run.id, "incomplete" if ungraded else "finished")
+    store.set_status(run.id, RunStatus.INCOMPLETE if ungraded else RunStatus.FINISHED)
     return store.require_run(name)
 
 
-def _rows(run_id: int, sample: GradedSample) -> list[tuple[str, dict[str, Any]]]:
-    stamp = now()
-    key = {"run_id": run_id, "item_id": sample.conversation.prompt_id, "repeat": sample.repeat}
+def _sample(sample: GradedSample) -> SampleRow:
     messages = sample.prompt_messages or [m.model_dump() for m in sample.conversation.prompt]
-    ops: list[tuple[str, dict[str, Any]]] = [
-        (
-            "samples",
-            {
-                **key,
-                "completion": sample.completion,
-                "messages": [dict(m) for m in messages],
-                "usage": dict(sample.usage) if sample.usage else None,
-                "cost": None,
-                "cached": False,
-                "error": None,
-                "created_at": stamp,
-            },
-        )
-    ]
+    usage = dict(sample.usage) if sample.usage else None
+    return SampleRow(
+        sample.conversation.prompt_id,
+        sample.repeat,
+        usage,
+        None,
+        False,
+        None,
+        sample.completion,
+        [dict(m) for m in messages],
+    )
+
+
+def _grades(sample: GradedSample) -> list[GradeRow]:
     explanations = sample.explanations or (None,) * len(sample.verdicts)
-    for index, (verdict, explanation) in enumerate(zip(sample.verdicts, explanations, strict=True)):
-        grade = {
-            **key,
-            "criterion": index,
-            "status": _STATUS[verdict],
-            "explanation": explanation,
-            "raw": None,
-            "attempts": 1,
-            "usage": None,
-            "cost": None,
-            "cached": False,
-            "error": "ungraded in the imported file" if verdict is Verdict.UNGRADED else None,
-            "created_at": stamp,
-        }
-        ops.append(("grades", grade))
-    return ops
+    return [
+        GradeRow(
+            item_id=sample.conversation.prompt_id,
+            repeat=sample.repeat,
+            usage=None,
+            cost=None,
+            cached=False,
+            error="ungraded in the imported file" if verdict is Verdict.UNGRADED else None,
+            criterion=index,
+            status=_STATUS[verdict],
+            explanation=explanation,
+            attempts=1,
+        )
+        for index, (verdict, explanation) in enumerate(zip(sample.verdicts, explanations, strict=True))
+    ]

@@ -33,10 +33,7 @@ from healthbench.runner.loop import run_async
 from healthbench.runner.work import eval_work, samples_answers, stored_item_ids, stored_work
 from healthbench.store.batches import BatchLedger
 from healthbench.store.lease import RunLease
-from healthbench.store.runs import RunRecord, Store
-
-# statuses a run is left in by a session that did not end normally (a killed process leaves "running")
-INTERRUPTED = ("running", "interrupted", "failed")
+from healthbench.store.runs import INTERRUPTED, GradeStatus, RunRecord, RunStatus, Store
 
 
 @dataclass(frozen=True)
@@ -210,18 +207,19 @@ async def _execute(x: _Execution, work: Sequence[WorkItem]) -> RunCounters:
             criteria_total=work_plan.criteria_total,
             criteria_done=work_plan.criteria_done,
         )
-        if run.status != "finished":
-            store.set_status(run.id, "finished")
+        if run.status != RunStatus.FINISHED:
+            store.set_status(run.id, RunStatus.FINISHED)
         return counters
-    store.set_status(run.id, "running")
-    status = "failed"
+    store.set_status(run.id, RunStatus.RUNNING)
+    status = RunStatus.FAILED
     try:
         on_executor = _on_ray if x.config.executor == "ray" else _on_engine
         counters = await on_executor(x, work_plan)
-        status = "finished" if counters.ungraded == 0 and counters.samples_failed == 0 else "incomplete"
+        clean = counters.ungraded == 0 and counters.samples_failed == 0
+        status = RunStatus.FINISHED if clean else RunStatus.INCOMPLETE
         return counters
     except (asyncio.CancelledError, KeyboardInterrupt):
-        status = "interrupted"  # everything committed so far is kept; run it again to continue
+        status = RunStatus.INTERRUPTED  # everything committed so far is kept; run it again to continue
         raise
     finally:
         store.set_status(run.id, status)
@@ -544,7 +542,9 @@ def dry_run(store: Store, config: RunConfig, name: str | None) -> tuple[int, lis
         item_ids = stored_item_ids(store, existing)
         done_samples = set(store.sample_progress(existing.id))
         done_grades = {
-            k for k, (status, _) in store.grade_progress(existing.id).items() if status != "ungraded"
+            k
+            for k, (status, _) in store.grade_progress(existing.id).items()
+            if status != GradeStatus.UNGRADED
         }
     else:
         _, loaded = load_conversations(config.dataset, data=config.data, cache=config.cache_dir)

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Iterator, Mapping, Sequence
-from dataclasses import dataclass, fields
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from enum import StrEnum
 from typing import Any, TypeVar
 
 from sqlalchemy import Engine, Table, and_, func, select, update
@@ -14,6 +15,32 @@ from healthbench.errors import RunError, RunExistsError
 from healthbench.store import db
 from healthbench.store.db import call_cache, grades, items, runs, samples, upsert
 from healthbench.store.location import shown, store_url
+
+
+class RunStatus(StrEnum):
+    """A run's status as stored (``runs.status``)."""
+
+    CREATED = "created"
+    RUNNING = "running"  # also what a killed process leaves behind
+    FINISHED = "finished"
+    INCOMPLETE = "incomplete"  # ended with failed samples or ungraded criteria
+    INTERRUPTED = "interrupted"
+    FAILED = "failed"
+
+
+# statuses a run is left in by a session that did not end normally (a killed process leaves "running")
+INTERRUPTED = (RunStatus.RUNNING, RunStatus.INTERRUPTED, RunStatus.FAILED)
+
+
+class GradeStatus(StrEnum):
+    """A grade's status as stored (``grades.status``)."""
+
+    MET = "met"
+    NOT_MET = "not_met"
+    UNGRADED = "ungraded"
+
+
+CACHE_CHUNK = 500  # keys per `IN (...)` query of the call cache
 
 
 @dataclass(frozen=True)
@@ -34,7 +61,8 @@ CallRowT = TypeVar("CallRowT", bound="CallRow")
 
 @dataclass(frozen=True)
 class CallRow:
-    """What every stored call's row holds: its (item, repeat) and how the call went."""
+    """What every stored call's row holds: its (item, repeat) and how the call went. Rows are read and
+    written as these dataclasses (`Store.put`); the store adds the run and the time of writing."""
 
     item_id: str
     repeat: int
@@ -53,9 +81,38 @@ class SampleRow(CallRow):
 @dataclass(frozen=True)
 class GradeRow(CallRow):
     criterion: int
-    status: str
+    status: str  # a GradeStatus
     explanation: str | None
     attempts: int
+    raw: str | None = None  # the last unusable judge answer of an ungraded criterion
+
+
+@dataclass(frozen=True)
+class CacheEntry:
+    """A real call's answer in the call cache, under its request key."""
+
+    key: str
+    provider: str
+    model: str
+    text: str
+    usage: dict[str, int] | None
+
+
+@dataclass
+class Rows:
+    """Rows to commit together, in one transaction (`Store.put`)."""
+
+    samples: list[SampleRow] = field(default_factory=list)
+    grades: list[GradeRow] = field(default_factory=list)
+    cache: list[CacheEntry] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.samples) + len(self.grades) + len(self.cache)
+
+    def extend(self, other: Rows) -> None:
+        self.samples.extend(other.samples)
+        self.grades.extend(other.grades)
+        self.cache.extend(other.cache)
 
 
 @dataclass(frozen=True)
@@ -106,7 +163,7 @@ class Store:
                     runs.insert().values(
                         name=name,
                         kind=kind,
-                        status="created",
+                        status=RunStatus.CREATED,
                         config=dict(config),
                         created_at=stamp,
                         updated_at=stamp,
@@ -143,7 +200,7 @@ class Store:
             rows = conn.execute(select(*RUN_COLUMNS).order_by(runs.c.id)).mappings().all()
         return [RunRecord(**row) for row in rows]
 
-    def set_status(self, run_id: int, status: str) -> None:
+    def set_status(self, run_id: int, status: RunStatus) -> None:
         with self.engine.begin() as conn:
             conn.execute(update(runs).where(runs.c.id == run_id).values(status=status, updated_at=db.now()))
 
@@ -274,22 +331,65 @@ class Store:
             upsert(conn, samples, [dict(r, run_id=target_run) for r in rows])
         return len(rows)
 
-    def cache_keys(self) -> set[str]:
+    def cache_lookup(self, keys: Iterable[str]) -> dict[str, CachedCall]:
+        """The call cache's answers to ``keys`` (those it holds), read ``CACHE_CHUNK`` keys per query:
+        what a run reads of the cache is bounded by its own requests, never by the store's age."""
+        found: dict[str, CachedCall] = {}
+        wanted = list(dict.fromkeys(keys))
         with self.engine.connect() as conn:
-            return set(conn.execute(select(call_cache.c.key)).scalars())
+            for start in range(0, len(wanted), CACHE_CHUNK):
+                chunk = wanted[start : start + CACHE_CHUNK]
+                rows = conn.execute(
+                    select(call_cache.c.key, call_cache.c.text, call_cache.c.usage).where(
+                        call_cache.c.key.in_(chunk)
+                    )
+                ).all()
+                found.update((row.key, CachedCall(row.text, row.usage)) for row in rows)
+        return found
+
+    def cache_has(self, keys: Iterable[str]) -> set[str]:
+        """Which of ``keys`` the call cache holds (keys only, ``CACHE_CHUNK`` per query)."""
+        wanted = list(dict.fromkeys(keys))
+        held: set[str] = set()
+        with self.engine.connect() as conn:
+            for start in range(0, len(wanted), CACHE_CHUNK):
+                chunk = wanted[start : start + CACHE_CHUNK]
+                held.update(
+                    conn.execute(select(call_cache.c.key).where(call_cache.c.key.in_(chunk))).scalars()
+                )
+        return held
 
     def cache_get(self, key: str) -> CachedCall | None:
-        with self.engine.connect() as conn:
-            row = conn.execute(
-                select(call_cache.c.text, call_cache.c.usage).where(call_cache.c.key == key)
-            ).first()
-        return CachedCall(row.text, row.usage) if row else None
+        return self.cache_lookup([key]).get(key)
 
-    def write(self, ops: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
-        """Write a batch of rows in one transaction; ``ops`` are (table name, row) pairs."""
-        by_table: dict[str, list[Mapping[str, Any]]] = {}
-        for table, row in ops:
-            by_table.setdefault(table, []).append(row)
+    def put(
+        self,
+        run_id: int,
+        *,
+        samples: Iterable[SampleRow] = (),
+        grades: Iterable[GradeRow] = (),
+        cache: Iterable[CacheEntry] = (),
+    ) -> None:
+        """Write rows of run ``run_id`` (and call-cache entries) in one transaction; a row replaces the
+        stored row with the same key (work items are idempotent)."""
+        stamp = db.now()
         with self.engine.begin() as conn:  # a failure is a StoreError (see healthbench.store.db)
-            for table, rows in by_table.items():
-                upsert(conn, db.metadata.tables[table], rows)
+            for table, rows in (
+                (db.samples, [_columns(r, stamp, run_id) for r in samples]),
+                (db.grades, [_columns(r, stamp, run_id) for r in grades]),
+                (call_cache, [_columns(c, stamp) for c in cache]),
+            ):
+                upsert(conn, table, rows)
+
+    def put_rows(self, run_id: int, rows: Rows) -> None:
+        """`put` of a `Rows` batch."""
+        self.put(run_id, samples=rows.samples, grades=rows.grades, cache=rows.cache)
+
+
+def _columns(row: CallRow | CacheEntry, stamp: str, run_id: int | None = None) -> dict[str, Any]:
+    """A typed row's columns, stamped (``asdict`` would deep-copy its usage and messages)."""
+    columns = dict(vars(row))
+    columns["created_at"] = stamp
+    if run_id is not None:
+        columns["run_id"] = run_id
+    return columns

@@ -10,20 +10,17 @@ median commit wait fell from 15 ms to under 1 ms).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
-from typing import Any
 
-from healthbench.store.runs import Store
-
-Op = tuple[str, Mapping[str, Any]]
+from healthbench.store.runs import Rows, Store
 
 
 class StoreWriter:
-    """The single writer of a run. Use as ``async with StoreWriter(store) as writer``."""
+    """The single writer of a run. Use as ``async with StoreWriter(store, run_id) as writer``."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, run_id: int) -> None:
         self._store = store
-        self._pending: list[tuple[list[Op], asyncio.Future[None]]] = []
+        self._run_id = run_id
+        self._pending: list[tuple[Rows, asyncio.Future[None]]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._scheduled = False
 
@@ -35,10 +32,11 @@ class StoreWriter:
         if self._pending:
             self._flush()
 
-    async def write(self, ops: Sequence[Op]) -> None:
+    async def put(self, rows: Rows) -> None:
+        """Returns once ``rows`` are committed (with everything else queued in this loop iteration)."""
         assert self._loop is not None, "StoreWriter used outside `async with`"
         future: asyncio.Future[None] = self._loop.create_future()
-        self._pending.append((list(ops), future))
+        self._pending.append((rows, future))
         if not self._scheduled:
             self._scheduled = True
             self._loop.call_soon(self._flush)
@@ -50,8 +48,11 @@ class StoreWriter:
         if not batch:
             return
         error: BaseException | None = None
+        together = Rows()
+        for rows, _ in batch:
+            together.extend(rows)
         try:
-            self._store.write([op for ops, _ in batch for op in ops])
+            self._store.put_rows(self._run_id, together)
         except Exception as exc:  # handed to every waiting caller
             error = exc
         for _, future in batch:
