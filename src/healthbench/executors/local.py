@@ -69,10 +69,15 @@ class Engine:
         # items in progress: enough to keep every slot busy, few enough that a 5,000-conversation run
         # does not hold 60,000 rendered judge prompts in memory at once
         open_items = 2 * self.options.max_connections
+        # criteria being graded at once (each holds its rendered judge prompt until its row is committed):
+        # twice the calls in flight keeps every slot busy; without it, every open item's criteria wait
+        # at once (14,000 prompts at --max-connections 512)
+        self._open_grades: Gate | None = Gate(2 * self.options.max_connections)
         # --batch: the calls of the batched roles go through provider batches (executors/batching.py)
         self.batcher = batcher(self.counters) if batcher is not None else None
         if self.batcher is not None:
             open_items = max(open_items, self.options.batch_open_items)
+            self._open_grades = None  # a batch is as large as the requests waiting together
         self._open_items = Gate(open_items)
         self._writer: StoreWriter | None = None
         self._lookups = _CacheLookups(self.ledger)
@@ -92,7 +97,8 @@ class Engine:
                 self._writer = writer
                 try:
                     async with asyncio.TaskGroup() as group:
-                        for w, completion, missing in plan.todo:
+                        for w, completion, missing in plan.todo:  # a task per open item, not per item
+                            await self._open_items.acquire()
                             group.create_task(self._item(w, completion, missing))
                 except BaseExceptionGroup as eg:
                     raise _first_error(eg) from None
@@ -112,8 +118,11 @@ class Engine:
 
     # -- one work item -------------------------------------------------------------------------
     async def _item(self, w: WorkItem, completion: str | None, missing: list[tuple[int, int]]) -> None:
-        async with self._open_items:
+        """One open item (its `_open_items` place taken by `run`), released when it is done."""
+        try:
             await self._sample_and_grade(w, completion, missing)
+        finally:
+            self._open_items.release()
 
     async def _sample_and_grade(
         self, w: WorkItem, completion: str | None, missing: list[tuple[int, int]]
@@ -126,7 +135,16 @@ class Engine:
         # of running on (and reopening the model's HTTP session) after the models are closed
         async with asyncio.TaskGroup() as group:
             for i, first in missing:
-                group.create_task(self._grade(Grading.start(w, completion, i, first, self.options)))
+                if self._open_grades is not None:
+                    await self._open_grades.acquire()
+                group.create_task(self._open_grade(Grading.start(w, completion, i, first, self.options)))
+
+    async def _open_grade(self, g: Grading) -> None:
+        try:
+            await self._grade(g)
+        finally:
+            if self._open_grades is not None:
+                self._open_grades.release()
 
     async def _sample(self, w: WorkItem) -> str | None:
         model = self.candidate

@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from healthbench.config import RunConfig
 from healthbench.data.schema import Conversation, MetaEvalRecord, row_id
 from healthbench.executors.grading import WorkItem
-from healthbench.results.views import RunView
 from healthbench.store.runs import RunRecord, Store
 
 
@@ -51,11 +50,20 @@ def meta_work(records: Sequence[MetaEvalRecord], n_repeats: int) -> list[WorkIte
 
 
 def stored_work(store: Store, run: RunRecord, config: RunConfig) -> list[WorkItem]:
-    """Every work item of a stored run, whatever its kind (the engine's plan skips what is done)."""
-    view = RunView.of(store, run)
-    if run.kind == "meta_eval":
-        return meta_work(view.meta_records(), config.n_repeats)
-    return eval_work(view.conversations(), config.n_repeats, item_ids=stored_item_ids(store, run))
+    """Every work item of a stored run, whatever its kind (the engine's plan skips what is done), in
+    (repeat, item) order. The stored items are read a page at a time: only the work items are kept,
+    never every parsed record at once (at 5,000 conversations those are ~130 MB)."""
+    n = config.n_repeats
+    by_repeat: list[list[WorkItem]] = [[] for _ in range(n)]
+    for page in store.iter_item_pages(run.id):
+        if run.kind == "meta_eval":
+            made = meta_work([MetaEvalRecord.model_validate(r) for _, r in page], n)
+        else:
+            conversations = [Conversation.model_validate(r) for _, r in page]
+            made = eval_work(conversations, n, item_ids=[item_id for item_id, _ in page])
+        for k in range(n):  # both builders give the page's items repeat by repeat
+            by_repeat[k].extend(made[k * len(page) : (k + 1) * len(page)])
+    return [w for part in by_repeat for w in part]
 
 
 def samples_answers(run: RunRecord, config: RunConfig) -> bool:
