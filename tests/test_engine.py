@@ -8,6 +8,7 @@ faults or crashes, the stored grades and the metrics must equal them.
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ from healthbench.runner.run import regrade, resume_run, run_eval
 from healthbench.scoring.rubric import Verdict
 from healthbench.scoring.run_score import GradedSample, ScoringOptions, score_run
 from healthbench.store import Store
+from healthbench.store.runs import CachedCall, CacheEntry
 from healthbench.testing.fake_server import fake_answer, fake_verdict, fetch_stats, reset_stats
 from healthbench.testing.process import GARBAGE_JUDGE, fake_server_process, free_port
 
@@ -110,6 +112,35 @@ def test_finished_run_makes_no_call_and_cache_serves_a_new_run(jittery_server: s
     assert other.counters.tally.made == 0 and other.counters.tally.cached_calls == 8 + N_CRITERIA
     assert fetch_stats(jittery_server)["requests"] == 0
     assert score_stored_run(store, other.run).metrics() == score_stored_run(store, again.run).metrics()
+
+
+def test_a_run_reads_only_the_call_cache_keys_its_calls_ask_for(
+    jittery_server: str, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    old = store.create_run("old", "eval", {"run": {}}, [])
+    unrelated = [CacheEntry(f"{i:064x}", "openai", "old-model", "old answer", None) for i in range(3000)]
+    store.put(old.id, cache=unrelated)
+    asked: list[str] = []
+    found: list[str] = []
+    lookup = Store.cache_lookup
+
+    def spy(self: Store, keys: Iterable[str]) -> dict[str, CachedCall]:
+        keys = list(keys)
+        asked.extend(keys)
+        hits = lookup(self, keys)
+        found.extend(hits)
+        return hits
+
+    monkeypatch.setattr(Store, "cache_lookup", spy)
+    calls = 8 + N_CRITERIA
+    first = run_eval(config(jittery_server), store=store, name="first")
+    assert first.counters.tally.made == calls
+    assert len(asked) == calls and found == []  # one key per call; none of the 3,000 others is read
+    assert score_stored_run(store, first.run).metrics() == score_run(expected_samples(demo())).metrics()
+    asked.clear()
+    second = run_eval(config(jittery_server), store=store, name="second")  # the same requests: all cached
+    assert second.counters.tally.cached_calls == calls and len(asked) == len(found) == calls
+    assert score_stored_run(store, second.run).metrics() == score_stored_run(store, first.run).metrics()
 
 
 def test_existing_name_with_other_settings_is_refused(jittery_server: str, store: Store) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -72,7 +73,7 @@ class Engine:
         # criteria being graded at once (each holds its rendered judge prompt until its row is committed):
         # twice the calls in flight keeps every slot busy; without it, every open item's criteria wait
         # at once (14,000 prompts at --max-connections 512)
-        self._open_grades: Gate | None = Gate(2 * self.options.max_connections)
+        self._open_grades: _Admission | None = _Admission(2 * self.options.max_connections)
         # --batch: the calls of the batched roles go through provider batches (executors/batching.py)
         self.batcher = batcher(self.counters) if batcher is not None else None
         if self.batcher is not None:
@@ -133,10 +134,10 @@ class Engine:
                 return
         # a task group, not gather: when one grade stops the run, its siblings are cancelled instead
         # of running on (and reopening the model's HTTP session) after the models are closed
+        if self._open_grades is not None:  # an item's criteria are admitted (and asked) together
+            await self._open_grades.enter(len(missing))
         async with asyncio.TaskGroup() as group:
             for i, first in missing:
-                if self._open_grades is not None:
-                    await self._open_grades.acquire()
                 group.create_task(self._open_grade(Grading.start(w, completion, i, first, self.options)))
 
     async def _open_grade(self, g: Grading) -> None:
@@ -144,7 +145,7 @@ class Engine:
             await self._grade(g)
         finally:
             if self._open_grades is not None:
-                self._open_grades.release()
+                self._open_grades.leave()
 
     async def _sample(self, w: WorkItem) -> str | None:
         model = self.candidate
@@ -201,6 +202,46 @@ class Engine:
         batch = self.ledger.ops(result, key, model.spec, rows)
         if batch:
             await self._writer.put(batch)
+
+
+class _Admission:
+    """How many criteria are being graded at once: an item's criteria enter together (so that they are
+    asked together, as identical requests of one conversation always were), first come first served,
+    once they fit under ``limit`` (or nothing else is being graded); each leaves when it is committed."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.inside = 0
+        self._queue: deque[tuple[int, asyncio.Future[None]]] = deque()
+
+    def _fits(self, n: int) -> bool:
+        return self.inside == 0 or self.inside + n <= self.limit
+
+    async def enter(self, n: int) -> None:
+        if not self._queue and self._fits(n):
+            self.inside += n
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._queue.append((n, future))
+        try:
+            await future
+        except asyncio.CancelledError:
+            if future.done() and not future.cancelled():  # admitted, then cancelled: give it back
+                self.inside -= n
+                self._admit()
+            raise
+
+    def leave(self) -> None:
+        self.inside -= 1
+        self._admit()
+
+    def _admit(self) -> None:
+        while self._queue and self._fits(self._queue[0][0]):
+            n, future = self._queue.popleft()
+            if future.cancelled():
+                continue
+            self.inside += n
+            future.set_result(None)
 
 
 class _CacheLookups:
