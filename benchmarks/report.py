@@ -12,9 +12,10 @@ same lengths. Nothing is copied into the project. Measured side by side in one p
 - build time: `build_report` + writing the HTML against `score_run` alone (the report's overhead);
 - ``healthbench report`` of the run's ``_allresults.json`` in a fresh process, as a user runs it:
   CPU and wall seconds and peak RSS (targets: <= 2 s, <= 300 MB);
-- in headless Chromium (when /usr/bin/chromium and playwright are there): time until the page is
-  ready (decompress, parse, index, first rows), a theme filter, opening a conversation, and the JS
-  heap. The machine is shared with other engineers' work: absolute times are noisy, ratios less so.
+- in headless Chromium (when playwright and a Chromium are there, see tests/support/browser.py): time
+  until the page is ready (decompress, parse, index, first rows), a theme filter, opening a
+  conversation, and the JS heap. The machine is shared with other engineers' work: absolute times are
+  noisy, ratios less so.
 """
 
 from __future__ import annotations
@@ -29,14 +30,14 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+import support_path  # noqa: F401  (src/ and tests/ on sys.path)
+from support.browser import CHROMIUM, chromium_context
 
 from healthbench.analysis.report import build_report
 from healthbench.data.schema import Conversation, Message, RubricItem
 from healthbench.results.simple_evals import write_allresults
 from healthbench.scoring.rubric import Verdict
 from healthbench.scoring.run_score import GradedSample, ScoringOptions, score_run
-from healthbench.testing.browser import CHROMIUM, chromium_context
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "healthbench"
 WORDS = tuple(
@@ -145,7 +146,7 @@ def browser_timings(path: Path) -> dict[str, float] | None:
         from playwright.sync_api import sync_playwright
     except ImportError:
         return None
-    if not CHROMIUM.exists():
+    if CHROMIUM is None:
         return None
     with (
         sync_playwright() as p,
