@@ -208,6 +208,7 @@ class JobService:
         uploads = {f: getattr(body, f) for f in UPLOAD_FIELDS if getattr(body, f) is not None}
         self.limits.check_model("model", body.model)
         self.limits.check_model("judge", body.judge)
+        self.limits.check_ray_address(body.ray_address)
         self.limits.check_quota(workspace, self.jobs.usage(workspace), sum(len(t) for t in uploads.values()))
         try:
             self._check(workspace, body, uploads)
