@@ -21,7 +21,7 @@ from healthbench.data.schema import Conversation
 from healthbench.data.sources import read_records
 from healthbench.errors import ConfigError
 from healthbench.grading.template import load_template
-from healthbench.runner.completions import PHYSICIAN, REFERENCES, baseline_rows, find_group
+from healthbench.runner.baselines import PHYSICIAN, REFERENCES, baseline_rows, find_group
 from healthbench.scoring.rubric import Verdict
 from healthbench.scoring.run_score import GradedSample, ScoringOptions, score_run
 from healthbench.store.db import grades, samples

@@ -112,7 +112,7 @@ class RunConfig(BaseModel):
     judge: ModelConfig = Field(default_factory=lambda: ModelConfig(spec=OFFLINE_MODEL))
     grader_template: str | None = None
     judge_structured_output: bool | None = None  # None: on for local models, off otherwise
-    # baselines (runner/completions.py): grade the dataset's completions, no candidate model
+    # baselines (runner/baselines.py): grade the dataset's completions, no candidate model
     completions: Literal["physician", "references"] | None = None
     group: str | None = None  # physician group; None: every group present
     # reference profiles (healthbench.profiles): the profile's layer goes under every explicit setting

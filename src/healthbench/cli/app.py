@@ -189,7 +189,7 @@ def handles_errors(func: Callable[P, R]) -> Callable[P, R]:
 
 def main() -> None:
     from healthbench import cli  # noqa: F401  (registers the commands)
-    from healthbench.cli_settings import apply, settle
+    from healthbench.process_settings import apply, settle
 
     apply()  # (python -m healthbench applied them before any import already)
 

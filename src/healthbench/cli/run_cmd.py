@@ -325,7 +325,7 @@ def run_command(
     from healthbench.results.mlflow_log import require_mlflow
     from healthbench.results.views import RunView
     from healthbench.runner import run as runner
-    from healthbench.runner.completions import estimate_baselines
+    from healthbench.runner.baselines import estimate_baselines
     from healthbench.store import Store
     from healthbench.store.location import store_file
 
@@ -401,7 +401,7 @@ def _run_baselines(
 ) -> None:
     """One baseline run per group; with several groups, each output file gets the group's short name."""
     from healthbench.cli.progress import DownloadBar, run_progress
-    from healthbench.runner.completions import run_baselines
+    from healthbench.runner.baselines import run_baselines
 
     with run_progress(console, label="completions given") as progress:
         results = run_baselines(

@@ -425,8 +425,22 @@ def finish(store: Store, run: RunRecord, config: RunConfig, **hooks: Unpack[RunH
 
 
 EVAL = RunKind("eval", "run", prepare_eval)
-run_eval = EVAL.start
-resume_run = EVAL.resume
+
+
+def run_eval(
+    config: RunConfig, *, store: Store, name: str | None = None, **hooks: Unpack[RunHooks]
+) -> RunOutcome:
+    """Start (or continue, with the same settings) the eval run ``name`` (default generated) and run
+    it to the end: sample the candidate, grade every criterion, store everything (`RunKind.start`)."""
+    return EVAL.start(config, store=store, name=name, **hooks)
+
+
+def resume_run(
+    name: str, *, store: Store, overrides: Mapping[str, Any] | None = None, **hooks: Unpack[RunHooks]
+) -> RunOutcome:
+    """Continue the eval run ``name`` with its stored settings; ``overrides`` may change only its
+    "how" settings (`RunKind.resume`)."""
+    return EVAL.resume(name, store=store, overrides=overrides, **hooks)
 
 
 def unanswered(store: Store, run: RunRecord) -> tuple[int, int]:
