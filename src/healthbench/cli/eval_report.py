@@ -1,6 +1,6 @@
 """Showing an eval run's scores and writing its files: after `run` and `regrade` (`finish_eval`) and
-for `results` (`report_eval_run`). Everything heavy is imported when a run is shown, so the commands
-that import this stay light until then."""
+for `results` (`report_eval_run`). Everything heavy is imported when a run is shown, and each file's
+writer only when that file is asked for (`healthbench results NAME` start-up, docs/benchmarks.md)."""
 
 from __future__ import annotations
 
@@ -41,10 +41,7 @@ def report_eval_run(
     """Print the run's scores (marked PARTIAL while conversations lack an answer), write the files
     asked for, and warn about (or, ``strict``, refuse) ungraded criteria."""
     from healthbench.cli.summary_view import render_summary
-    from healthbench.results.aggregate import aggregate_document, write_aggregate_scores
     from healthbench.results.metrics_out import metrics_document, write_metrics
-    from healthbench.results.rows import iter_row_scores, write_row_scores
-    from healthbench.results.simple_evals import write_allresults
     from healthbench.results.views import RunView
 
     view = RunView.of(store, run).require_kind("eval")
@@ -68,9 +65,13 @@ def report_eval_run(
         write_metrics(files.metrics_out, metrics)
         say(f"metrics written to {files.metrics_out}")
     if files.allresults_out is not None:
+        from healthbench.results.simple_evals import write_allresults
+
         write_allresults(files.allresults_out, samples, score, provenance=view.provenance())
         say(f"simple-evals export written to {files.allresults_out}")
     if aggregate_out is not None:
+        from healthbench.results.aggregate import aggregate_document, write_aggregate_scores
+
         write_aggregate_scores(aggregate_out, aggregate_document(run.name, samples, score))
         say(f"aggregate scores written to {aggregate_out}")
     if inspect_log_out is not None:
@@ -91,6 +92,8 @@ def report_eval_run(
             f"logged to MLflow: run {logged.run_id} in experiment {logged.experiment!r} at {logged.tracking_uri}"
         )
     if row_scores_out is not None:
+        from healthbench.results.rows import iter_row_scores, write_row_scores
+
         del samples  # the rows stream from the store
         _, count = write_row_scores(row_scores_out, iter_row_scores(store, run.name, options))
         say(f"{count} row scores written to {row_scores_out}")
