@@ -11,7 +11,6 @@ from rich.text import Text
 
 from healthbench.atomic import refuse_overwriting_inputs
 from healthbench.cli.app import app, console, handles_errors, say
-from healthbench.cli.config_flags import given_flags
 from healthbench.cli.option_groups import CallOptions, JudgeOptions, RunControl, takes_groups
 from healthbench.cli.options import CacheDir, ConfigFile, MetricsOutOpt, StoreOpt, split_list
 from healthbench.defaults import DEFAULT_META_EVAL_VARIANT, DEFAULT_MIN_PHYSICIAN_RATINGS, OFFLINE_MODEL
@@ -151,7 +150,7 @@ def meta_eval_command(
     metrics_out: MetricsOutOpt = None,
 ) -> None:
     """Grade the meta-eval rows with a judge and measure its agreement with physicians."""
-    from healthbench.cli.config_flags import config_layer, refuse_with_resume
+    from healthbench.cli.config_flags import config_layer, given_flags, refuse_with_resume
     from healthbench.cli.continuable import resume_command
     from healthbench.cli.dry_run import print_estimate
     from healthbench.cli.run_flow import calls_line, resume_to_end, start_to_end
