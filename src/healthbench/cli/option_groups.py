@@ -64,7 +64,7 @@ from healthbench.cli.options import (
 )
 
 
-# -- the groups -------------------------------------------------------------------------------------------
+# -- the groups ---------------------------------------------------------------------------------
 class OptionGroup:
     """Base of the option groups: a frozen dataclass whose fields are option aliases with defaults."""
 
