@@ -276,6 +276,7 @@ def regrade_command(
     calls: CallOptions,
     control: RunControl,
     files: ScoreFiles,
+    mlflow: MlflowOpt = False,
 ) -> None:
     """Grade an existing run's answers with another judge or template, without re-sampling."""
     from healthbench.cli.config_flags import config_layer
@@ -283,9 +284,12 @@ def regrade_command(
     from healthbench.cli.eval_report import finish_eval
     from healthbench.cli.run_flow import carry_out
     from healthbench.executors.progress import ProgressSink
+    from healthbench.results.mlflow_log import require_mlflow
     from healthbench.runner import run as runner
     from healthbench.store import Store
 
+    if mlflow and not control.dry_run:  # before any model call
+        require_mlflow()
     s = Store(store, create=False)  # the run regraded is in it: a store that does not exist is refused
     overrides = config_layer(ctx.params, candidate=False)  # the candidate's settings stay the parent's
     layer = overrides.pop("judge", {})
@@ -303,4 +307,4 @@ def regrade_command(
         )
 
     outcome = carry_out(s, new_name, step, kind="eval", store_flag=store, label="answers reused")
-    finish_eval(s, outcome, files, strict=control.strict, store_flag=store)
+    finish_eval(s, outcome, files, strict=control.strict, store_flag=store, mlflow=mlflow)
