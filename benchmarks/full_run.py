@@ -25,13 +25,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from pipeline import synthetic  # noqa: E402  (the pipeline benchmark's synthetic dataset)
 
 
 def client(src: str, url: str, data: str, store: str, concurrency: int) -> dict[str, object]:
-    """One run in this process (the child), with the healthbench of ``src``."""
+    """One run in this process (the child), with the healthbench of ``src`` (nothing of healthbench is
+    imported in a client before this)."""
     sys.path.insert(0, src)
     from healthbench.config import build_config
     from healthbench.results.run_results import score_stored_run
@@ -53,7 +51,10 @@ def client(src: str, url: str, data: str, store: str, concurrency: int) -> dict[
     usage = resource.getrusage(resource.RUSAGE_SELF)
     cpu = usage.ru_utime + usage.ru_stime - before.ru_utime - before.ru_stime
     metrics = score_stored_run(s, outcome.run).metrics()
+    import healthbench
+
     return {
+        "src": str(Path(healthbench.__file__).resolve().parents[1]),
         "wall": wall,
         "cpu": cpu,
         "calls": outcome.counters.tally.made,
@@ -71,6 +72,7 @@ def spawn(src: Path, url: str, data: Path, store: Path, concurrency: int) -> dic
         text=True,
     )
     result: dict[str, object] = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["src"] == str(src), result["src"]  # the client ran the tree it was given
     return result
 
 
@@ -87,8 +89,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline-src", type=Path, help="another tree's src/ to measure side by side")
     parser.add_argument("--stores", nargs="+", default=["empty", "prior"], choices=["empty", "prior"])
     args = parser.parse_args(argv)
-    sys.path.insert(0, str(ROOT / "src"))
-    from healthbench.testing.process import fake_server_process
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import support_path  # noqa: F401  (this tree's src/ and tests/ on sys.path)
+    from pipeline import synthetic  # the pipeline benchmark's synthetic dataset
+    from support.process import fake_server_process
 
     sides = [("this tree", ROOT / "src")]
     if args.baseline_src is not None:

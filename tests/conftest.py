@@ -4,12 +4,16 @@ in-process job service, and tiny record factories."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+# the CLI's rich consoles are made at import and keep a COLUMNS found then (pytest-xdist's workers
+# set 80), while tests give each command its own COLUMNS
+os.environ.pop("COLUMNS", None)
 REPO_ROOT = Path(__file__).resolve().parents[1]
 if importlib.util.find_spec("healthbench") is None:  # a checkout without `pip install -e .`
     sys.path.insert(0, str(REPO_ROOT / "src"))
@@ -17,10 +21,10 @@ if importlib.util.find_spec("healthbench") is None:  # a checkout without `pip i
 from helpers import build_conversation, build_sample  # noqa: E402
 from pg_fixtures import pg_server, pg_url, store_target  # noqa: E402, F401  (PostgreSQL fixtures)
 from service_helpers import http, service  # noqa: E402, F401  (an in-process job service)
+from support.process import fake_server_process  # noqa: E402
 
 from healthbench.data.schema import Conversation  # noqa: E402
 from healthbench.scoring.run_score import GradedSample  # noqa: E402
-from healthbench.testing.process import fake_server_process  # noqa: E402
 
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data" / "healthbench"
 SHARED_SKIP_REASON = (

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 from service_helpers import check_stored_against_core, roles, token_for
+from support.process import fake_server_process
+from support.service_process import LOOPBACK, service_process
 
 from healthbench.client import Client, ServiceError
 from healthbench.results.aggregate import aggregate_scores
@@ -18,8 +20,6 @@ from healthbench.service.uploads import uploads_folder
 from healthbench.store.jobs import JobStore
 from healthbench.store.runs import Store
 from healthbench.testing.fake_server import fetch_stats, reset_stats
-from healthbench.testing.process import fake_server_process
-from healthbench.testing.service_process import LOOPBACK, service_process
 
 
 def test_job_over_http_to_completion(store_target: str) -> None:
@@ -104,7 +104,7 @@ def jobs_status(store_path: str, name: str) -> str:
 def test_two_service_processes_on_one_postgresql_run_each_job_once(pg_url: str) -> None:
     token = token_for(pg_url, ["*"])
     with (
-        fake_server_process("--latency", "0.02") as fake,
+        fake_server_process("--latency", "0.25") as fake,  # jobs long enough for both to take some
         service_process(pg_url, "--workers", "1", *LOOPBACK) as first,
         service_process(pg_url, "--workers", "1", *LOOPBACK) as second,
     ):
