@@ -152,7 +152,7 @@ def prepare_eval(store: Store, config: RunConfig, name: str, **hooks: Unpack[Run
     check_models(config, environ=hooks.get("environ"))
     try:
         return store.create_run(
-            name, "eval", record, [(c.prompt_id, c.model_dump(mode="json")) for c in chosen]
+            name, "eval", record, ((c.prompt_id, c.model_dump(mode="json")) for c in chosen)
         )
     except RunExistsError:  # another process created it a moment ago: continue it as an existing run
         return prepare_eval(store, config, name, **hooks)

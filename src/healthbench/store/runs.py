@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import Any, TypeVar
@@ -41,6 +41,7 @@ class GradeStatus(StrEnum):
 
 
 CACHE_CHUNK = 500  # keys per `IN (...)` query of the call cache
+INSERT_CHUNK = 500  # items per insert of a new run
 
 
 @dataclass(frozen=True)
@@ -150,10 +151,12 @@ class Store:
         name: str,
         kind: str,
         config: Mapping[str, Any],
-        records: Sequence[tuple[str, Mapping[str, Any]]],
+        records: Iterable[tuple[str, Mapping[str, Any]]],
         *,
         parent_run: str | None = None,
     ) -> RunRecord:
+        """Store a new run with its items; ``records`` may be a generator: they are inserted
+        ``INSERT_CHUNK`` at a time, never all held at once."""
         stamp = db.now()
         try:
             with self.engine.begin() as conn:
@@ -172,10 +175,12 @@ class Store:
                 ).inserted_primary_key
                 assert inserted is not None
                 run_id = inserted[0]
-                rows = [
-                    {"run_id": run_id, "position": i, "item_id": item_id, "record": dict(record)}
-                    for i, (item_id, record) in enumerate(records)
-                ]
+                rows: list[dict[str, Any]] = []
+                for i, (item_id, record) in enumerate(records):
+                    rows.append({"run_id": run_id, "position": i, "item_id": item_id, "record": dict(record)})
+                    if len(rows) == INSERT_CHUNK:
+                        conn.execute(items.insert(), rows)
+                        rows = []
                 if rows:
                     conn.execute(items.insert(), rows)
         except IntegrityError:  # another process created it between our check and our insert
