@@ -24,17 +24,19 @@ from typing import Any
 
 import msgspec
 
-from healthbench.data.rubric_index import (
+from healthbench.data.jsonl import (
     NULL,
     POINTS,
     TAGS,
-    IndexedConversation,
     Message,
     Points,
+    decode_text,
     is_object_or_null,
     is_text,
+    load_json,
     utf8_bytes,
 )
+from healthbench.data.rubric_index import IndexedConversation
 from healthbench.errors import DataError
 from healthbench.scoring.rubric import MetricTable, Verdict, columns_metrics
 
@@ -169,11 +171,8 @@ def _bytes_of(source: Source, name: str | None) -> tuple[bytes, str]:
 
 def json_error(data: bytes, source: str) -> DataError | None:
     """The error of bytes that are not one JSON document, from the one place decode failures are
-    mapped (`healthbench.data.schema.decode_text` and `load_json`: the byte that is not UTF-8, or
-    invalid JSON with its line and column); None when json reads them. (Imported here: it loads
-    pydantic, which a valid file never needs.)"""
-    from healthbench.data.schema import decode_text, load_json
-
+    mapped (`healthbench.data.jsonl.decode_text` and `load_json`: the byte that is not UTF-8, or
+    invalid JSON with its line and column); None when json reads them."""
     try:
         load_json(decode_text(data, source=source), source=source)
     except DataError as exc:

@@ -24,7 +24,7 @@ from typing import Any
 
 import msgspec
 
-from healthbench.data.rubric_index import Message as RawMessage
+from healthbench.data.jsonl import Message as RawMessage
 from healthbench.data.schema import Conversation, Message, RubricItem
 from healthbench.results.allresults_columns import (
     VERDICTS,
