@@ -39,7 +39,7 @@ def score_meta_run(
     return meta_metrics(rows, labels, min_physician_ratings=min_physician_ratings)
 
 
-def score_label_file(
+def labelled_rows(
     labels: Source,
     variant: str,
     *,
@@ -48,12 +48,11 @@ def score_label_file(
     cache: str | Path | None = None,
     limit: int | None = None,
     categories: Sequence[str] | None = None,
-    min_physician_ratings: int = DEFAULT_MIN_PHYSICIAN_RATINGS,
-) -> MetaEvalResult:
-    """Agreement metrics of judge labels made elsewhere (`read_labels`) on the meta-eval rows of
-    ``variant`` (or ``data``), chosen by ``limit`` and ``categories`` as a meta-eval run chooses them.
-    ``labels`` and ``data`` are paths or bytes; ``names`` (of the labels, of the data) name bytes in
-    errors."""
+) -> tuple[list[MetaEvalRecord], list[bool | None]]:
+    """The meta-eval rows of ``variant`` (or ``data``) chosen by ``limit`` and ``categories`` as a
+    meta-eval run chooses them, and the judge label of each from a label file made elsewhere
+    (`read_labels`; None = no label). ``labels`` and ``data`` are paths or bytes; ``names`` (of the
+    labels, of the data) name bytes in errors."""
     label_name, data_name = names or (None, None)
     if isinstance(data, bytes):
         records = meta_records_of(read_lines(data, MetaLine, name=data_name))
@@ -69,7 +68,23 @@ def score_label_file(
             f"none of the {len(chosen)} rows chosen (--limit, --category) has a label in this file",
             path=label_name or ("<bytes>" if isinstance(labels, bytes) else str(labels)),
         )
-    return meta_metrics(chosen, chosen_labels, min_physician_ratings=min_physician_ratings)
+    return chosen, chosen_labels
+
+
+def score_label_file(
+    labels: Source,
+    variant: str,
+    *,
+    data: Source | None = None,
+    cache: str | Path | None = None,
+    limit: int | None = None,
+    categories: Sequence[str] | None = None,
+    min_physician_ratings: int = DEFAULT_MIN_PHYSICIAN_RATINGS,
+) -> MetaEvalResult:
+    """Agreement metrics of judge labels made elsewhere on the chosen meta-eval rows
+    (`labelled_rows`)."""
+    rows, found = labelled_rows(labels, variant, data=data, cache=cache, limit=limit, categories=categories)
+    return meta_metrics(rows, found, min_physician_ratings=min_physician_ratings)
 
 
 def read_labels(
