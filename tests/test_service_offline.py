@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import func, select
 from service_helpers import RUN_RESULTS, check_stored_against_core, completed_job, token_for
+from sqlalchemy import func, select
 from typer.testing import CliRunner
 
 from healthbench.cli import app
