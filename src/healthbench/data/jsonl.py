@@ -22,7 +22,7 @@ import math
 import operator
 import os
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -317,7 +317,7 @@ def detect_format(lines: Iterable[str | bytes]) -> Format:
 def file_format(source: Source) -> Format:
     """The format of an eval file from its first line that names one (classic when unreadable)."""
     if isinstance(source, bytes):
-        return detect_format(source.removeprefix(codecs.BOM_UTF8).split(b"\n"))
+        return detect_format(_lines_of(source.removeprefix(codecs.BOM_UTF8)))
     try:
         with Path(source).open(encoding="utf-8", errors="replace") as handle:
             for line in handle:
@@ -326,6 +326,16 @@ def file_format(source: Source) -> Format:
     except OSError:
         pass
     return CLASSIC
+
+
+def _lines_of(data: bytes) -> Iterator[bytes]:
+    """The lines of ``data`` one by one (the first few are all format detection reads)."""
+    start = 0
+    while start <= len(data):
+        end = data.find(b"\n", start)
+        end = len(data) if end < 0 else end
+        yield data[start:end]
+        start = end + 1
 
 
 # --- the reader -----------------------------------------------------------------------------------
