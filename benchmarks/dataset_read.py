@@ -40,14 +40,14 @@ def cpu():
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
 start_cpu, start = cpu(), time.perf_counter()
-if kind == "eval":
-    _, records = load_conversations(data=path)
-    parts = [(r.prompt_id, [(i.criterion, i.points, i.tags) for i in r.rubrics], r.example_tags,
-              [m.content for m in r.prompt]) for r in records]
-else:
-    _, records = load_meta_eval(data=path)
-    parts = [(r.completion_id, r.rubric, r.binary_labels, r.anonymized_physician_ids) for r in records]
+records = (load_conversations if kind == "eval" else load_meta_eval)(data=path)[1]
 read_cpu, wall = cpu() - start_cpu, time.perf_counter() - start
+if kind == "eval":
+    parts = [(r.prompt_id, [(i.criterion, i.points, i.tags) for i in r.rubrics], r.example_tags,
+              [m.content for m in r.prompt], r.ideal_completions_data) for r in records]
+else:
+    parts = [(r.completion_id, r.rubric, r.binary_labels, r.anonymized_physician_ids,
+              [m.content for m in r.prompt], r.completion) for r in records]
 digest = hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
 print(json.dumps({"records": len(records), "cpu": read_cpu, "wall": wall, "digest": digest}))
 """
