@@ -109,7 +109,8 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{kind:9s} {int(ours['records']):6d} records: this tree {float(ours['cpu']):.2f} CPU-s "
             f"({float(ours['wall']):.2f} s wall), base {float(base['cpu']):.2f} CPU-s "
-            f"({float(base['wall']):.2f} s wall): {float(base['cpu']) / float(ours['cpu']):.1f}x less CPU; {same}"
+            f"({float(base['wall']):.2f} s wall): "
+            f"{float(base['cpu']) / float(ours['cpu']):.1f}x less CPU; {same}"
         )
     print(f"(best of {args.rounds} rounds, fresh processes side by side; the machine is shared)")
     return 0
