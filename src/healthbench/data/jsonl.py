@@ -24,7 +24,7 @@ import os
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, Protocol, TypeVar
 
 import msgspec
 
@@ -149,7 +149,13 @@ def is_object_or_null(raw: msgspec.Raw) -> bool:
 Problem = tuple[str, str]
 
 
-def prompt_problem(turns: Sequence[Turn]) -> Problem | None:
+class _Turn(Protocol):
+    @property
+    def role(self) -> str: ...
+
+
+def prompt_problem(turns: Sequence[_Turn]) -> Problem | None:
+    """An empty prompt, or one that does not end with the user turn the model answers."""
     if not turns:
         return "", "the conversation has no messages"
     if turns[-1].role != "user":

@@ -25,11 +25,11 @@ from typing import Any
 import msgspec
 
 from healthbench.data.jsonl import Message as RawMessage
+from healthbench.data.jsonl import Source
 from healthbench.data.schema import Conversation, Message, RubricItem
 from healthbench.results.allresults_columns import (
     VERDICTS,
     Item,
-    Source,
     Triples,
     decode_allresults,
     texts,
