@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 from service_helpers import RUN_RESULTS, check_stored_against_core, completed_job, token_for
-from sqlalchemy import func, select
+from sqlalchemy import delete, func, select
 from typer.testing import CliRunner
 
 from healthbench.cli import app
@@ -141,8 +141,14 @@ def test_meta_eval_labels_job_is_scored_once_and_stored(
         jobs = restarted.evaluation.benchmark_jobs
         assert jobs.results.metrics.download(name="lab") == expected
         assert calls == [1]
-        jobs.delete(name="lab")
     store = Store(store_target)
+    with store.engine.begin() as conn:  # a job completed before results were stored (0007)
+        assert conn.execute(delete(job_results)).rowcount == 1
+    with Client.local(store_target) as upgraded:
+        jobs = upgraded.evaluation.benchmark_jobs
+        assert [jobs.results.metrics.download(name="lab") for _ in range(2)] == [expected] * 2
+        assert calls == [1, 1]  # scored once more, then stored
+        jobs.delete(name="lab")
     with store.engine.connect() as conn:
         assert conn.execute(select(func.count()).select_from(job_results)).scalar() == 0
 

@@ -33,7 +33,7 @@ from healthbench.results.views import RunView
 from healthbench.runner.run import check_models
 from healthbench.service.errors import ServiceError
 from healthbench.service.limits import ServiceLimits
-from healthbench.service.offline import META_EVAL_VARIANT, METRICS, UploadError, check_offline
+from healthbench.service.offline import META_EVAL_VARIANT, METRICS, UploadError, check_offline, label_metrics
 from healthbench.service.schemas import (
     KIND_DOCUMENTS,
     KIND_FIELDS,
@@ -410,8 +410,9 @@ class JobService:
         record = self._completed(workspace, name, "metrics")
         if record.spec.get("kind") == "meta-eval-labels":  # scored once by the worker, stored
             stored = self.jobs.result(record.id, METRICS)
-            if stored is None:
-                raise ServiceError(404, f"job {name!r} has no stored metrics")
+            if stored is None:  # a job completed before results were stored (migration 0007): once
+                stored = label_metrics(job_body(record.spec, self.jobs.uploads(record.id)))
+                self.jobs.set_result(record.id, METRICS, stored)
             return stored
         run = self._finished_run(workspace, name, "metrics")
         view = RunView.of(self.store, run)
