@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from healthbench.data import jsonl as jsonl_reader
-from healthbench.data.jsonl import ClassicLine, MetaLine, ProfessionalLine
 from healthbench.data.professional import read_conversations
 from healthbench.data.schema import Conversation, MetaEvalRecord, RubricItem
+from healthbench.data.shapes import ClassicLine, MetaLine, ProfessionalLine
 from healthbench.data.sources import read_records
 from healthbench.errors import DataError
 

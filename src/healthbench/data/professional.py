@@ -20,11 +20,11 @@ from typing import Any
 from healthbench.data.jsonl import CLASSIC as CLASSIC
 from healthbench.data.jsonl import FORMAT_NAMES, Source, read_eval
 from healthbench.data.jsonl import PROFESSIONAL as PROFESSIONAL
-from healthbench.data.jsonl import PROFESSIONAL_GROUP as PROFESSIONAL_GROUP
-from healthbench.data.jsonl import TASK_TAGS as TASK_TAGS
 from healthbench.data.jsonl import Format as Format
 from healthbench.data.jsonl import file_format as file_format
 from healthbench.data.schema import Conversation, conversations_of
+from healthbench.data.shapes import PROFESSIONAL_GROUP as PROFESSIONAL_GROUP
+from healthbench.data.shapes import TASK_TAGS as TASK_TAGS
 from healthbench.errors import DataError
 
 PROFESSIONAL_JUDGE = "openai/gpt-5.4"

@@ -8,13 +8,14 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from healthbench.data.jsonl import RubricEntry, join_by_prompt_id, read_eval
+from healthbench.data.jsonl import join_by_prompt_id, read_eval
+from healthbench.data.shapes import RubricEntry
 
 
 @dataclass(frozen=True)
 class IndexedConversation:
     """A conversation's example tags and its rubric, as decoded (read with `CRITERION`, `POINTS`,
-    `TAGS` of `healthbench.data.jsonl`)."""
+    `TAGS` of `healthbench.data.shapes`)."""
 
     example_tags: tuple[str, ...]
     rubric: list[RubricEntry]

@@ -2,8 +2,8 @@
 
 `Conversation` is one line of the full / hard / consensus files (or a HealthBench Professional task);
 `MetaEvalRecord` is one line of the meta-eval file. Files are read and validated by the one JSONL
-reader (`healthbench.data.jsonl`: its shapes hold the field types and ranges, its rules the checks a
-schema cannot say); the records here are built from its decoded lines without validating twice
+reader (`healthbench.data.jsonl`; `healthbench.data.shapes` holds the field types and ranges and the
+checks a schema cannot say); the records here are built from its decoded lines without validating twice
 (`conversations_of`, `meta_records_of`). Loaded back from the store (which only holds records read
 this way) they are type-checked by pydantic.
 """
@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
 
-from healthbench.data.jsonl import ClassicLine, MetaLine, Role, Turn
+from healthbench.data.shapes import ClassicLine, MetaLine, Role, Turn
 from healthbench.gc_paused import gc_paused
 
 

@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING
 import platformdirs
 
 from healthbench.atomic import atomic_writer
-from healthbench.data.jsonl import ClassicLine, MetaLine, Source, join_by_prompt_id, read_lines
+from healthbench.data.jsonl import Source, join_by_prompt_id, read_lines
 from healthbench.data.professional import read_conversations
 from healthbench.data.schema import Conversation, MetaEvalRecord, Record, conversations_of, meta_records_of
+from healthbench.data.shapes import ClassicLine, MetaLine
 from healthbench.errors import DataError, DownloadError
 
 if TYPE_CHECKING:

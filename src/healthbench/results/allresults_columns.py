@@ -22,7 +22,9 @@ from typing import Any, get_args
 
 import msgspec
 
-from healthbench.data.jsonl import (
+from healthbench.data.jsonl import Source, decode_text, load_json, source_bytes, utf8_bytes
+from healthbench.data.rubric_index import IndexedConversation
+from healthbench.data.shapes import (
     CRITERION,
     NULL,
     POINTS,
@@ -30,17 +32,11 @@ from healthbench.data.jsonl import (
     Message,
     Points,
     Role,
-    Source,
-    decode_text,
     is_object_or_null,
     is_text,
-    load_json,
     prompt_problem,
     rubric_problem,
-    source_bytes,
-    utf8_bytes,
 )
-from healthbench.data.rubric_index import IndexedConversation
 from healthbench.errors import DataError
 from healthbench.scoring.rubric import MetricTable, Verdict, columns_metrics
 
@@ -291,7 +287,7 @@ def check_conversation(example: Example, source: str, where: str) -> None:
         ("prompt", prompt_problem(example.prompt)),
         ("rubric_items", rubric_problem(list(map(CRITERION, items)), list(map(POINTS, items)))),
     )
-    for name, found in rules:  # (the dataset reader's rules: `healthbench.data.jsonl`)
+    for name, found in rules:  # (the dataset reader's rules: `healthbench.data.shapes`)
         if found is not None:
             at = f"[{found[0]}].criterion" if found[0] else ""
             raise DataError(found[1], path=source, field=f"{where}.{name}{at}")

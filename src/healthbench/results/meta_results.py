@@ -7,8 +7,9 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from healthbench.data.jsonl import MetaLine, Source, decode_lines, load_json, read_lines, source_bytes
+from healthbench.data.jsonl import Source, decode_lines, load_json, read_lines, source_bytes
 from healthbench.data.schema import MetaEvalRecord, meta_records_of, row_id
+from healthbench.data.shapes import MetaLine
 from healthbench.data.sources import load_meta_eval
 from healthbench.data.subset import select
 from healthbench.errors import DataError
