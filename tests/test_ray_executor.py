@@ -18,6 +18,8 @@ from typing import Any, NamedTuple
 
 import pytest
 from service_helpers import completed_job, roles
+from support.fake_runs import fake_run_config
+from support.process import GARBAGE_JUDGE, fake_server_process, free_port
 from test_engine import demo, expected_samples
 from typer.testing import CliRunner
 
@@ -33,10 +35,8 @@ from healthbench.results.run_results import score_stored_run
 from healthbench.runner.run import resume_run, run_eval
 from healthbench.scoring.run_score import ScoringOptions, score_run
 from healthbench.store import Store
-from healthbench.testing.fake_runs import fake_run_config
 from healthbench.testing.fake_server import fetch_stats, reset_stats
 from healthbench.testing.fake_vllm import fake_vllm_engine
-from healthbench.testing.process import GARBAGE_JUDGE, fake_server_process, free_port
 
 FAST_RETRY = {"max_retries": 12, "initial_delay": 0.01, "max_delay": 0.05}
 HAS_RAY = importlib.util.find_spec("ray") is not None
@@ -77,6 +77,16 @@ def fragment(shared_data: Path) -> Fragment:
     data = shared_data / "eval" / "oss_eval_sample527.jsonl"
     conversations = read_records(data, Conversation)
     return Fragment(data, conversations, len(conversations) + sum(len(c.rubrics) for c in conversations))
+
+
+@pytest.fixture(scope="module")
+def fragment_head(fragment: Fragment, tmp_path_factory: pytest.TempPathFactory) -> Fragment:
+    """The first 200 conversations of the fragment (~2,500 calls): enough for a kill mid-run."""
+    path = tmp_path_factory.mktemp("head") / "head200.jsonl"
+    lines = fragment.path.read_text(encoding="utf-8").splitlines(keepends=True)[:200]
+    path.write_text("".join(lines), encoding="utf-8")
+    conversations = read_records(path, Conversation)
+    return Fragment(path, conversations, len(conversations) + sum(len(c.rubrics) for c in conversations))
 
 
 def config(url: str, executor: str = "ray", data: Path | None = None, **extra: Any) -> RunConfig:
@@ -332,8 +342,9 @@ def test_shared_527_on_ray_equals_the_local_engine(
 @pytest.mark.shared
 @needs_ray
 def test_killed_driver_resumes_with_the_same_metrics(
-    ray_cluster: str, fragment: Fragment, tmp_path: Path
+    ray_cluster: str, fragment_head: Fragment, tmp_path: Path
 ) -> None:
+    fragment = fragment_head
     data, total = fragment.path, fragment.calls
     db = tmp_path / "kill.db"
     with fake_server_process("--latency", "0.01") as url:

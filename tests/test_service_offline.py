@@ -13,6 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 from service_helpers import RUN_RESULTS, check_stored_against_core, completed_job, token_for
 from sqlalchemy import delete, func, select
+from support.service_process import service_process
 from typer.testing import CliRunner
 
 from healthbench.cli import app
@@ -29,7 +30,6 @@ from healthbench.service.jobs import JobWorkers
 from healthbench.service.operations import JobService
 from healthbench.store import Store
 from healthbench.store.job_tables import job_results
-from healthbench.testing.service_process import service_process
 
 FIXTURES = Path(__file__).parent / "fixtures"
 META = FIXTURES / "meta_eval_small.jsonl"

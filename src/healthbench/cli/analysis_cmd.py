@@ -61,13 +61,17 @@ def _load(
     """Load the inputs; the store is opened only when an input is not a file or folder."""
     from healthbench.analysis.inputs import load_inputs, needs_store
     from healthbench.data.sources import join_datasets, sha256_of
-    from healthbench.store import Store
 
     conversations = join_datasets(data or [], dataset, cache)
     data_sha = sha256_of(data[0]) if data and len(data) == 1 and dataset is None else None
+    opened = None
+    if needs_store(specs):  # (SQLAlchemy is loaded only then)
+        from healthbench.store import Store
+
+        opened = Store(store, create=False)
     return load_inputs(
         specs,
-        store=Store(store, create=False) if needs_store(specs) else None,
+        store=opened,
         data=conversations,
         data_sha256=data_sha,
         allow_untagged=allow_untagged,

@@ -19,14 +19,15 @@ import codecs
 import json
 import math
 import operator
-import os
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 import msgspec
 
+from healthbench.data.formats import CLASSIC, FORMAT_NAMES, PROFESSIONAL, Format, file_format, format_of_row
+from healthbench.data.formats import Source as Source
 from healthbench.data.shapes import (
     ClassicLine,
     Line,
@@ -36,13 +37,6 @@ from healthbench.data.shapes import (
     line_problem,
 )
 from healthbench.errors import DataError
-from healthbench.gc_paused import gc_paused
-
-Source = str | os.PathLike[str] | bytes  # a path, or a file's bytes (named by ``name`` in errors)
-Format = Literal["classic", "professional"]
-CLASSIC: Format = "classic"
-PROFESSIONAL: Format = "professional"
-FORMAT_NAMES = {CLASSIC: "classic HealthBench", PROFESSIONAL: "HealthBench Professional"}
 
 # --- bytes and JSON: the one place decode failures are mapped --------------------------------------
 
@@ -110,57 +104,6 @@ def source_bytes(source: Source, name: str | None = None) -> tuple[bytes, str]:
         raise DataError(exc.strerror or "cannot read file", path=label) from None
 
 
-# --- formats --------------------------------------------------------------------------------------
-
-
-def format_of_row(raw: Any) -> Format | None:
-    """Which schema a parsed JSON line follows, by its distinctive keys (None: neither)."""
-    if not isinstance(raw, dict):
-        return None
-    if "rubric_items" in raw and "conversation" in raw:
-        return PROFESSIONAL
-    if "rubrics" in raw and "prompt" in raw:
-        return CLASSIC
-    return None
-
-
-def detect_format(lines: Iterable[str | bytes]) -> Format:
-    """The format of the first line that names one (classic when none does: its errors are clearer)."""
-    for line in lines:
-        if line.strip():
-            try:
-                found = format_of_row(json.loads(line))
-            except (ValueError, RecursionError):
-                return CLASSIC
-            if found is not None:
-                return found
-    return CLASSIC
-
-
-def file_format(source: Source) -> Format:
-    """The format of an eval file from its first line that names one (classic when unreadable)."""
-    if isinstance(source, bytes):
-        return detect_format(_lines_of(source.removeprefix(codecs.BOM_UTF8)))
-    try:
-        with Path(source).open(encoding="utf-8", errors="replace") as handle:
-            for line in handle:
-                if line.strip():
-                    return detect_format([line.removeprefix("\ufeff")])
-    except OSError:
-        pass
-    return CLASSIC
-
-
-def _lines_of(data: bytes) -> Iterator[bytes]:
-    """The lines of ``data`` one by one (the first few are all format detection reads)."""
-    start = 0
-    while start <= len(data):
-        end = data.find(b"\n", start)
-        end = len(data) if end < 0 else end
-        yield data[start:end]
-        start = end + 1
-
-
 # --- the reader -----------------------------------------------------------------------------------
 
 _DECODERS: dict[type[Any], msgspec.json.Decoder[Any]] = {}
@@ -171,8 +114,7 @@ def read_lines(source: Source, shape: type[Line], *, name: str | None = None) ->
     """Every line of a JSONL file as ``shape`` (blank lines skipped), each checked by `line_problem`
     and unique by `identity`; any failure is a `DataError` naming the file, the line and the field."""
     data, label = source_bytes(source, name)
-    with gc_paused():  # a file decodes into ~10^5 acyclic objects
-        fast = _decode_valid(data, shape)
+    fast = _decode_valid(data, shape)
     return fast if fast is not None else _read_line_by_line(data, shape, label)
 
 

@@ -17,14 +17,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from healthbench.data.jsonl import CLASSIC as CLASSIC
-from healthbench.data.jsonl import FORMAT_NAMES, Source, read_eval
-from healthbench.data.jsonl import PROFESSIONAL as PROFESSIONAL
-from healthbench.data.jsonl import Format as Format
-from healthbench.data.jsonl import file_format as file_format
+from healthbench.data.formats import CLASSIC as CLASSIC
+from healthbench.data.formats import FORMAT_NAMES, Source
+from healthbench.data.formats import PROFESSIONAL as PROFESSIONAL
+from healthbench.data.formats import PROFESSIONAL_GROUP as PROFESSIONAL_GROUP
+from healthbench.data.formats import TASK_TAGS as TASK_TAGS
+from healthbench.data.formats import Format as Format
+from healthbench.data.formats import file_format as file_format
 from healthbench.data.schema import Conversation, conversations_of
-from healthbench.data.shapes import PROFESSIONAL_GROUP as PROFESSIONAL_GROUP
-from healthbench.data.shapes import TASK_TAGS as TASK_TAGS
 from healthbench.errors import DataError
 
 PROFESSIONAL_JUDGE = "openai/gpt-5.4"
@@ -36,6 +36,8 @@ PROFESSIONAL_LENGTH_PENALTY = 0.0147
 def read_conversations(source: Source, *, name: str | None = None) -> list[Conversation]:
     """An eval file of either format as conversations (the format is detected from its first row;
     `healthbench.data.jsonl.read_eval`)."""
+    from healthbench.data.jsonl import read_eval  # (msgspec loads with the reader, not with config)
+
     return conversations_of(read_eval(source, name=name)[1])
 
 

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
 
-from healthbench.data.shapes import ClassicLine, MetaLine, Role, Turn
-from healthbench.gc_paused import gc_paused
+from healthbench.data.roles import Role
+
+if TYPE_CHECKING:  # (the records are built from lines; loading them needs no msgspec)
+    from healthbench.data.shapes import ClassicLine, MetaLine, Turn
 
 
 class Message(BaseModel):
@@ -100,42 +102,40 @@ def _messages(turns: Sequence[Turn]) -> list[Message]:
 
 def conversations_of(lines: Sequence[ClassicLine]) -> list[Conversation]:
     """Records of lines the reader has validated (not validated again)."""
-    with gc_paused():  # ~15 acyclic objects per conversation
-        return [
-            _trusted(
-                Conversation,
-                {
-                    "prompt": _messages(line.prompt),
-                    "prompt_id": line.prompt_id,
-                    "rubrics": [
-                        _trusted(RubricItem, {"criterion": r.criterion, "points": r.points, "tags": r.tags})
-                        for r in line.rubrics
-                    ],
-                    "example_tags": line.example_tags,
-                    "ideal_completions_data": line.ideal_completions_data,
-                    "canary": line.canary,
-                },
-            )
-            for line in lines
-        ]
+    return [
+        _trusted(
+            Conversation,
+            {
+                "prompt": _messages(line.prompt),
+                "prompt_id": line.prompt_id,
+                "rubrics": [
+                    _trusted(RubricItem, {"criterion": r.criterion, "points": r.points, "tags": r.tags})
+                    for r in line.rubrics
+                ],
+                "example_tags": line.example_tags,
+                "ideal_completions_data": line.ideal_completions_data,
+                "canary": line.canary,
+            },
+        )
+        for line in lines
+    ]
 
 
 def meta_records_of(lines: Sequence[MetaLine]) -> list[MetaEvalRecord]:
     """Records of meta-eval lines the reader has validated (not validated again)."""
-    with gc_paused():
-        return [
-            _trusted(
-                MetaEvalRecord,
-                {
-                    "prompt": _messages(line.prompt),
-                    "completion": line.completion,
-                    "rubric": line.rubric,
-                    "category": line.category,
-                    "binary_labels": line.binary_labels,
-                    "anonymized_physician_ids": line.anonymized_physician_ids,
-                    "prompt_id": line.prompt_id,
-                    "completion_id": line.completion_id,
-                },
-            )
-            for line in lines
-        ]
+    return [
+        _trusted(
+            MetaEvalRecord,
+            {
+                "prompt": _messages(line.prompt),
+                "completion": line.completion,
+                "rubric": line.rubric,
+                "category": line.category,
+                "binary_labels": line.binary_labels,
+                "anonymized_physician_ids": line.anonymized_physician_ids,
+                "prompt_id": line.prompt_id,
+                "completion_id": line.completion_id,
+            },
+        )
+        for line in lines
+    ]

@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Iterable, Sequence
-from typing import Annotated, Any, Literal, Protocol, TypeVar
+from typing import Annotated, Any, Protocol, TypeVar
 
 import msgspec
 
-PROFESSIONAL_GROUP = "professional"  # the ideal_completions_group of a physician_response
-TASK_TAGS = ("use_case", "type", "difficulty", "specialty")  # a Professional task's example tags
+from healthbench.data.formats import PROFESSIONAL_GROUP, TASK_TAGS
+from healthbench.data.roles import Role
 
 Points = Annotated[int, msgspec.Meta(ge=-10, le=10)] | Annotated[float, msgspec.Meta(ge=-10, le=10)]
-Role = Literal["system", "user", "assistant", "developer"]
 NULL = msgspec.Raw(b"null")  # the default of an optional raw field
 _QUOTE = ord('"')
 _OBJECT_OR_NULL = (ord("{"), ord("n"))

@@ -18,10 +18,9 @@ from typing import TYPE_CHECKING
 import platformdirs
 
 from healthbench.atomic import atomic_writer
-from healthbench.data.jsonl import Source, join_by_prompt_id, read_lines
+from healthbench.data.formats import Source
 from healthbench.data.professional import read_conversations
 from healthbench.data.schema import Conversation, MetaEvalRecord, Record, conversations_of, meta_records_of
-from healthbench.data.shapes import ClassicLine, MetaLine
 from healthbench.errors import DataError, DownloadError
 
 if TYPE_CHECKING:
@@ -155,6 +154,9 @@ def download(
 def read_records(source: Source, record_type: type[Record], *, name: str | None = None) -> list[Record]:
     """A classic eval file as conversations, or a meta-eval file as its rows, from a path or bytes
     (`healthbench.data.jsonl.read_lines`: every problem is a DataError naming file, line and field)."""
+    from healthbench.data.jsonl import read_lines  # (the reader loads msgspec: config imports this module)
+    from healthbench.data.shapes import ClassicLine, MetaLine
+
     if record_type is MetaEvalRecord:
         return meta_records_of(read_lines(source, MetaLine, name=name))  # type: ignore[return-value]
     return conversations_of(read_lines(source, ClassicLine, name=name))  # type: ignore[return-value]
@@ -194,6 +196,8 @@ def join_datasets(
     if variant is not None:
         source, records = load_conversations(variant, cache=cache)
         loaded.append((str(source.path), records))
+    from healthbench.data.jsonl import join_by_prompt_id  # (as in `read_records`)
+
     return join_by_prompt_id(loaded)
 
 
@@ -205,4 +209,4 @@ def load_meta_eval(
     progress: DownloadProgress | None = None,
 ) -> tuple[DatasetFile, list[MetaEvalRecord]]:
     source = resolve(variant, data=data, cache=cache, progress=progress)
-    return source, meta_records_of(read_lines(source.path, MetaLine))
+    return source, read_records(source.path, MetaEvalRecord)

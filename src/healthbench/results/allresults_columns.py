@@ -23,6 +23,7 @@ from typing import Any, get_args
 import msgspec
 
 from healthbench.data.jsonl import Source, decode_text, load_json, source_bytes, utf8_bytes
+from healthbench.data.roles import Role
 from healthbench.data.rubric_index import IndexedConversation
 from healthbench.data.shapes import (
     CRITERION,
@@ -31,7 +32,6 @@ from healthbench.data.shapes import (
     TAGS,
     Message,
     Points,
-    Role,
     is_object_or_null,
     is_text,
     prompt_problem,
@@ -239,22 +239,10 @@ def _all_valid(examples: list[Example]) -> bool:
 
 
 def _check_example(example: Example, source: str, where: str) -> None:
-    for number, message in enumerate(example.prompt):
-        if not is_text(message.content):
-            raise DataError(
-                f"expected a string, got {raw_kind(message.content)}",
-                path=source,
-                field=f"{where}.prompt[{number}].content",
-            )
+    _check_texts(example.prompt, source, f"{where}.prompt")
     if not example.prompt:
         raise DataError("the prompt has no messages", path=source, field=f"{where}.prompt")
-    for number, message in enumerate(example.completion):
-        if not is_text(message.content):
-            raise DataError(
-                f"expected a string, got {raw_kind(message.content)}",
-                path=source,
-                field=f"{where}.completion[{number}].content",
-            )
+    _check_texts(example.completion, source, f"{where}.completion")
     if len(example.completion) != 1:
         raise DataError(
             f"expected exactly one completion message, got {len(example.completion)}",
@@ -269,6 +257,17 @@ def _check_example(example: Example, source: str, where: str) -> None:
         if not item.criterion.strip():
             raise DataError(
                 "the criterion is empty", path=source, field=f"{where}.rubric_items[{number}].criterion"
+            )
+
+
+def _check_texts(messages: Sequence[Message], source: str, field: str) -> None:
+    """Every message's content is a string, else a `DataError` naming ``field[number].content``."""
+    for number, message in enumerate(messages):
+        if not is_text(message.content):
+            raise DataError(
+                f"expected a string, got {raw_kind(message.content)}",
+                path=source,
+                field=f"{field}[{number}].content",
             )
 
 

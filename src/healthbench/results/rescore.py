@@ -6,7 +6,9 @@ whose errors name the file, the example and the field). Without ``with_samples``
 columns (no object per answer) and the datasets are read as the one JSONL reader decodes them
 (`healthbench.data.rubric_index`, whose errors name the line), without building records. Same
 numbers either way (tests/test_fast_ingest.py). The pydantic records are imported only when they
-are needed, so a file is re-scored without loading them.
+are needed, so a file is re-scored without loading them. The cyclic collector is left alone (service
+worker threads call this): ``healthbench import`` pauses it for its whole short-lived process
+(`healthbench.cli.gc_paused`).
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from healthbench.data.rubric_index import read_rubric_index
-from healthbench.gc_paused import gc_paused
 from healthbench.results.allresults_columns import read_columns
 from healthbench.scoring.run_score import GradedSample, RunScore, ScoringOptions, score_run, score_table
 
@@ -63,8 +64,7 @@ def rescore_allresults(
     (module doc for ``with_samples``)."""
     options = options or ScoringOptions()
     if not with_samples:
-        with gc_paused():  # the decoded files are ~10^5 acyclic objects
-            return _rescore_columns(path, data, dataset, cache, allow_untagged, options)
+        return _rescore_columns(path, data, dataset, cache, allow_untagged, options)
     from healthbench.data.sources import join_datasets  # (the ordinary readers: module doc)
     from healthbench.results.simple_evals import load_allresults
 
