@@ -11,10 +11,13 @@ Inputs (written to a temporary folder, never into the repository), from the real
   new completion_id.
 
 Each read runs in a fresh process (``load_conversations(data=...)`` / ``load_meta_eval(data=...)``,
-the path every command and the service take), side by side for the two trees in each round. The
-child reports the read's own CPU seconds (``resource.getrusage``: the import of the package is not
-counted) and wall seconds, and a digest of the records (prompt_ids, criteria, points, labels) that must
-be equal for the two trees. Best of the rounds; the machine is shared, so absolute numbers drift.
+the path every command and the service take), side by side for the two trees in each round, twice:
+with the interpreter's default collector thresholds (``default``, as in the job service) and with a
+command-line process's (``cli``: `healthbench.process_settings.apply`, a collection every 50,000
+allocations instead of 700). The child reports the read's own CPU seconds (``resource.getrusage``:
+the import of the package is not counted) and wall seconds, and a digest of the records (prompt_ids,
+criteria, points, tags, texts, labels) that must be equal for the two trees. Best of the rounds; the
+machine is shared, so absolute numbers drift.
 """
 
 from __future__ import annotations
@@ -30,12 +33,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data" / "healthbench" / "eval"
 META_ROWS = 29_511
+SETTINGS = ("default", "cli")  # the interpreter's collector thresholds, or a command's (process_settings)
 
 CHILD = """
 import hashlib, json, resource, sys, time
 from healthbench.data.sources import load_conversations, load_meta_eval
 
-kind, path = sys.argv[1], sys.argv[2]
+kind, path, settings = sys.argv[1], sys.argv[2], sys.argv[3]
+if settings == "cli":
+    from healthbench.process_settings import apply
+    apply()
 def cpu():
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
@@ -68,10 +75,10 @@ def write_inputs(folder: Path, conversations: int) -> dict[str, Path]:
     return {"eval": eval_file, "meta-eval": meta_file}
 
 
-def read_once(src: Path, kind: str, path: Path) -> dict[str, float | str]:
+def read_once(src: Path, kind: str, path: Path, settings: str) -> dict[str, float | str]:
     env = {**os.environ, "PYTHONPATH": str(src)}
     result = subprocess.run(
-        [sys.executable, "-c", CHILD, "eval" if kind == "eval" else "meta", str(path)],
+        [sys.executable, "-c", CHILD, "eval" if kind == "eval" else "meta", str(path), settings],
         capture_output=True,
         text=True,
         check=True,
@@ -95,19 +102,21 @@ def main(argv: list[str] | None = None) -> int:
         files = write_inputs(Path(tmp), args.conversations)
         for kind, path in files.items():
             print(f"{kind}: {path.name}, {path.stat().st_size / 1e6:.1f} MB")
-        best: dict[tuple[str, str], dict[str, float | str]] = {}
+        best: dict[tuple[str, str, str], dict[str, float | str]] = {}
         for _ in range(args.rounds):
             for kind, path in files.items():
-                for tree, src in trees.items():
-                    got = read_once(src, kind, path)
-                    old = best.get((kind, tree))
-                    if old is None or float(got["cpu"]) < float(old["cpu"]):
-                        best[(kind, tree)] = got
-    for kind in files:
-        ours, base = best[(kind, "this tree")], best[(kind, "base")]
+                for settings in SETTINGS:
+                    for tree, src in trees.items():
+                        got = read_once(src, kind, path, settings)
+                        old = best.get((kind, settings, tree))
+                        if old is None or float(got["cpu"]) < float(old["cpu"]):
+                            best[(kind, settings, tree)] = got
+    for kind, settings in ((k, s) for k in files for s in SETTINGS):
+        ours, base = best[(kind, settings, "this tree")], best[(kind, settings, "base")]
         same = "identical records" if ours["digest"] == base["digest"] else "RECORDS DIFFER"
         print(
-            f"{kind:9s} {int(ours['records']):6d} records: this tree {float(ours['cpu']):.2f} CPU-s "
+            f"{kind:9s} {settings:7s} {int(ours['records']):6d} records: "
+            f"this tree {float(ours['cpu']):.2f} CPU-s "
             f"({float(ours['wall']):.2f} s wall), base {float(base['cpu']):.2f} CPU-s "
             f"({float(base['wall']):.2f} s wall): "
             f"{float(base['cpu']) / float(ours['cpu']):.1f}x less CPU; {same}"

@@ -43,7 +43,7 @@ class RubricEntry(msgspec.Struct, frozen=True, gc=False):
     tags: list[str] = msgspec.field(default_factory=list)
 
 
-class ClassicLine(msgspec.Struct, frozen=True):
+class ClassicLine(msgspec.Struct, frozen=True, gc=False):
     """One line of the full / hard / consensus files (and what a Professional task reads as)."""
 
     prompt: list[Turn]
@@ -76,7 +76,7 @@ class _ProfessionalItem(msgspec.Struct, frozen=True, gc=False):
     points: Points
 
 
-class ProfessionalLine(msgspec.Struct, frozen=True):
+class ProfessionalLine(msgspec.Struct, frozen=True, gc=False):
     """One HealthBench Professional task as its file writes it."""
 
     id: str
