@@ -259,3 +259,24 @@ def test_professional_rules_name_the_files_fields(write_file: WriteFile) -> None
     with pytest.raises(DataError) as caught:
         read_conversations(path)
     assert str(caught.value) == f"{path}:1 field 'rubric_items.0.criterion_text': the criterion is empty"
+
+
+def test_records_made_from_read_lines_are_what_model_construct_makes() -> None:
+    """`schema._trusted` fills a record's slots itself (model_construct's work, without its per-field
+    checks): a pydantic release that adds a slot makes this test fail, not the records."""
+    from pydantic import BaseModel
+
+    from healthbench.data import schema
+
+    assert set(BaseModel.__slots__) == {
+        "__dict__",
+        "__pydantic_fields_set__",
+        "__pydantic_extra__",
+        "__pydantic_private__",
+    }
+    fields = {"criterion": "c", "points": 3.0, "tags": ["axis:accuracy"]}
+    made = schema._trusted(schema.RubricItem, dict(fields))
+    built = schema.RubricItem.model_construct(**fields)
+    assert made == built and made.model_dump() == built.model_dump()
+    assert made.model_fields_set == built.model_fields_set == set(fields)
+    assert made.model_copy(update={"points": 1.0}).points == 1.0
