@@ -7,13 +7,15 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 from pathlib import Path
+from typing import Any
 
 import pytest
 from synthetic_runs import conversations, graded
 
 from healthbench.analysis.analyze import analyze, write_analysis
-from healthbench.analysis.inputs import load_inputs
+from healthbench.analysis.inputs import LoadedRun, RunAnswers, load_inputs
 from healthbench.data.sources import join_datasets
+from healthbench.errors import DataError
 from healthbench.results.simple_evals import write_allresults
 from healthbench.scoring.run_score import ScoringOptions, score_run
 from healthbench.scoring.stats import BootstrapOptions
@@ -21,16 +23,16 @@ from healthbench.scoring.stats import BootstrapOptions
 CONVS = conversations(40, seed=5)
 DAY = dt.date(2026, 1, 2)
 OPTIONS = BootstrapOptions(n_resamples=200, seed=3)
-# sha256 of each file of `analyze` of the fixture's three runs with their dataset, as written by the
-# sample-by-sample build (before the columnar one): the columnar build must not change one byte
+# sha256 of each file (by `output_names` key) of `analyze` of the fixture's three runs with their
+# dataset, as the sample-by-sample build wrote them (before the columnar one): not one byte may change
 EXPECTED = {
-    "healthbench_granular_data_20260102.tsv": "b590ce5f99818147a42cb75035c53555cd7383c1fc993f38d2b068d0cb826a1b",
-    "theme_data.csv": "5a18764ba1b0ed17bfc3e8db752df04b8d5d3e64aedbc9cd00501a7e0d2c8749",
-    "axis_data.csv": "4774b658b0d6615c1b0f7a58e49aac21b50ebd90f9ac206ea1e83113c6821b02",
-    "theme_axis_data.csv": "59b637c0f86aa53b13cbccf723beeff4ad7f583828527068e74e53cd67a9cb72",
-    "model_runs.csv": "11c1580fbd055c69f1d49c2a59d2850c8c1fd7b18f0ea6d7ee40d8f1b163d6bc",
-    "conversation_repeats.csv": "da99614c6457425e7e9bef3ab9a27f1db50605b1ea89d9d48f1a54c1aa16563c",
-    "worst_at_k.csv": "3128105d4c4902330c1548382439cfa6f5c3f7ce9e8fd21b891c9e7a47c24a4a",
+    "granular": "b590ce5f99818147a42cb75035c53555cd7383c1fc993f38d2b068d0cb826a1b",
+    "themes": "5a18764ba1b0ed17bfc3e8db752df04b8d5d3e64aedbc9cd00501a7e0d2c8749",
+    "axes": "4774b658b0d6615c1b0f7a58e49aac21b50ebd90f9ac206ea1e83113c6821b02",
+    "combined": "59b637c0f86aa53b13cbccf723beeff4ad7f583828527068e74e53cd67a9cb72",
+    "models": "11c1580fbd055c69f1d49c2a59d2850c8c1fd7b18f0ea6d7ee40d8f1b163d6bc",
+    "conversations": "da99614c6457425e7e9bef3ab9a27f1db50605b1ea89d9d48f1a54c1aa16563c",
+    "worst_at_k": "3128105d4c4902330c1548382439cfa6f5c3f7ce9e8fd21b891c9e7a47c24a4a",
 }
 
 
@@ -49,13 +51,67 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Path], Path]:
     return files, dataset
 
 
-def written(folder: Path, files: list[Path], dataset: Path, **load: bool) -> dict[str, str]:
-    runs = load_inputs(files, data=join_datasets([dataset], None), **load)
+def written(folder: Path, files: list[Path], dataset: Path, **load: Any) -> dict[str, str]:
+    return written_runs(folder, load_inputs(files, data=join_datasets([dataset], None), **load))
+
+
+def written_runs(folder: Path, runs: list[LoadedRun]) -> dict[str, str]:
     paths = write_analysis(analyze(runs, OPTIONS), folder, day=DAY)
-    return {path.name: hashlib.sha256(path.read_bytes()).hexdigest() for path in paths.values()}
+    assert paths["granular"].name == "healthbench_granular_data_20260102.tsv"
+    return {key: hashlib.sha256(path.read_bytes()).hexdigest() for key, path in paths.items()}
 
 
+@pytest.mark.parametrize(
+    "load",
+    [
+        {},  # samples (load_allresults), their columns built from them
+        {"columns_only": True, "workers": 1},  # columns, read here
+        {"columns_only": True, "workers": 2},  # columns, read in two worker processes
+    ],
+    ids=["samples", "columns", "workers"],
+)
 def test_outputs_are_byte_for_byte_those_of_the_sample_build(
+    inputs: tuple[list[Path], Path], tmp_path: Path, load: dict[str, Any]
+) -> None:
+    assert written(tmp_path, *inputs, **load) == EXPECTED
+
+
+def test_files_without_their_dataset_give_the_same_files_as_columns_and_as_samples(
     inputs: tuple[list[Path], Path], tmp_path: Path
 ) -> None:
-    assert written(tmp_path, *inputs) == EXPECTED
+    files, _ = inputs  # (conversations rebuilt from the files, no theme)
+    hashes = []
+    for name, load in (("samples", {}), ("columns", {"columns_only": True, "workers": 2})):
+        runs = load_inputs(files, **load)
+        hashes.append(written_runs(tmp_path / name, runs))
+    assert hashes[0] == hashes[1]
+    assert hashes[0]["themes"] != EXPECTED["themes"]  # (no theme rows)
+
+
+def test_a_run_read_as_columns_reads_its_samples_on_first_use(inputs: tuple[list[Path], Path]) -> None:
+    files, dataset = inputs
+    data = join_datasets([dataset], None)
+    (columns,) = load_inputs(files[:1], data=data, columns_only=True)
+    (samples,) = load_inputs(files[:1], data=data)
+    assert len(columns.samples) == len(samples.samples) == 80
+    assert list(columns.samples) == list(samples.samples)
+    assert columns.samples[3] == samples.samples[3] and columns.ungraded_samples == samples.ungraded_samples
+    answers, expected = columns.answers, RunAnswers.of(samples.samples)
+    assert answers.conversations == expected.conversations
+    assert answers.repeats.tolist() == expected.repeats.tolist() == [0] * 40 + [1] * 40
+    assert answers.verdicts.tolist() == expected.verdicts.tolist()
+
+
+def test_a_bad_file_read_in_a_worker_is_the_error_of_that_file_and_field(
+    inputs: tuple[list[Path], Path], tmp_path: Path
+) -> None:
+    files, dataset = inputs
+    bad = tmp_path / files[1].name
+    bad.write_text(files[1].read_text().replace('"criteria_met": true', '"criteria_met": "yes"', 1))
+    with pytest.raises(DataError) as caught:
+        load_inputs(
+            [files[0], bad, files[2]], data=join_datasets([dataset], None), columns_only=True, workers=2
+        )
+    assert caught.value.path == str(bad)
+    assert caught.value.field is not None and caught.value.field.endswith("criteria_met")
+    assert str(caught.value).startswith(f"{bad} field 'metadata.example_level_metadata[")

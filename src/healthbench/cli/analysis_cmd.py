@@ -57,22 +57,28 @@ def _load(
     cache: Path | None,
     model: str | None = None,
     run_id: str | None = None,
+    columns_only: bool = False,
 ) -> list[LoadedRun]:
-    """Load the inputs; the store is opened only when an input is not a file or folder."""
+    """Load the inputs; the store is opened (and loaded) only when an input is not a file or folder."""
     from healthbench.analysis.inputs import load_inputs, needs_store
     from healthbench.data.sources import join_datasets, sha256_of
-    from healthbench.store import Store
 
     conversations = join_datasets(data or [], dataset, cache)
     data_sha = sha256_of(data[0]) if data and len(data) == 1 and dataset is None else None
+    opened = None
+    if needs_store(specs):
+        from healthbench.store import Store
+
+        opened = Store(store, create=False)
     return load_inputs(
         specs,
-        store=Store(store, create=False) if needs_store(specs) else None,
+        store=opened,
         data=conversations,
         data_sha256=data_sha,
         allow_untagged=allow_untagged,
         model=model,
         run_id=run_id,
+        columns_only=columns_only,
     )
 
 
@@ -117,6 +123,7 @@ def analyze(
         cache=cache,
         model=model,
         run_id=run_id,
+        columns_only=True,
     )
     result = run_analysis(runs, _bootstrap_options(seed, n_resamples))
     render_analysis(result, console)

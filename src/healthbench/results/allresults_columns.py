@@ -13,16 +13,20 @@ with a ``name`` for messages (the service reads uploads without writing them to 
 
 from __future__ import annotations
 
+import multiprocessing
 import operator
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
 from typing import Any
 
 import msgspec
+import numpy as np
+import numpy.typing as npt
 
 from healthbench.data.rubric_index import (
     NULL,
@@ -36,6 +40,7 @@ from healthbench.data.rubric_index import (
     utf8_bytes,
 )
 from healthbench.errors import DataError
+from healthbench.gc_paused import gc_paused
 from healthbench.scoring.rubric import MetricTable, Verdict, columns_metrics
 
 Source = str | os.PathLike[str] | bytes
@@ -87,6 +92,7 @@ class Decoded:
     examples: list[Example]
     score: float | None
     metrics: dict[str, Any]
+    unjoined: list[int]  # the examples with no dataset entry (every one when read without a dataset)
 
 
 def decode_allresults(
@@ -121,6 +127,7 @@ def decode_allresults(
         for index, example in enumerate(examples):
             _check_example(example, label, f"{EXAMPLES}[{index}]")
     missing: list[str] = []
+    unjoined: list[int] = []
     first_of: dict[str, tuple[int, list[Item]]] = {}  # prompt_id -> its first example
     for index, example in enumerate(examples):
         where = f"{EXAMPLES}[{index}]"
@@ -139,6 +146,7 @@ def decode_allresults(
             if rubric_of is not None:
                 missing.append(example.prompt_id)
             check_conversation(example, label, where)
+            unjoined.append(index)
         elif [(i.criterion, i.points, i.tags) for i in example.rubric_items] != expected:
             raise DataError(
                 f"the rubric stored for prompt_id {example.prompt_id} differs from the dataset's "
@@ -154,7 +162,7 @@ def decode_allresults(
             "the dataset the run used (--allow-untagged keeps them without example tags)",
             path=label,
         )
-    return Decoded(label, examples, document.score, document.metrics)
+    return Decoded(label, examples, document.score, document.metrics, unjoined)
 
 
 def _bytes_of(source: Source, name: str | None) -> tuple[bytes, str]:
@@ -377,3 +385,109 @@ def read_columns(
 def texts(raws: Sequence[msgspec.Raw]) -> list[str]:
     """Raw JSON strings (checked by `is_text`) decoded, in one call."""
     return msgspec.json.decode(b"[" + b",".join(raws) + b"]", type=list[str])
+
+
+# --- the answers view (analyze), read in worker processes ---------------------------------------
+
+CODES = {
+    True: 0,
+    False: 1,
+    None: 2,
+}  # criteria_met -> verdict code (`healthbench.scoring.rubric.VERDICT_CODES`)
+Prompt = tuple[tuple[str, str], ...]  # the messages as sent, as (role, text)
+
+
+@dataclass(frozen=True)
+class AnswerColumns:
+    """A file's answers as columns, with no object per answer or criterion (compact to send back from
+    a worker process): per answer its prompt_id and number of criteria; per criterion its verdict
+    code (`CODES`; the answers' criteria one after another); for each answer with no dataset entry
+    (every answer of a file read without a dataset), by its index, its prompt and rubric, to rebuild
+    its conversation from; and the numbers the file reports."""
+
+    source: str
+    prompt_ids: list[str]
+    n_items: npt.NDArray[np.intp]
+    verdicts: npt.NDArray[np.int8]
+    unjoined: dict[int, tuple[Prompt, Triples]]
+    score: float | None
+    metrics: dict[str, Any]
+
+    def repeats(self) -> npt.NDArray[np.int64]:
+        """Each answer's repeat: answers to one prompt_id are numbered 0, 1, ... in file order."""
+        seen: dict[str, int] = {}
+        out = np.empty(len(self.prompt_ids), dtype=np.int64)
+        for index, prompt_id in enumerate(self.prompt_ids):
+            out[index] = seen[prompt_id] = seen.get(prompt_id, -1) + 1
+        return out
+
+
+def read_answers(
+    source: Source,
+    rubric_of: Callable[[str], Triples | None] | None = None,
+    *,
+    allow_missing: bool = False,
+    name: str | None = None,
+) -> AnswerColumns:
+    """The file's `AnswerColumns`; checks and errors as `decode_allresults`."""
+    decoded = decode_allresults(source, rubric_of, allow_missing=allow_missing, name=name)
+    examples = decoded.examples
+    items = list(chain.from_iterable(map(_ITEMS, examples)))
+    unjoined = [examples[i] for i in decoded.unjoined]
+    contents = texts([m.content for e in unjoined for m in e.prompt])  # (one call for every prompt)
+    prompts: dict[int, tuple[Prompt, Triples]] = {}
+    start = 0
+    for index, example in zip(decoded.unjoined, unjoined, strict=True):
+        end = start + len(example.prompt)
+        roles = (m.role for m in example.prompt)
+        prompt = tuple(zip(roles, contents[start:end], strict=True))
+        prompts[index] = (prompt, list(map(_TRIPLE, example.rubric_items)))
+        start = end
+    return AnswerColumns(
+        source=decoded.source,
+        prompt_ids=[e.prompt_id for e in examples],
+        n_items=np.fromiter(map(len, map(_ITEMS, examples)), np.intp, len(examples)),
+        verdicts=np.fromiter(map(CODES.__getitem__, map(_MET, items)), np.int8, len(items)),
+        unjoined=prompts,
+        score=decoded.score,
+        metrics=decoded.metrics,
+    )
+
+
+def read_answers_of_files(
+    paths: Sequence[str | os.PathLike[str]],
+    rubric_of: Callable[[str], Triples | None] | None = None,
+    *,
+    allow_missing: bool = False,
+    workers: int = 1,
+) -> list[AnswerColumns]:
+    """`read_answers` of every file, in order: with ``workers`` > 1 (and several files, on a system
+    that forks) one file per worker process, the workers forked from this one (so they share
+    ``rubric_of``'s dataset without copying it) and gone when this returns; else here, one after
+    another. The first bad file (in order) raises its `DataError`."""
+    if workers <= 1 or len(paths) <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+        return [read_answers(p, rubric_of, allow_missing=allow_missing) for p in paths]
+    pool = ProcessPoolExecutor(
+        min(workers, len(paths)),
+        mp_context=multiprocessing.get_context("fork"),
+        initializer=_start_worker,
+        initargs=(rubric_of, allow_missing),
+    )
+    try:
+        return list(pool.map(_read_in_worker, [str(p) for p in paths]))
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+_worker_setup: tuple[Callable[[str], Triples | None] | None, bool] = (None, False)  # (in a worker)
+
+
+def _start_worker(rubric_of: Callable[[str], Triples | None] | None, allow_missing: bool) -> None:
+    global _worker_setup
+    _worker_setup = (rubric_of, allow_missing)
+
+
+def _read_in_worker(path: str) -> AnswerColumns:
+    rubric_of, allow_missing = _worker_setup
+    with gc_paused():  # (the decoded file is ~10^5 acyclic objects)
+        return read_answers(path, rubric_of, allow_missing=allow_missing)
