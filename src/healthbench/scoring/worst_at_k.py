@@ -78,17 +78,37 @@ def worst_at_k_curves(
     weights: dict[int, Floats] = {}
     n_rows = 0
     for curve, conversations in enumerate(curves):
-        minima = [expected_minima(s, weights) for s in conversations if np.asarray(s).size]
-        n_rows = max(n_rows, len(minima))
-        for k in range(1, max((m.size for m in minima), default=0) + 1):
-            rows = [r for r, m in enumerate(minima) if m.size >= k]
-            values = np.array([minima[r][k - 1] for r in rows], dtype=np.float64)
-            columns[(curve, k)] = Column(np.array(rows, dtype=np.intp), values)
+        minima, sizes = _minima_table(conversations, weights)
+        n_rows = max(n_rows, sizes.size)
+        for k in range(1, int(sizes.max(initial=0)) + 1):
+            rows = np.flatnonzero(sizes >= k)
+            columns[(curve, k)] = Column(rows, minima[rows, k - 1])
     stats = aggregate_columns(columns, n_rows, options=options)
     out: list[list[WorstAtK]] = [[] for _ in curves]
     for (curve, k), s in stats.items():
         out[curve].append(WorstAtK(k, s.mean, s.ci_lower, s.ci_upper, s.n_samples))
     return out
+
+
+def _minima_table(
+    conversations: Sequence[npt.ArrayLike], weights: dict[int, Floats]
+) -> tuple[Floats, npt.NDArray[np.intp]]:
+    """`expected_minima` of every non-empty conversation, as rows of one table (k = 1..n in row
+    order, NaN beyond), and each row's n. Conversations of the same n are computed together, each
+    by the same matrix-vector product as `expected_minima` (so the figures are the same)."""
+    scores = [np.asarray(s, dtype=np.float64) for s in conversations]
+    if any(s.ndim != 1 for s in scores):
+        raise ValueError("worst-at-k needs a conversation's scores as a non-empty 1-d array")
+    scores = [s for s in scores if s.size]
+    sizes = np.fromiter(map(len, scores), np.intp, len(scores))
+    table = np.full((len(scores), int(sizes.max(initial=0))), np.nan)
+    for n in np.unique(sizes).tolist():
+        rows = np.flatnonzero(sizes == n)
+        if n not in weights:
+            weights[n] = minimum_weights(n)
+        ordered = np.sort(np.stack([scores[r] for r in rows]), axis=1)
+        table[rows, :n] = np.matmul(weights[n], ordered[:, :, None])[:, :, 0]
+    return table, sizes
 
 
 def scores_by_conversation(ids: Sequence[Hashable], scores: Sequence[float]) -> list[Floats]:
