@@ -86,7 +86,7 @@ def theme_warnings(runs: Sequence[LoadedRun]) -> list[str]:
         run.label
         for run in runs
         if run.answers.conversations
-        and not any(t.startswith("theme:") for c in run.answers.distinct() for t in c.example_tags)
+        and not any(t.startswith("theme:") for c in run.answers.distinct for t in c.example_tags)
     ]
     if not untagged:
         return []
@@ -117,7 +117,7 @@ def setting_warnings(runs: Sequence[LoadedRun]) -> list[str]:
     rubrics: dict[str, object] = {}
     differing: set[str] = set()
     for run in runs:
-        for conversation in run.answers.distinct():
+        for conversation in run.answers.distinct:
             known = rubrics.setdefault(conversation.prompt_id, conversation.rubrics)
             if known is not conversation.rubrics and known != conversation.rubrics:
                 differing.add(conversation.prompt_id)

@@ -59,20 +59,17 @@ class RunAnswers:
     conversations: list[Conversation]
     repeats: npt.NDArray[np.int64]
     verdicts: npt.NDArray[np.int8]
+    n_items: npt.NDArray[np.intp]  # per answer, its number of criteria (its conversation's)
 
     @classmethod
     def of(cls, samples: Sequence[GradedSample]) -> RunAnswers:
-        n_criteria = sum(len(s.verdicts) for s in samples)
+        n_items = np.fromiter((len(s.verdicts) for s in samples), np.intp, len(samples))
         return cls(
             [s.conversation for s in samples],
             np.fromiter((s.repeat for s in samples), np.int64, len(samples)),
-            verdict_codes(chain.from_iterable(s.verdicts for s in samples), n_criteria),
+            verdict_codes(chain.from_iterable(s.verdicts for s in samples), int(n_items.sum())),
+            n_items,
         )
-
-    @cached_property
-    def n_items(self) -> npt.NDArray[np.intp]:
-        """Per answer, its number of criteria."""
-        return np.fromiter((len(c.rubrics) for c in self.conversations), np.intp, len(self.conversations))
 
     @cached_property
     def graded(self) -> npt.NDArray[np.bool_]:
@@ -82,9 +79,10 @@ class RunAnswers:
         graded: npt.NDArray[np.bool_] = ungraded == 0
         return graded
 
+    @cached_property
     def distinct(self) -> list[Conversation]:
         """The conversations answered (each object once, in first-answer order)."""
-        return list({id(c): c for c in self.conversations}.values())
+        return list(dict(zip(map(id, self.conversations), self.conversations, strict=True)).values())
 
 
 class FileSamples(Sequence[GradedSample]):
@@ -275,7 +273,7 @@ def column_run(
         dataset_variant=name.variant,
         dataset_sha256=data_sha256,
         reported=dict(answers.metrics),
-        columns=RunAnswers(conversations, answers.repeats(), answers.verdicts),
+        columns=RunAnswers(conversations, answers.repeats(), answers.verdicts, answers.n_items),
     )
 
 

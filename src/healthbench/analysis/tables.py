@@ -23,9 +23,8 @@ bootstrap of `healthbench.scoring.stats`); ``n_conversations`` says how many.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import chain
 
 import numpy as np
 import numpy.typing as npt
@@ -276,30 +275,36 @@ def model_runs_frame(tables: ScoreTables) -> pl.DataFrame:
     )
 
 
+SAMPLE_SCHEMA = {
+    "model": pl.String,
+    "run_id": pl.String,
+    "conversation_id": pl.String,
+    "repeat": pl.Int64,
+    "score": pl.Float64,
+}
+
+
 def sample_scores_frame(runs: Sequence[RunMetrics]) -> pl.DataFrame:
     """One row per graded sample: model, run_id, conversation_id, repeat and its overall score."""
-    graded = list(chain.from_iterable(_graded_samples(m) for m in runs))
-    return pl.DataFrame(
-        graded,
-        schema={
-            "model": pl.String,
-            "run_id": pl.String,
-            "conversation_id": pl.String,
-            "repeat": pl.Int64,
-            "score": pl.Float64,
-        },
-        orient="row",
-    )
+    return pl.concat([_graded_samples(m) for m in runs] or [pl.DataFrame(schema=SAMPLE_SCHEMA)])
 
 
-def _graded_samples(metrics: RunMetrics) -> Iterator[tuple[str, str, str, int, float]]:
+def _graded_samples(metrics: RunMetrics) -> pl.DataFrame:
     run, answers = metrics.run, metrics.run.answers
-    mask = graded_mask(metrics.table)
-    rows = zip(answers.conversations, answers.repeats.tolist(), mask, strict=True)
-    graded = [(c.prompt_id, repeat) for c, repeat, ok in rows if ok]
-    overall = metrics.table.columns[OVERALL].values.tolist() if graded else []
-    for (prompt_id, repeat), score in zip(graded, overall, strict=True):
-        yield run.model, run.run_id, prompt_id, repeat, score
+    mask = np.asarray(graded_mask(metrics.table), dtype=bool)
+    n = int(mask.sum())
+    overall = metrics.table.columns[OVERALL].values if n else np.zeros(0)
+    ids = pl.Series([c.prompt_id for c in answers.conversations], dtype=pl.String)
+    return pl.DataFrame(
+        {
+            "model": pl.repeat(run.model, n, dtype=pl.String, eager=True),
+            "run_id": pl.repeat(run.run_id, n, dtype=pl.String, eager=True),
+            "conversation_id": ids.filter(pl.Series(mask)),
+            "repeat": pl.Series(answers.repeats[mask], dtype=pl.Int64),
+            "score": pl.Series(overall, dtype=pl.Float64),
+        },
+        schema=SAMPLE_SCHEMA,
+    )
 
 
 def graded_mask(table: MetricTable) -> list[bool]:

@@ -107,8 +107,8 @@ def decode_allresults(
     dataset is an error unless ``allow_missing``. ``name`` names ``source`` in errors (default: the
     path; ``<bytes>`` for data)."""
     data, label = _bytes_of(source, name)
-    try:
-        data = utf8_bytes(data)  # (msgspec passes bad bytes inside the texts it keeps raw)
+    try:  # (msgspec passes bad bytes inside the texts it keeps raw; ASCII, as json.dump writes, is UTF-8)
+        data = data if data.isascii() else utf8_bytes(data)
     except UnicodeDecodeError:
         raise json_error(data, label) or DataError("not valid UTF-8", path=label) from None
     try:
@@ -466,7 +466,8 @@ def read_answers_of_files(
     ``rubric_of``'s dataset without copying it) and gone when this returns; else here, one after
     another. The first bad file (in order) raises its `DataError`."""
     if workers <= 1 or len(paths) <= 1 or "fork" not in multiprocessing.get_all_start_methods():
-        return [read_answers(p, rubric_of, allow_missing=allow_missing) for p in paths]
+        with gc_paused():  # (each decoded file is ~10^5 acyclic objects)
+            return [read_answers(p, rubric_of, allow_missing=allow_missing) for p in paths]
     pool = ProcessPoolExecutor(
         min(workers, len(paths)),
         mp_context=multiprocessing.get_context("fork"),

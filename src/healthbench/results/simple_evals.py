@@ -225,7 +225,7 @@ def answer_conversations(
         messages = interned.prompt_of([role for role, _ in prompt], [text for _, text in prompt])
         items = [interned.item_of(*triple) for triple in triples]
         out[index] = interned.conversation(answers.prompt_ids[index], messages, items)
-    if None in out:
+    if any(c is None for c in out):  # (not `None in out`: that compares every model with None)
         raise ValueError("an answer has neither a dataset entry nor its rubric from the file")
     return out  # type: ignore[return-value]
 
