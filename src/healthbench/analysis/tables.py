@@ -41,7 +41,7 @@ from healthbench.scoring.stats import (
     aggregate_columns,
     conversation_clusters,
 )
-from healthbench.scoring.worst_at_k import scores_by_conversation, worst_at_k_curves
+from healthbench.scoring.worst_at_k import GroupedScores, worst_at_k_curves
 
 ALL = "all"
 RUNS_PER_CALL = 64  # runs bootstrapped together (sharing draws); bounds the resample means held at once
@@ -347,7 +347,7 @@ def worst_at_k_frame(samples: pl.DataFrame, options: BootstrapOptions | None = N
             curves.append((str(model), ALL, samples.filter(pl.col("model") == model)))
     points = worst_at_k_curves(
         [
-            scores_by_conversation(part["conversation_id"].to_list(), part["score"].to_list())
+            GroupedScores.of(part["conversation_id"].to_numpy(), part["score"].to_numpy())
             for *_, part in curves
         ],
         options,
