@@ -116,7 +116,12 @@ def setting_warnings(runs: Sequence[LoadedRun]) -> list[str]:
         out.append(setup)
     rubrics: dict[str, object] = {}
     differing: set[str] = set()
+    seen: set[tuple[int, ...]] = set()  # runs of the same conversation objects are read once
     for run in runs:
+        key = tuple(map(id, run.answers.distinct))
+        if key in seen:
+            continue
+        seen.add(key)
         for conversation in run.answers.distinct:
             known = rubrics.setdefault(conversation.prompt_id, conversation.rubrics)
             if known is not conversation.rubrics and known != conversation.rubrics:

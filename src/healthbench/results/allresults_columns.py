@@ -130,7 +130,6 @@ def decode_allresults(
     unjoined: list[int] = []
     first_of: dict[str, tuple[int, list[Item]]] = {}  # prompt_id -> its first example
     for index, example in enumerate(examples):
-        where = f"{EXAMPLES}[{index}]"
         first, items = first_of.setdefault(example.prompt_id, (index, example.rubric_items))
         if items is not example.rubric_items and list(map(_TRIPLE, items)) != list(
             map(_TRIPLE, example.rubric_items)
@@ -139,21 +138,21 @@ def decode_allresults(
                 f"prompt_id {example.prompt_id!r} is also example {first} with another rubric: answers "
                 "to one prompt_id are pooled as repeats, so their rubrics must be the same",
                 path=label,
-                field=f"{where}.rubric_items",
+                field=f"{EXAMPLES}[{index}].rubric_items",
             )
         expected = rubric_of(example.prompt_id) if rubric_of is not None else None
         if expected is None:
             if rubric_of is not None:
                 missing.append(example.prompt_id)
-            check_conversation(example, label, where)
+            check_conversation(example, label, f"{EXAMPLES}[{index}]")
             unjoined.append(index)
-        elif [(i.criterion, i.points, i.tags) for i in example.rubric_items] != expected:
+        elif list(map(_TRIPLE, example.rubric_items)) != expected:
             raise DataError(
                 f"the rubric stored for prompt_id {example.prompt_id} differs from the dataset's "
                 f"({len(example.rubric_items)} vs {len(expected)} criteria); join the dataset "
                 "variant the run used",
                 path=label,
-                field=f"{where}.rubric_items",
+                field=f"{EXAMPLES}[{index}].rubric_items",
             )
     if missing and not allow_missing:
         shown = ", ".join(dict.fromkeys(missing[:5]))
