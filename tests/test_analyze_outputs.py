@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import multiprocessing
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +75,14 @@ def test_outputs_are_byte_for_byte_those_of_the_sample_build(
     inputs: tuple[list[Path], Path], tmp_path: Path, load: dict[str, Any]
 ) -> None:
     assert written(tmp_path, *inputs, **load) == EXPECTED
+
+
+def test_the_worker_processes_are_gone_when_the_files_are_read(inputs: tuple[list[Path], Path]) -> None:
+    files, dataset = inputs
+    assert not multiprocessing.active_children()
+    runs = load_inputs(files, data=join_datasets([dataset], None), columns_only=True, workers=2)
+    assert [len(r.answers.conversations) for r in runs] == [80, 80, 80]
+    assert not multiprocessing.active_children()
 
 
 def test_files_without_their_dataset_give_the_same_files_as_columns_and_as_samples(
