@@ -273,7 +273,7 @@ def column_run(
         dataset_variant=name.variant,
         dataset_sha256=data_sha256,
         reported=dict(answers.metrics),
-        columns=RunAnswers(conversations, answers.repeats(), answers.verdicts, answers.n_items),
+        columns=RunAnswers(conversations, answers.repeats, answers.verdicts, answers.n_items),
     )
 
 

@@ -406,19 +406,12 @@ class AnswerColumns:
 
     source: str
     prompt_ids: list[str]
+    repeats: npt.NDArray[np.int64]  # answers to one prompt_id are numbered 0, 1, ... in file order
     n_items: npt.NDArray[np.intp]
     verdicts: npt.NDArray[np.int8]
     unjoined: dict[int, tuple[Prompt, Triples]]
     score: float | None
     metrics: dict[str, Any]
-
-    def repeats(self) -> npt.NDArray[np.int64]:
-        """Each answer's repeat: answers to one prompt_id are numbered 0, 1, ... in file order."""
-        seen: dict[str, int] = {}
-        out = np.empty(len(self.prompt_ids), dtype=np.int64)
-        for index, prompt_id in enumerate(self.prompt_ids):
-            out[index] = seen[prompt_id] = seen.get(prompt_id, -1) + 1
-        return out
 
 
 def read_answers(
@@ -442,9 +435,16 @@ def read_answers(
         prompt = tuple(zip(roles, contents[start:end], strict=True))
         prompts[index] = (prompt, list(map(_TRIPLE, example.rubric_items)))
         start = end
+    prompt_ids = [e.prompt_id for e in examples]
+    seen: dict[str, int] = {}  # prompt_id -> its answers so far
+    repeats = []
+    for prompt_id in prompt_ids:
+        repeat = seen[prompt_id] = seen.get(prompt_id, -1) + 1
+        repeats.append(repeat)
     return AnswerColumns(
         source=decoded.source,
-        prompt_ids=[e.prompt_id for e in examples],
+        prompt_ids=prompt_ids,
+        repeats=np.array(repeats, dtype=np.int64),
         n_items=np.fromiter(map(len, map(_ITEMS, examples)), np.intp, len(examples)),
         verdicts=np.fromiter(map(CODES.__getitem__, map(_MET, items)), np.int8, len(items)),
         unjoined=prompts,
