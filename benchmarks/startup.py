@@ -28,6 +28,7 @@ from ingest import cpu_of  # noqa: E402
 COMMANDS = (
     ("--help",),
     ("run", "--help"),
+    ("meta-eval", "--help"),
     ("results", "--help"),
     ("analyze", "--help"),
     ("report", "--help"),

@@ -4,12 +4,16 @@ in-process job service, and tiny record factories."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+# the CLI's rich consoles are made at import and keep a COLUMNS found then (pytest-xdist's workers
+# set 80), while tests give each command its own COLUMNS
+os.environ.pop("COLUMNS", None)
 REPO_ROOT = Path(__file__).resolve().parents[1]
 if importlib.util.find_spec("healthbench") is None:  # a checkout without `pip install -e .`
     sys.path.insert(0, str(REPO_ROOT / "src"))

@@ -17,11 +17,12 @@ import healthbench.cli  # noqa: F401  (registers the commands)
 from healthbench.analysis.inputs import load_inputs
 from healthbench.cli.app import app
 from healthbench.cli.run_cmd import suffixed
+from healthbench.config import build_config
 from healthbench.data.schema import Conversation
 from healthbench.data.sources import read_records
 from healthbench.errors import ConfigError
 from healthbench.grading.template import load_template
-from healthbench.runner.completions import PHYSICIAN, REFERENCES, baseline_rows, find_group
+from healthbench.runner.baselines import PHYSICIAN, REFERENCES, baseline_rows, find_group
 from healthbench.scoring.rubric import Verdict
 from healthbench.scoring.run_score import GradedSample, ScoringOptions, score_run
 from healthbench.store.db import grades, samples
@@ -251,6 +252,11 @@ def test_bad_baseline_requests_are_one_line_errors(server: str, tmp_path: Path, 
         app, baseline_args(server, store, data, "--completions", "physician", "--model", "cand")
     )
     assert "no --model" in one_line_error(with_model)
+    # the rule is build_config's, so a config file, the Python API and a service job meet it too
+    for model in ({"spec": "openai/x"}, {"base_url": "http://m"}):
+        with pytest.raises(ConfigError, match="no --model or --base-url"):
+            build_config({"completions": "physician", "model": model})
+    assert build_config({"completions": "physician"}).completions == "physician"
     refs = runner.invoke(
         app, baseline_args(server, store, data, "--completions", "references", "--group", "1")
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import inspect
 import subprocess
 import sys
+from pathlib import Path
 
 import typer
 from typer.testing import CliRunner
@@ -64,13 +65,60 @@ def healthbench_imports(*args: str) -> set[str]:
 
 
 def test_command_help_imports_only_what_it_shows() -> None:
-    # `run --help` (the widest command) loads its options and typer, not the engine, the store, the
-    # models, pydantic or typer's rich help layout: start-up stays that of `healthbench --help`
-    for args in (("run", "--help"), ("results", "--help"), ("analyze", "--help")):
+    # `run --help` (the widest command) and the other commands that call models load their options
+    # and typer, not the engine, the store, the models, pydantic or typer's rich help layout:
+    # start-up stays that of `healthbench --help`
+    for args in (
+        ("run", "--help"),
+        ("regrade", "--help"),
+        ("meta-eval", "--help"),
+        ("results", "--help"),
+        ("analyze", "--help"),
+    ):
         modules = healthbench_imports(*args)
         loaded = sorted(m for m in modules if any(m == h or m.startswith(h + ".") for h in HEAVY))
         assert loaded == [], (args, loaded)
-        assert "healthbench.cli.run_cmd" in modules or args[0] == "analyze"  # the command was built
+        assert COMMANDS[args[0]].module in modules  # the command was built
+
+
+def _loaded(modules: set[str], names: tuple[str, ...]) -> list[str]:
+    return sorted(m for m in modules if any(m == n or m.startswith(n + ".") for n in names))
+
+
+def test_read_only_commands_import_only_what_they_read(tmp_path: Path, fixtures_dir: Path) -> None:
+    # `runs` reads the store through RunView without parsing any run's settings: no pydantic (not
+    # even typer's coercion of --store), no numpy, no config; `results` scores (numpy, the config)
+    # but loads no engine, model client, file writer it was not asked for, nor PostgreSQL's dialect
+    store = tmp_path / "runs.db"
+    command = ["import", str(fixtures_dir / "small_allresults.json"), "--n-resamples", "0"]
+    subprocess.run(
+        [sys.executable, "-m", "healthbench", *command, "--store", str(store), "--name", "r"],
+        capture_output=True,
+        check=True,
+    )
+    runs = healthbench_imports("runs", "--store", str(store))
+    assert "healthbench.cli.results_cmd" in runs and "sqlalchemy" in runs  # it did read the store
+    light = ("numpy", "pydantic", "msgspec", "healthbench.config", "healthbench.data", "healthbench.runner")
+    never = ("healthbench.executors", "aiohttp", "httpx", "polars", "sqlalchemy.dialects.postgresql")
+    assert _loaded(runs, (*light, *never)) == []
+    assert _loaded(runs, ("healthbench.scoring", "healthbench.models")) == [
+        "healthbench.models",
+        "healthbench.models.tally",
+        "healthbench.scoring",
+        "healthbench.scoring.verdict",
+    ]
+    results = healthbench_imports("results", "r", "--store", str(store))
+    assert "healthbench.scoring.run_score" in results  # it did score the run
+    unasked = (
+        "healthbench.results.simple_evals",
+        "healthbench.results.aggregate",
+        "healthbench.results.rows",
+        "healthbench.results.correction",
+        "healthbench.results.mlflow_log",
+        "healthbench.results.inspect_log",
+        "msgspec",
+    )
+    assert _loaded(results, (*never, *unasked, "healthbench.runner")) == []
 
 
 def test_summaries_are_the_commands_own_first_paragraph() -> None:

@@ -41,10 +41,10 @@ def test_resume_refuses_every_flag_that_defines_the_run_and_nothing_else() -> No
     dropped = str(info.value).split("drop ")[1].split(" (or")[0].split(", ")
     assert dropped == [
         "--model", "--base-url", "--temperature", "--system-message", "--judge", "--judge-base-url",
-        "--judge-system-message", "--judge-json", "--profile", "--timeout", "--grader-template",
+        "--judge-system-message", "--judge-json", "--profile", "--grader-template",
         "--dataset", "--format", "--limit", "--ids", "--theme", "--n-repeats", "--name", "--config",
-        "--length-adjustment-center", "--length-adjustment-penalty-per-500-chars", "--completions",
-        "--group",
+        "--timeout", "--length-adjustment-center", "--length-adjustment-penalty-per-500-chars",
+        "--completions", "--group",
     ]  # fmt: skip
 
 

@@ -235,6 +235,15 @@ def test_run_with_mlflow_logs_the_new_run(server: str, tracking: Path, tmp_path:
     (logged,) = client.search_runs([experiment.experiment_id])
     assert logged.info.run_name == "fresh" and logged.data.params["model"] == "cand"
     assert logged.data.metrics["overall_score/n_samples"] == 2
+    regrade = [
+        "regrade", "fresh", "--judge", "judge", "--judge-base-url", server, "--judge-temperature", "0.3",
+        "--store", str(tmp_path / "s.db"), "--name", "again", "--mlflow",
+    ]  # fmt: skip
+    result = runner.invoke(app, regrade, env=env)
+    assert result.exit_code == 0, result.output
+    runs = {r.info.run_name: r for r in client.search_runs([experiment.experiment_id])}
+    assert sorted(runs) == ["again", "fresh"]
+    assert runs["again"].data.metrics["overall_score/n_samples"] == 2
 
 
 def test_without_the_extras_the_flags_are_one_line_errors_and_nothing_runs(

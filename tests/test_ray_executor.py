@@ -79,6 +79,16 @@ def fragment(shared_data: Path) -> Fragment:
     return Fragment(data, conversations, len(conversations) + sum(len(c.rubrics) for c in conversations))
 
 
+@pytest.fixture(scope="module")
+def fragment_head(fragment: Fragment, tmp_path_factory: pytest.TempPathFactory) -> Fragment:
+    """The first 200 conversations of the fragment (~2,500 calls): enough for a kill mid-run."""
+    path = tmp_path_factory.mktemp("head") / "head200.jsonl"
+    lines = fragment.path.read_text(encoding="utf-8").splitlines(keepends=True)[:200]
+    path.write_text("".join(lines), encoding="utf-8")
+    conversations = read_records(path, Conversation)
+    return Fragment(path, conversations, len(conversations) + sum(len(c.rubrics) for c in conversations))
+
+
 def config(url: str, executor: str = "ray", data: Path | None = None, **extra: Any) -> RunConfig:
     return fake_run_config(url, data, **({"retry": FAST_RETRY, "executor": executor} | extra))
 
@@ -332,8 +342,9 @@ def test_shared_527_on_ray_equals_the_local_engine(
 @pytest.mark.shared
 @needs_ray
 def test_killed_driver_resumes_with_the_same_metrics(
-    ray_cluster: str, fragment: Fragment, tmp_path: Path
+    ray_cluster: str, fragment_head: Fragment, tmp_path: Path
 ) -> None:
+    fragment = fragment_head
     data, total = fragment.path, fragment.calls
     db = tmp_path / "kill.db"
     with fake_server_process("--latency", "0.01") as url:

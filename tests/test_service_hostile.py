@@ -226,6 +226,11 @@ HOSTILE_BODIES: list[tuple[str, Any, str]] = [
     ),
     ("local model file", lambda r: {**r, "model": {"spec": "local//etc/hostname.gguf"}}, "model.spec"),
     (
+        "ray cluster not allowed",
+        lambda r: {**r, "executor": "ray", "ray_address": "10.0.0.7:6379"},
+        "ray_address",
+    ),
+    (
         "a flag in the engine's message",
         lambda r: {**r, "model": {"spec": "local/smollm2", "base_url": r["model"]["base_url"]}},
         "base_url",
@@ -394,3 +399,15 @@ def test_a_job_whose_model_has_no_key_is_refused_at_creation(
         service.create("default", JobCreate.model_validate(body))
     assert caught.value.status == 422 and "OPENAI_API_KEY" in caught.value.message
     assert service.list("default", status=None, offset=0, limit=10).pagination.total == 0
+
+
+def test_a_ray_address_is_joined_only_where_the_operator_allows() -> None:
+    allowed = ServiceLimits(ray_addresses=("ray://head:10001",))
+    allowed.check_ray_address(None)  # the worker's own Ray
+    allowed.check_ray_address(" ray://head:10001 ")
+    with pytest.raises(ServiceError) as refused:
+        allowed.check_ray_address("ray://elsewhere:10001")
+    assert refused.value.status == 422 and "elsewhere" not in str(refused.value)
+    with pytest.raises(ServiceError):
+        ServiceLimits(ray_addresses=()).check_ray_address("ray://head:10001")  # `serve`'s default
+    ServiceLimits().check_ray_address("ray://anywhere:10001")  # in-process: the caller is the operator

@@ -104,3 +104,51 @@ def test_bad_meta_eval_upload_is_422(tmp_path: Path) -> None:
     with Client.local(tmp_path / "s.db") as client, pytest.raises(ServiceError) as refused:
         client.evaluation.benchmark_jobs.create(kind="meta-eval", data_jsonl='{"prompt": 1}\n', judge=judge)
     assert refused.value.status == 422 and refused.value.message.startswith("data_jsonl:1")
+
+
+@pytest.mark.parametrize("kind", ["eval", "meta-eval"])
+def test_a_profile_names_the_judge_of_a_job_that_gives_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    """A job's `profile` resolves as `--profile` does (build_config): its judge and settings under the
+    job's own; a judge the job names wins."""
+    from healthbench.profiles import INSPECT_JUDGE, SIMPLE_EVALS_JUDGE
+    from healthbench.service.operations import job_config
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")  # the profile's judge is an OpenAI model
+    model = {"model": {"spec": "openai/cand"}} if kind == "eval" else {}
+    with Client.local(tmp_path / "s.db") as client:
+        jobs = client.evaluation.benchmark_jobs
+        jobs.create(name="p", kind=kind, profile="simple-evals", limit=1, **model)
+        mine = {"spec": "openai/mine", "settings": {"temperature": 0.0}}
+        jobs.create(name="q", kind=kind, profile="inspect", judge=mine, limit=1, **model)
+        specs = {name: jobs.retrieve(name=name).spec for name in ("p", "q")}
+    p = job_config(specs["p"], {}, tmp_path)
+    assert p.judge is not None and p.judge.spec == SIMPLE_EVALS_JUDGE
+    assert (p.judge.settings.temperature, p.judge.settings.max_tokens) == (0.5, 2048)
+    assert p.judge_sees_system_message
+    if kind == "eval":
+        assert p.model is not None and p.model.settings.system_message == "You are a helpful assistant."
+    q = job_config(specs["q"], {}, tmp_path)
+    assert q.judge is not None and q.judge.spec == "openai/mine" != INSPECT_JUDGE
+    assert q.judge.settings.temperature == 0.0 and not q.judge_sees_system_message
+
+
+def test_a_job_without_judge_or_profile_is_refused_naming_the_judge(tmp_path: Path) -> None:
+    with Client.local(tmp_path / "s.db") as client, pytest.raises(ServiceError) as refused:
+        client.evaluation.benchmark_jobs.create(kind="meta-eval", limit=1)
+    assert refused.value.status == 422 and refused.value.message.startswith("body.judge:")
+
+
+def test_a_regrade_job_with_a_profile_is_checked_against_the_profiles_judge(
+    store_target: str, allresults: tuple[str, list[GradedSample]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with Client.local(store_target) as client:
+        jobs = client.evaluation.benchmark_jobs
+        jobs.create(name="imp", kind="import", dataset="demo", allresults_json=allresults[0])
+        assert client.wait_until_done("imp", interval=0.1, timeout=60).status == "completed"
+        with pytest.raises(ServiceError) as refused:  # gpt-4.1 (simple-evals' judge) needs OpenAI's key
+            jobs.create(name="re", kind="regrade", source="imp", profile="simple-evals")
+    assert refused.value.status == 422 and refused.value.message.startswith("judge")
+    assert "OPENAI_API_KEY" in refused.value.message

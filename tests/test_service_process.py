@@ -104,7 +104,7 @@ def jobs_status(store_path: str, name: str) -> str:
 def test_two_service_processes_on_one_postgresql_run_each_job_once(pg_url: str) -> None:
     token = token_for(pg_url, ["*"])
     with (
-        fake_server_process("--latency", "0.02") as fake,
+        fake_server_process("--latency", "0.25") as fake,  # jobs long enough for both to take some
         service_process(pg_url, "--workers", "1", *LOOPBACK) as first,
         service_process(pg_url, "--workers", "1", *LOOPBACK) as second,
     ):

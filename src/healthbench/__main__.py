@@ -1,6 +1,6 @@
-from healthbench.cli_settings import apply
+from healthbench.process_settings import apply
 
-apply()  # before the command line's imports (see healthbench.cli_settings)
+apply()  # before the command line's imports (see healthbench.process_settings)
 
 from healthbench.cli.app import main  # noqa: E402
 

@@ -112,7 +112,7 @@ class RunConfig(BaseModel):
     judge: ModelConfig = Field(default_factory=lambda: ModelConfig(spec=OFFLINE_MODEL))
     grader_template: str | None = None
     judge_structured_output: bool | None = None  # None: on for local models, off otherwise
-    # baselines (runner/completions.py): grade the dataset's completions, no candidate model
+    # baselines (runner/baselines.py): grade the dataset's completions, no candidate model
     completions: Literal["physician", "references"] | None = None
     group: str | None = None  # physician group; None: every group present
     # reference profiles (healthbench.profiles): the profile's layer goes under every explicit setting
@@ -239,12 +239,15 @@ def build_config(
     (HealthBench Professional: upstream's judge unless the layers name one, and its length
     adjustment; the format is ``data_format`` checked against the ``data`` file, else detected from
     it), a profile's settings, then the layers. The layers may not name both ``dataset`` and
-    ``data``, unless the dataset is a meta-eval variant (whose rows the file replaces)."""
+    ``data``, unless the dataset is a meta-eval variant (whose rows the file replaces), nor a
+    candidate model together with ``completions`` (a baseline run grades the dataset's own)."""
     merged: dict[str, Any] = {}
     for layer in layers:
         _merge(merged, layer)
     if merged.get("dataset") not in META_VARIANTS:  # a meta-eval's names the variant its file stands for
         check_one_data_source(merged.get("dataset"), merged.get("data"))
+    if merged.get("completions") is not None and _names_a_candidate(merged):
+        raise ConfigError("--completions grades the dataset's completions: no --model or --base-url")
     base: dict[str, Any] = {}
     _merge(base, defaults or {})
     data = merged.get("data", base.get("data"))
@@ -272,6 +275,14 @@ def validate_config(data: dict[str, Any]) -> RunConfig:
         hint = " (unknown setting)" if first["type"] == "extra_forbidden" else ""
         message = first["msg"].removeprefix("Value error, ")
         raise ConfigError(f"run config: {where}: {message}{hint}" if where else message) from None
+
+
+def _names_a_candidate(layer: dict[str, Any]) -> bool:
+    """The layer names a candidate model or its endpoint (a baseline run grades no candidate)."""
+    model = layer.get("model")
+    if isinstance(model, ModelConfig):
+        return True
+    return isinstance(model, dict) and (model.get("spec") is not None or model.get("base_url") is not None)
 
 
 def _names_a_judge(layer: dict[str, Any]) -> bool:

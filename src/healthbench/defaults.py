@@ -8,6 +8,7 @@ DEFAULT_MAX_OUTAGE = 600.0  # seconds an endpoint that answered before may fail 
 DEFAULT_JUDGE_RETRIES = 3  # re-asks when a judge answer has no usable verdict
 DEFAULT_RESAMPLES = 1000  # bootstrap resamples
 DEFAULT_SEED = 0  # bootstrap seed: the same seed gives the same stds and CIs
+DEFAULT_MIN_PHYSICIAN_RATINGS = 50  # meta-eval: rating pairs a physician needs (more than) to count
 DEFAULT_BATCH_OPEN_ITEMS = 10_000  # --batch: conversations x repeats in progress at once (a full run)
 DEFAULT_BATCH_POLL = 30.0  # --batch: longest wait (seconds) between polls of a provider batch
 DEFAULT_BATCH_LINGER = 2.0  # --batch: idle seconds before a partial batch is submitted

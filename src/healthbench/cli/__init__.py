@@ -40,14 +40,14 @@ COMMANDS: dict[str, LazyCommand] = {
         "Write one self-contained HTML report (scores, charts, conversation browser) that works offline.",
     ),
     "results": LazyCommand(
-        "healthbench.cli.run_cmd", "Show a stored run's scores again and export them (no model call)."
+        "healthbench.cli.results_cmd", "Show a stored run's scores again and export them (no model call)."
     ),
     "run": LazyCommand(
         "healthbench.cli.run_cmd",
         "Sample a model on HealthBench, grade every rubric criterion with a judge, and report the scores.",
     ),
     "runs": LazyCommand(
-        "healthbench.cli.run_cmd",
+        "healthbench.cli.results_cmd",
         "List the runs in the store (a store that does not exist yet lists nothing and is not created).",
     ),
     "serve": LazyCommand(

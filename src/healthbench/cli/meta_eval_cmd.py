@@ -3,59 +3,21 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 from rich.text import Text
 
 from healthbench.atomic import refuse_overwriting_inputs
-from healthbench.cli.app import app, console, err_console, handles_errors, say
-from healthbench.cli.config_flags import config_layer, given_flags, refuse_with_resume, resume_overrides
-from healthbench.cli.continuable import continuable, resume_command
-from healthbench.cli.dry_run import print_estimate
-from healthbench.cli.options import (
-    Batch,
-    BatchFallback,
-    BatchPollInterval,
-    CacheDir,
-    ConfigFile,
-    DryRun,
-    GraderTemplate,
-    JudgeBaseUrl,
-    JudgeExtraBody,
-    JudgeJson,
-    JudgeKeyEnv,
-    JudgeMaxTokens,
-    JudgeReasoning,
-    JudgeRetries,
-    JudgeSystemMessage,
-    JudgeTemperature,
-    MaxConnections,
-    MaxOutage,
-    MaxRetries,
-    MetricsOutOpt,
-    Prices,
-    Profile,
-    Rpm,
-    StoreOpt,
-    Strict,
-    Timeout,
-    Tpm,
-    split_list,
-)
-from healthbench.cli.progress import DownloadBar, batch_summary, run_progress
-from healthbench.config import build_config, check_one_data_source, load_config_file
-from healthbench.defaults import DEFAULT_META_EVAL_VARIANT, OFFLINE_MODEL
+from healthbench.cli.app import app, console, handles_errors, say
+from healthbench.cli.option_groups import CallOptions, JudgeOptions, RunControl, takes_groups
+from healthbench.cli.options import CacheDir, ConfigFile, MetricsOutOpt, StoreOpt, split_list
+from healthbench.defaults import DEFAULT_META_EVAL_VARIANT, DEFAULT_MIN_PHYSICIAN_RATINGS, OFFLINE_MODEL
 from healthbench.errors import ConfigError, RunError
-from healthbench.results.meta_results import score_label_file, score_meta_run
-from healthbench.results.metrics_out import write_metrics
-from healthbench.results.views import RunView
-from healthbench.runner.meta_eval import meta_dry_run, resume_meta_eval, run_meta_eval
-from healthbench.runner.run import new_run_name
-from healthbench.scoring.meta import DEFAULT_MIN_PHYSICIAN_RATINGS, GroupSummary, MetaEvalResult
-from healthbench.store import Store
-from healthbench.store.location import store_file
+
+if TYPE_CHECKING:  # the rest is imported when the command runs (`meta-eval --help` stays light)
+    from healthbench.scoring.meta import GroupSummary, MetaEvalResult
 
 
 def _fmt(value: float | None, digits: int = 3) -> str:
@@ -119,22 +81,15 @@ LABEL_FLAGS = frozenset(
 
 @app.command("meta-eval")
 @handles_errors
+@takes_groups
 def meta_eval_command(
     ctx: typer.Context,
+    *,
     judge: Annotated[
         str | None,
         typer.Option("--judge", "-j", show_default=False, help=f"Judge model spec. Default {OFFLINE_MODEL}."),
     ] = None,
-    judge_base_url: JudgeBaseUrl = None,
-    judge_api_key_env: JudgeKeyEnv = None,
-    judge_temperature: JudgeTemperature = None,
-    judge_max_tokens: JudgeMaxTokens = None,
-    judge_reasoning_effort: JudgeReasoning = None,
-    judge_extra_body: JudgeExtraBody = None,
-    judge_system_message: JudgeSystemMessage = None,
-    judge_json: JudgeJson = None,
-    profile: Profile = None,
-    grader_template: GraderTemplate = None,
+    judging: JudgeOptions,
     dataset: Annotated[
         str | None,
         typer.Option(
@@ -189,23 +144,23 @@ def meta_eval_command(
     ] = None,
     config: ConfigFile = None,
     store: StoreOpt = None,
-    max_connections: MaxConnections = None,
-    rpm: Rpm = None,
-    tpm: Tpm = None,
-    timeout: Timeout = None,
-    max_retries: MaxRetries = None,
-    max_outage: MaxOutage = None,
-    batch: Batch = None,
-    batch_fallback: BatchFallback = None,
-    batch_poll_interval: BatchPollInterval = None,
-    judge_retries: JudgeRetries = None,
-    prices: Prices = None,
+    calls: CallOptions,
     cache_dir: CacheDir = None,
-    dry_run: DryRun = False,
-    strict: Strict = False,
+    control: RunControl,
     metrics_out: MetricsOutOpt = None,
 ) -> None:
     """Grade the meta-eval rows with a judge and measure its agreement with physicians."""
+    from healthbench.cli.config_flags import config_layer, given_flags, refuse_with_resume
+    from healthbench.cli.continuable import resume_command
+    from healthbench.cli.dry_run import print_estimate
+    from healthbench.cli.run_flow import calls_line, resume_to_end, start_to_end
+    from healthbench.config import build_config, check_one_data_source, load_config_file
+    from healthbench.results.meta_results import score_label_file, score_meta_run
+    from healthbench.results.views import RunView
+    from healthbench.runner.meta_eval import META_EVAL, meta_dry_run
+    from healthbench.store import Store
+    from healthbench.store.location import store_file
+
     if min_physician_ratings < 0:
         raise ConfigError(f"--min-physician-ratings must be 0 or more, not {min_physician_ratings}")
     check_one_data_source(dataset, data)
@@ -232,39 +187,20 @@ def meta_eval_command(
     s = Store(store, create=resume is None)  # a run is resumed from a store that exists
     if resume is not None:
         refuse_with_resume(ctx, also=("dry_run",))
-        with (
-            continuable(s, resume, kind="meta_eval", store_flag=store),
-            run_progress(console, label="rows (fixed answers)") as progress,
-        ):
-            overrides = resume_overrides(ctx.params)
-            outcome = resume_meta_eval(resume, store=s, overrides=overrides, progress=progress)
+        outcome = resume_to_end(ctx, s, resume, META_EVAL, store_flag=store)
     else:
         cfg = build_config(
             load_config_file(config) if config else {},
             config_layer(ctx.params, candidate=False),
             defaults={"judge": {"spec": OFFLINE_MODEL}, "dataset": DEFAULT_META_EVAL_VARIANT},
         )
-        if dry_run:
+        if control.dry_run:
             n_rows, rows = meta_dry_run(cfg)
             print_estimate(f"dry run: {n_rows} rows × {cfg.n_repeats} repeats (no call made)", rows)
             return
-        name = name or new_run_name("meta")
-        with (
-            continuable(s, name, kind="meta_eval", store_flag=store),
-            run_progress(console, label="rows (fixed answers)") as progress,
-        ):
-            outcome = run_meta_eval(
-                cfg, store=s, name=name, progress=progress, download_progress=DownloadBar(err_console)
-            )
+        outcome = start_to_end(s, cfg, name, META_EVAL, store_flag=store)
     result = score_meta_run(s, outcome.run, min_physician_ratings=min_physician_ratings)
-    c, t = outcome.counters, outcome.counters.tally
-    say(
-        f"{t.made} judge calls ({t.cached_calls} from cache) in {c.elapsed:.1f}s · "
-        f"{t.input_tokens + t.output_tokens:,} tokens · ${t.cost:.4f}"
-    )
-    batches = batch_summary(c)
-    if batches:
-        say(batches)
+    say(calls_line(outcome.counters, calls="judge calls"))
     view = RunView.of(s, outcome.run)
     judge_spec = view.judge_spec
     title = f"meta-eval run {outcome.run.name} · judge {judge_spec} · {view.describe_provenance()}"
@@ -276,7 +212,7 @@ def meta_eval_command(
             stderr=True,
         )
     ungraded = result.metrics.get("ungraded_rows") or 0
-    if strict and ungraded:
+    if control.strict and ungraded:
         raise RunError(
             f"--strict: {ungraded} rows ungraded; continue with: "
             f"{resume_command(outcome.run.name, kind='meta_eval', store=store)}"
@@ -290,6 +226,8 @@ def _output(
     min_physician_ratings: int,
     about: dict[str, str | None] | None = None,
 ) -> None:
+    from healthbench.results.metrics_out import write_metrics
+
     render_meta(result, title=title, min_physician_ratings=min_physician_ratings)
     if metrics_out is not None:
         write_metrics(metrics_out, result.metrics, provenance=about)

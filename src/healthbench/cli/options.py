@@ -1,4 +1,6 @@
-"""Options shared by several commands, declared once so their help texts stay the same."""
+"""Options shared by several commands, each declared once (one ``Annotated`` alias per option) so its
+name, help text and default are the same everywhere; `healthbench.cli.option_groups` gathers the ones
+that go together into groups a command takes whole."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from healthbench.defaults import (
     DEFAULT_SEED,
     DEFAULT_TIMEOUT,
     MAX_RESAMPLES,
+    OFFLINE_MODEL,
 )
 from healthbench.errors import ConfigError
 
@@ -278,3 +281,27 @@ def length_adjustment(center: float | None, penalty: float | None) -> tuple[floa
             "--length-adjustment-center and --length-adjustment-penalty-per-500-chars go together"
         )
     return center, penalty
+
+
+# -- the candidate (run) ------------------------------------------------------------------------------
+Model = _opt(
+    str,
+    "--model",
+    "-m",
+    show_default=False,
+    help="Candidate model spec: openai/NAME, anthropic/NAME, local/smollm2, or NAME with --base-url. "
+    f"Default {OFFLINE_MODEL}.",
+)
+BaseUrl = _opt(
+    str,
+    "--base-url",
+    help="OpenAI-compatible endpoint of the candidate (vLLM, llama.cpp server, Ollama ...).",
+)
+ApiKeyEnv = _opt(str, "--api-key-env", help="Environment variable holding the candidate's API key.")
+Temperature = _opt(float, "--temperature", help="Candidate sampling temperature.")
+MaxTokens = _opt(int, "--max-tokens", help="Candidate max output tokens.")
+SystemMessage = _opt(str, "--system-message", help="System message sent before each conversation.")
+ReasoningEffort = _opt(
+    str, "--reasoning-effort", help="Candidate reasoning effort (low/medium/high) for reasoning models."
+)
+ExtraBody = _opt(str, "--extra-body", help="JSON object merged into the candidate's request body.")

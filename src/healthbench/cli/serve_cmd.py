@@ -76,6 +76,14 @@ def serve(
             help="Folder whose local/PATH.gguf models jobs may run (repeatable; default: none).",
         ),
     ] = None,
+    allow_ray_address: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow-ray-address",
+            help="Ray cluster address a ray job may name as its ray_address (repeatable; default: none, "
+            "jobs run on the worker's own Ray).",
+        ),
+    ] = None,
 ) -> None:
     """Run the job service: HealthBench jobs over HTTP (OpenAPI at /docs), workers in the background.
 
@@ -98,6 +106,7 @@ def serve(
         workspace_queued_jobs=workspace_queued_jobs,
         allow_base_urls=tuple(allow_base_url or DEFAULT_ALLOWED_BASE_URLS),
         model_dirs=tuple(allow_model_dir or ()),
+        ray_addresses=tuple(allow_ray_address or ()),
     )
     service = JobService(Store(store), limits)
     if bootstrap_token(service.jobs):

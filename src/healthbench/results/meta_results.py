@@ -10,9 +10,10 @@ from pathlib import Path
 from healthbench.data.schema import MetaEvalRecord, decode_lines, load_json_line, row_id
 from healthbench.data.sources import load_meta_eval
 from healthbench.data.subset import select
+from healthbench.defaults import DEFAULT_MIN_PHYSICIAN_RATINGS
 from healthbench.errors import DataError
 from healthbench.results.views import RunView
-from healthbench.scoring.meta import DEFAULT_MIN_PHYSICIAN_RATINGS, MetaEvalResult, meta_metrics
+from healthbench.scoring.meta import MetaEvalResult, meta_metrics
 from healthbench.store.runs import RunRecord, Store
 
 

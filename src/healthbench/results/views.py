@@ -10,15 +10,18 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
-from healthbench.config import RunConfig
-from healthbench.data.schema import Conversation, MetaEvalRecord
 from healthbench.errors import RunError, a_kind
 from healthbench.models.tally import CallTally
-from healthbench.scoring.rubric import Verdict
-from healthbench.scoring.run_score import GradedSample, RunScore, ScoringOptions, score_run
+from healthbench.scoring.verdict import Verdict
 from healthbench.store.runs import RunRecord, SampleRow, Store
+
+if TYPE_CHECKING:  # loaded on first use: listing runs (`healthbench runs`) needs neither pydantic nor numpy
+    from healthbench.config import RunConfig
+    from healthbench.data.schema import Conversation, MetaEvalRecord
+    from healthbench.scoring.run_score import GradedSample, RunScore, ScoringOptions
 
 VERDICTS = {"met": Verdict.MET, "not_met": Verdict.NOT_MET, "ungraded": Verdict.UNGRADED}
 VERDICT_NAMES = {verdict: name for name, verdict in VERDICTS.items()}
@@ -54,7 +57,6 @@ class RunView:
 
     store: Store
     record: RunRecord
-    config: RunConfig
 
     @classmethod
     def open(cls, store: Store, name: str) -> RunView:
@@ -63,7 +65,14 @@ class RunView:
 
     @classmethod
     def of(cls, store: Store, run: RunRecord) -> RunView:
-        return cls(store, run, RunConfig.model_validate(run.config["run"]))
+        return cls(store, run)
+
+    @cached_property
+    def config(self) -> RunConfig:
+        """The run's settings as stored, parsed once on first use (what ``runs`` lists needs none)."""
+        from healthbench.config import RunConfig
+
+        return RunConfig.model_validate(self.record.config["run"])
 
     # -- what the run is ----------------------------------------------------------------------
     @property
@@ -104,11 +113,22 @@ class RunView:
 
     @property
     def model_spec(self) -> str | None:
-        return self.config.model.spec if self.config.model else None
+        """The candidate's spec as stored (the stored settings are `RunConfig`'s own dump, so this is
+        ``config.model.spec`` without parsing the whole config); None for a run without one."""
+        model = self.record.config["run"].get("model")
+        return str(model["spec"]) if model else None
+
+    @property
+    def completions(self) -> str | None:
+        """What a run without a candidate grades (``physician`` or ``references`` completions; read as
+        `model_spec` is), None for any other run."""
+        completions = self.record.config["run"].get("completions")
+        return str(completions) if completions is not None else None
 
     @property
     def judge_spec(self) -> str:
-        return self.config.judge.spec
+        """The judge's spec as stored (``config.judge.spec``, read as `model_spec` is)."""
+        return str(self.record.config["run"]["judge"]["spec"])
 
     def require_kind(self, kind: str) -> RunView:
         if self.kind != kind:
@@ -118,10 +138,19 @@ class RunView:
 
     # -- its items ----------------------------------------------------------------------------
     def conversations(self) -> list[Conversation]:
+        from healthbench.data.schema import Conversation
+
         return [Conversation.model_validate(r) for _, r in self.store.load_items(self.record.id)]
 
     def meta_records(self) -> list[MetaEvalRecord]:
+        from healthbench.data.schema import MetaEvalRecord
+
         return [MetaEvalRecord.model_validate(r) for _, r in self.store.load_items(self.record.id)]
+
+    def unanswered(self) -> tuple[int, int]:
+        """(conversations × repeats without an answer, conversations × repeats) of an eval run."""
+        expected = self.store.count_items(self.record.id) * int(self.record.config["run"].get("n_repeats", 1))
+        return expected - len(self.store.sample_progress(self.record.id)), expected
 
     def n_rows(self) -> int:
         """(conversation, repeat) pairs: the rows of the row-scores document."""
@@ -138,6 +167,8 @@ class RunView:
 
     def iter_sample_pages(self, page_size: int = PAGE_SIZE) -> Iterator[list[StoredSample]]:
         """`iter_samples` a page (one store read) at a time."""
+        from healthbench.data.schema import Conversation
+
         self.require_kind("eval")
         run_id = self.record.id
         for repeat in range(self.config.n_repeats):
@@ -159,6 +190,8 @@ class RunView:
 
     def scoring_options(self, *, seed: int | None = None, n_resamples: int | None = None) -> ScoringOptions:
         """The run's scoring settings (``seed`` / ``n_resamples`` override the stored ones)."""
+        from healthbench.scoring.run_score import ScoringOptions
+
         scoring = self.config.scoring
         return ScoringOptions(
             n_resamples=scoring.n_resamples if n_resamples is None else n_resamples,
@@ -177,6 +210,8 @@ class RunView:
         self, samples: Sequence[GradedSample], options: ScoringOptions | None = None
     ) -> RunScore:
         """`score_run` of samples already read from this view, with its settings unless ``options``."""
+        from healthbench.scoring.run_score import score_run
+
         return score_run(samples, options or self.scoring_options())
 
     def judge_usage(self, page: Sequence[StoredSample]) -> list[CallTally]:
@@ -207,6 +242,8 @@ def _graded(
 ) -> GradedSample:
     """A stored sample and its grades as the scoring core takes them (missing grade = ungraded). The
     item id is the prompt id, except in baseline runs (one item per graded completion)."""
+    from healthbench.scoring.run_score import GradedSample
+
     n = len(conversation.rubrics)
     found = [grades.get((item_id, index), ("ungraded", None)) for index in range(n)]
     ok = sample is not None and sample.error is None

@@ -3,7 +3,8 @@ as is, no points prefix), through the same engine, store, cache, resume and fini
 
 from __future__ import annotations
 
-from typing import Unpack
+from collections.abc import Mapping
+from typing import Any, Unpack
 
 from healthbench.config import RunConfig
 from healthbench.data.schema import row_id
@@ -15,6 +16,7 @@ from healthbench.runner.estimate import RoleEstimate
 from healthbench.runner.run import (
     RunHooks,
     RunKind,
+    RunOutcome,
     check_models,
     check_same_settings,
     dataset_record,
@@ -57,5 +59,18 @@ def meta_dry_run(config: RunConfig) -> tuple[int, list[RoleEstimate]]:
 
 
 META_EVAL = RunKind("meta_eval", "meta", prepare_meta_eval)
-run_meta_eval = META_EVAL.start
-resume_meta_eval = META_EVAL.resume
+
+
+def run_meta_eval(
+    config: RunConfig, *, store: Store, name: str | None = None, **hooks: Unpack[RunHooks]
+) -> RunOutcome:
+    """Start (or continue, with the same settings) the meta-eval run ``name`` (default generated) and
+    run it to the end: the judge grades every row's fixed completion (`RunKind.start`)."""
+    return META_EVAL.start(config, store=store, name=name, **hooks)
+
+
+def resume_meta_eval(
+    name: str, *, store: Store, overrides: Mapping[str, Any] | None = None, **hooks: Unpack[RunHooks]
+) -> RunOutcome:
+    """Continue the meta-eval run ``name`` with its stored settings (`RunKind.resume`)."""
+    return META_EVAL.resume(name, store=store, overrides=overrides, **hooks)

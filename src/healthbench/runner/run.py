@@ -425,19 +425,27 @@ def finish(store: Store, run: RunRecord, config: RunConfig, **hooks: Unpack[RunH
 
 
 EVAL = RunKind("eval", "run", prepare_eval)
-run_eval = EVAL.start
-resume_run = EVAL.resume
 
 
-def unanswered(store: Store, run: RunRecord) -> tuple[int, int]:
-    """(conversations × repeats without an answer, conversations × repeats) of an eval run."""
-    expected = len(store.load_items(run.id)) * int(run.config["run"].get("n_repeats", 1))
-    return expected - len(store.sample_progress(run.id)), expected
+def run_eval(
+    config: RunConfig, *, store: Store, name: str | None = None, **hooks: Unpack[RunHooks]
+) -> RunOutcome:
+    """Start (or continue, with the same settings) the eval run ``name`` (default generated) and run
+    it to the end: sample the candidate, grade every criterion, store everything (`RunKind.start`)."""
+    return EVAL.start(config, store=store, name=name, **hooks)
+
+
+def resume_run(
+    name: str, *, store: Store, overrides: Mapping[str, Any] | None = None, **hooks: Unpack[RunHooks]
+) -> RunOutcome:
+    """Continue the eval run ``name`` with its stored settings; ``overrides`` may change only its
+    "how" settings (`RunKind.resume`)."""
+    return EVAL.resume(name, store=store, overrides=overrides, **hooks)
 
 
 def check_answers(store: Store, parent: RunRecord) -> None:
     """A regrade grades answers, it never samples: every conversation of ``parent`` needs one."""
-    missing, expected = unanswered(store, parent)
+    missing, expected = RunView.of(store, parent).unanswered()
     if missing:
         raise RunError(
             f"run {parent.name!r} has no answer for {missing} of {expected} conversations; finish it "
@@ -474,16 +482,18 @@ def regrade_dry_run(
     source: str,
     judge: ModelConfig | Mapping[str, Any] | None,
     overrides: Mapping[str, Any] | None = None,
-) -> tuple[RunConfig, list[RoleEstimate]]:
-    """The judge calls, tokens and cost a regrade of ``source`` needs (no call is made): every
-    criterion of every stored answer, the answers' real lengths included."""
+) -> tuple[RunConfig, int, list[RoleEstimate]]:
+    """The new run's settings, the conversations regraded and the judge calls, tokens and cost the
+    regrade of ``source`` needs (no call is made): every criterion of every stored answer, the
+    answers' real lengths included."""
     parent, config = regrade_config(store, source, judge, overrides)
     answers = store.sample_progress(parent.id)
+    conversations = RunView.of(store, parent).conversations()
     work = [
         dataclasses.replace(w, fixed_completion=answers.get((w.item_id, w.repeat), ""))
-        for w in eval_work(RunView.of(store, parent).conversations(), config.n_repeats)
+        for w in eval_work(conversations, config.n_repeats)
     ]
-    return config, judge_estimate(work, config, done_samples=set(answers))
+    return config, len(conversations), judge_estimate(work, config, done_samples=set(answers))
 
 
 def regrade(

@@ -39,6 +39,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from healthbench.data.schema import MetaEvalRecord
+from healthbench.defaults import DEFAULT_MIN_PHYSICIAN_RATINGS
 from healthbench.scoring.agreement import (
     METRIC_NAMES,
     Counts,
@@ -52,7 +53,6 @@ from healthbench.scoring.agreement import (
 )
 
 MetricValue = float | int | None
-DEFAULT_MIN_PHYSICIAN_RATINGS = 50
 ROW_KEYS = ("num_physician_labels", "percent_physician_pos", "model_predicted_positive")
 
 

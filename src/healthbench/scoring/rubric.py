@@ -15,7 +15,6 @@ import operator
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from enum import Enum
 from itertools import chain, count
 from typing import TYPE_CHECKING
 
@@ -24,6 +23,7 @@ import numpy.typing as npt
 
 from healthbench.scoring.metric_layout import OVERALL, ExampleTags, key_columns, key_dicts, once_each
 from healthbench.scoring.stats import Column, columns_of
+from healthbench.scoring.verdict import Verdict
 
 if TYPE_CHECKING:  # only read by attribute: scoring never loads the pydantic models
     from healthbench.data.schema import Conversation
@@ -42,24 +42,6 @@ __all__ = [
     "length_adjusted",
     "verdict_codes",
 ]
-
-
-class Verdict(Enum):
-    """The judge's decision on one criterion: met, not met, or ungraded (no usable answer)."""
-
-    NOT_MET = 0
-    MET = 1
-    UNGRADED = -1
-
-    @classmethod
-    def of(cls, criteria_met: bool | None) -> Verdict:
-        if criteria_met is None:
-            return cls.UNGRADED
-        return cls.MET if criteria_met else cls.NOT_MET
-
-    @property
-    def criteria_met(self) -> bool | None:
-        return None if self is Verdict.UNGRADED else self is Verdict.MET
 
 
 VERDICT_CODES = (Verdict.MET, Verdict.NOT_MET, Verdict.UNGRADED)  # a verdict's code: its index here

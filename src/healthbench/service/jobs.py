@@ -306,7 +306,7 @@ class JobWorkers:
         if kind == "regrade":
             source = run_name_of(job.workspace, job.spec["source"])
             overrides = regrade_overrides(job.spec, uploads, self.folder)
-            parent, config = regrade_config(self.store, source, overrides.pop("judge"), overrides)
+            parent, config = regrade_config(self.store, source, overrides.pop("judge", None), overrides)
         else:
             config = job_config(job.spec, uploads, self.folder)  # also writes the uploads its settings name
         run_kind = META_EVAL if kind == "meta-eval" else EVAL

@@ -1,6 +1,6 @@
 """What the job service refuses in a job's model roles (secrets, credentials in URLs) and what an
-operator lets its users do: the body size, a workspace's quota, the endpoints
-a job may call and the local model files it may load (`healthbench serve` options; see
+operator lets its users do: the body size, a workspace's quota, the endpoints a job may call, the
+local model files it may load and the Ray clusters it may join (`healthbench serve` options; see
 docs/service.md, "Running it for a team"). Checked when a job is created, so a refused job leaves
 nothing behind."""
 
@@ -30,6 +30,7 @@ class ServiceLimits:
     workspace_queued_jobs: int | None = None  # a workspace's jobs pending or running at once
     allow_base_urls: tuple[str, ...] | None = None  # fnmatch patterns a job's base_url must match
     model_dirs: tuple[Path, ...] | None = None  # folders local/PATH.gguf models may be in
+    ray_addresses: tuple[str, ...] | None = None  # Ray clusters a job may name as its ray_address
 
     def check_quota(self, workspace: str, usage: WorkspaceUsage, new_chars: int) -> None:
         """429 when the job would take the workspace past its quota."""
@@ -70,6 +71,14 @@ class ServiceLimits:
             path = Path(model).expanduser().resolve()
             if not any(path.is_relative_to(folder.expanduser().resolve()) for folder in self.model_dirs):
                 raise ServiceError(422, f"{field}.spec: this service runs no local model file from there")
+
+    def check_ray_address(self, address: str | None) -> None:
+        """422 when a job names a Ray cluster the operator does not allow (the worker's own cluster,
+        ``ray_address`` unset, is always allowed)."""
+        if address is None or self.ray_addresses is None:
+            return
+        if address.strip() not in self.ray_addresses:
+            raise ServiceError(422, "ray_address: this service joins no Ray cluster there")
 
 
 def _normal(url: str) -> str:

@@ -21,6 +21,7 @@ from healthbench.defaults import DEFAULT_STATUS_CACHE
 from healthbench.errors import HealthBenchError
 from healthbench.executors.ray import require_ray
 from healthbench.grading.template import GraderTemplate
+from healthbench.profiles import profile_layer
 from healthbench.results.aggregate import aggregate_scores
 from healthbench.results.meta_results import score_meta_run
 from healthbench.results.metrics_out import metrics_document
@@ -117,6 +118,10 @@ def regrade_overrides(
 
 
 def _judge(body: JobCreate) -> ModelConfig:
+    """A regrade job's judge: its own, else its profile's."""
+    if body.judge is None:
+        assert body.profile is not None  # JobCreate checks it
+        return ModelConfig.model_validate(profile_layer(body.profile, None)["judge"])
     return ModelConfig.model_validate(body.model_dump(mode="json", include={"judge"})["judge"])
 
 
@@ -208,6 +213,7 @@ class JobService:
         uploads = {f: getattr(body, f) for f in UPLOAD_FIELDS if getattr(body, f) is not None}
         self.limits.check_model("model", body.model)
         self.limits.check_model("judge", body.judge)
+        self.limits.check_ray_address(body.ray_address)
         self.limits.check_quota(workspace, self.jobs.usage(workspace), sum(len(t) for t in uploads.values()))
         try:
             self._check(workspace, body, uploads)
@@ -280,7 +286,7 @@ class JobService:
 
     def _check_source(self, workspace: str, body: JobCreate) -> None:
         """A regrade's source must be a completed job with answers; its judge must parse."""
-        assert body.source is not None and body.judge is not None  # JobCreate checks it
+        assert body.source is not None  # JobCreate checks it
         source = self.jobs.get(workspace, body.source)
         if source is None:
             raise ServiceError(422, f"source: no job named {body.source!r} in workspace {workspace!r}")

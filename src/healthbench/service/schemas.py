@@ -133,6 +133,11 @@ class JobCreate(BaseModel):
         max_length=500,
         description="ray: the cluster to join (default: the worker's)",
     )
+    profile: Literal["simple-evals", "inspect"] | None = Field(
+        default=None,
+        description="a reference profile: send what simple-evals or Inspect's port send (its judge when "
+        "none is given; explicit settings win; see docs/profiles.md)",
+    )
     batch: Literal["none", "judge", "all"] = Field(
         default="none",
         description="judge or all: those calls go through the provider's batch API (half price, within "
@@ -149,6 +154,8 @@ class JobCreate(BaseModel):
         needed, unused = KIND_FIELDS[self.kind]
         for field in needed:
             public = PUBLIC_NAMES.get(field, field)
+            if field == PROFILE_GIVES and self.profile is not None:
+                continue  # the profile names the judge
             if getattr(self, field) is None:
                 raise _field_error(public, f"a job of kind {self.kind!r} needs {public}")
         for field in unused:
@@ -181,8 +188,10 @@ _ONLINE = (
     "max_retries",
     "executor",
     "ray_address",
+    "profile",
     "batch",
 )
+PROFILE_GIVES = "judge"  # a field a kind needs unless the job names a profile
 _OFFLINE = ("allresults_json", "allow_untagged", "labels_jsonl")
 KIND_FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {  # (needed, refused)
     "eval": (("model", "judge"), (*_OFFLINE, "source")),
@@ -214,23 +223,31 @@ def _union_by_kind(schema: dict[str, Any]) -> None:
                 fields[public] = {"const": kind, "type": "string"} | (
                     {"default": kind} if kind == "eval" else {}
                 )
-            elif field in needed:
+            elif field in needed and field != PROFILE_GIVES:
                 fields[public] = _not_null(definition)
             elif field in unused:
                 default = defaults[field]
                 fields[public] = {"type": "null"} if default is None else {"const": default}
             else:
                 fields[public] = definition
-        required = [*(() if kind == "eval" else ("kind",)), *(PUBLIC_NAMES.get(f, f) for f in needed)]
-        alternatives.append(
-            {
-                "title": f"JobCreate ({kind})",
-                "type": "object",
-                "properties": fields,
-                "required": required,
-                "additionalProperties": False,
-            }
-        )
+        required = [
+            *(() if kind == "eval" else ("kind",)),
+            *(PUBLIC_NAMES.get(f, f) for f in needed if f != PROFILE_GIVES),
+        ]
+        alternative = {
+            "title": f"JobCreate ({kind})",
+            "type": "object",
+            "properties": fields,
+            "required": required,
+            "additionalProperties": False,
+        }
+        if PROFILE_GIVES in needed:  # the judge (not null), or a profile that names one
+            judge = properties[PROFILE_GIVES]
+            alternative["anyOf"] = [
+                {"required": [PROFILE_GIVES], "properties": {PROFILE_GIVES: _not_null(judge)}},
+                {"required": ["profile"], "properties": {"profile": {"type": "string"}}},
+            ]
+        alternatives.append(alternative)
     schema.pop("additionalProperties", None)
     schema["oneOf"] = alternatives
 

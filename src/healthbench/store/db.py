@@ -25,7 +25,6 @@ from sqlalchemy import (
     create_engine,
     event,
 )
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL, Connection, ExceptionContext
 from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, SQLAlchemyError
 
@@ -203,8 +202,13 @@ def upsert(
     rows = list(rows)
     if not rows:
         return
-    dialect = conn.dialect.name
-    insert = postgresql.insert(table) if dialect == "postgresql" else sqlite.insert(table)
+    # the dialect's own insert, imported when first written with: a store read (`healthbench runs`)
+    # never loads PostgreSQL's dialect for a SQLite store
+    if conn.dialect.name == "postgresql":
+        from sqlalchemy.dialects import postgresql as dialect
+    else:
+        from sqlalchemy.dialects import sqlite as dialect  # type: ignore[no-redef]
+    insert = dialect.insert(table)
     keys = [c.name for c in table.primary_key.columns]
     update = {c.name: insert.excluded[c.name] for c in table.columns if c.name not in keys}
     conn.execute(insert.on_conflict_do_update(index_elements=keys, set_=update), rows)

@@ -205,6 +205,7 @@
     }
     if (kind === "eval" || kind === "meta-eval") { body.limit = numberOf("f-limit"); body.repeats = numberOf("f-repeats"); }
     if (kind === "regrade") body.source = textOf("f-source");
+    if ($("f-profile").value) body.profile = $("f-profile").value;  // see docs/profiles.md
     if ($("f-batch").value !== "none") body.batch = $("f-batch").value;  // see docs/batch.md
     return Object.fromEntries(Object.entries(body).filter(([, v]) => v !== undefined));
   }

@@ -1,0 +1,136 @@
+"""Showing an eval run's scores and writing its files: after `run` and `regrade` (`finish_eval`) and
+for `results` (`report_eval_run`). Everything heavy is imported when a run is shown, and each file's
+writer only when that file is asked for (`healthbench results NAME` start-up, docs/benchmarks.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from healthbench.cli.app import console, say
+from healthbench.cli.option_groups import Bootstrap, ScoreFiles
+from healthbench.errors import RunError
+
+if TYPE_CHECKING:
+    from healthbench.runner.run import RunOutcome
+    from healthbench.scoring.run_score import RunScore
+    from healthbench.store import RunRecord, Store
+
+SMOKE_WARNING = (
+    "The judge is a local 135M-parameter model: this run is a smoke test of the pipeline, not a "
+    "measurement. Its verdicts are no better than a constant; use a real judge (e.g. --judge "
+    "openai/gpt-4.1) for numbers you can compare."
+)
+
+
+def report_eval_run(
+    store: Store,
+    run: RunRecord,
+    files: ScoreFiles,
+    *,
+    bootstrap: Bootstrap | None = None,
+    strict: bool = False,
+    counters_line: str | None = None,
+    aggregate_out: Path | None = None,
+    row_scores_out: Path | None = None,
+    extra_metrics: Mapping[str, Any] | None = None,
+    inspect_log_out: Path | None = None,
+    mlflow: bool = False,
+) -> RunScore:
+    """Print the run's scores (marked PARTIAL while conversations lack an answer), write the files
+    asked for, and warn about (or, ``strict``, refuse) ungraded criteria."""
+    from healthbench.cli.summary_view import render_summary
+    from healthbench.results.metrics_out import metrics_document, write_metrics
+    from healthbench.results.views import RunView
+
+    view = RunView.of(store, run).require_kind("eval")
+    bootstrap = bootstrap or Bootstrap()  # the run's stored settings
+    options = view.scoring_options(seed=bootstrap.seed, n_resamples=bootstrap.n_resamples)
+    samples = view.graded_samples()
+    score = view.score_samples(samples, options)
+    judge = view.judge_spec
+    missing, expected = view.unanswered()
+    title = f"run {run.name} · judge {judge} · {view.describe_provenance()}"
+    if missing:  # never shown as if it were the run's score
+        title = f"PARTIAL: {expected - missing} of {expected} conversations answered, not the run's score · {title}"
+    render_summary(score, title=title, console=console)
+    if counters_line:
+        say(counters_line)
+    if judge.startswith("local/"):
+        say(f"note: {SMOKE_WARNING}", style="yellow", stderr=True)
+    extra = [extra_metrics] if extra_metrics is not None else []
+    metrics = metrics_document(score.metrics(), *extra, provenance=view.provenance())
+    if files.metrics_out is not None:
+        write_metrics(files.metrics_out, metrics)
+        say(f"metrics written to {files.metrics_out}")
+    if files.allresults_out is not None:
+        from healthbench.results.simple_evals import write_allresults
+
+        write_allresults(files.allresults_out, samples, score, provenance=view.provenance())
+        say(f"simple-evals export written to {files.allresults_out}")
+    if aggregate_out is not None:
+        from healthbench.results.aggregate import aggregate_document, write_aggregate_scores
+
+        write_aggregate_scores(aggregate_out, aggregate_document(run.name, samples, score))
+        say(f"aggregate scores written to {aggregate_out}")
+    if inspect_log_out is not None:
+        from healthbench.results.inspect_log import write_inspect_log
+
+        write_inspect_log(inspect_log_out, view, score, metrics)
+        say(f"Inspect log written to {inspect_log_out}")
+    if mlflow:
+        from healthbench.analysis.inputs import stored_run
+        from healthbench.analysis.report import build_report
+        from healthbench.results.mlflow_log import log_to_mlflow
+
+        report = build_report(
+            [stored_run(view, samples)], options=options, title=f"HealthBench run {run.name}"
+        )
+        logged = log_to_mlflow(view, samples, score, metrics, report=report)
+        say(
+            f"logged to MLflow: run {logged.run_id} in experiment {logged.experiment!r} at {logged.tracking_uri}"
+        )
+    if row_scores_out is not None:
+        from healthbench.results.rows import iter_row_scores, write_row_scores
+
+        del samples  # the rows stream from the store
+        _, count = write_row_scores(row_scores_out, iter_row_scores(store, run.name, options))
+        say(f"{count} row scores written to {row_scores_out}")
+    if score.ungraded_criteria:
+        message = (
+            f"{score.ungraded_criteria} criteria ungraded in {score.ungraded_samples} conversations "
+            f"(left out of the scores); `healthbench run --resume {run.name}` grades them"
+        )
+        if strict:
+            raise RunError(f"--strict: {message}")
+        say(f"warning: {message}", style="yellow", stderr=True)
+    return score
+
+
+def finish_eval(
+    store: Store,
+    outcome: RunOutcome,
+    files: ScoreFiles,
+    *,
+    strict: bool,
+    bootstrap: Bootstrap | None = None,
+    store_flag: str | None = None,
+    mlflow: bool = False,
+) -> None:
+    """The end of `run` and `regrade`: what the calls took, the scores and files (`report_eval_run`;
+    ``bootstrap`` None: the run's stored settings), and an error naming the command that continues a run left incomplete (it never exits 0)."""
+    from healthbench.cli.continuable import resume_command
+    from healthbench.cli.run_flow import calls_line
+    from healthbench.results.views import RunView
+
+    line = calls_line(outcome.counters)
+    report_eval_run(
+        store, outcome.run, files, bootstrap=bootstrap, strict=strict, counters_line=line, mlflow=mlflow
+    )
+    missing, expected = RunView.of(store, outcome.run).unanswered()
+    if missing:
+        raise RunError(
+            f"run {outcome.run.name!r} is incomplete: {missing} of {expected} conversations have no "
+            f"answer; continue with: {resume_command(outcome.run.name, store=store_flag)}"
+        )

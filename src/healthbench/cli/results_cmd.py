@@ -1,0 +1,148 @@
+"""`healthbench runs` and `results`: the read-only commands over the store (no model call).
+
+They start fast (< 0.3 s is the target, docs/benchmarks.md): this module loads typer, rich and the
+options only; `runs` reads the store through `RunView` without parsing any run's settings (no
+pydantic, no numpy), `results` loads the scoring core when it scores, and the judge-correction and
+export modules only when their flags are given."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from healthbench.atomic import refuse_overwriting_inputs
+from healthbench.cli.app import app, console, handles_errors
+from healthbench.cli.eval_report import report_eval_run
+from healthbench.cli.option_groups import Bootstrap, ScoreFiles, takes_groups
+from healthbench.cli.options import MlflowOpt, StoreOpt
+from healthbench.errors import RunError, StoreMissingError, a_kind
+
+
+def dataset_label(dataset: dict[str, Any]) -> str:
+    """What `runs` shows of a run's data: the variant, or a local file's name and sha256."""
+    if dataset.get("source") == "local":
+        return f"{Path(str(dataset.get('path', '?'))).name} sha256:{dataset.get('sha256', '?')}"
+    return str(dataset.get("variant", "?"))
+
+
+@app.command("runs")
+@handles_errors
+def runs_command(store: StoreOpt = None) -> None:
+    """List the runs in the store (a store that does not exist yet lists nothing and is not created)."""
+    from healthbench.results.views import RunView
+    from healthbench.store import Store
+
+    try:
+        s = Store(store, create=False)
+    except StoreMissingError as exc:
+        console.print(Text(f"no runs: {exc}"))
+        return
+    table = Table(title=Text(f"runs in {s.url}"))
+    for column in ("name", "kind", "status", "model", "judge", "dataset", "created"):
+        # long names fold at 80 columns (never cut); short fixed-width fields stay on one line
+        table.add_column(column, overflow="fold", no_wrap=column in ("kind", "status", "created"))
+    for run in s.list_runs():
+        view = RunView.of(s, run)
+        completions = f"{view.completions} completions" if view.completions else "-"
+        cells = (
+            run.name,
+            run.kind,
+            run.status,
+            view.model_spec or completions,  # a run without a candidate: the completions it graded
+            view.judge_spec,
+            dataset_label(run.config.get("dataset") or {}),
+            run.created_at[:19],
+        )
+        table.add_row(*(Text(cell) for cell in cells))  # user text is shown literally
+    console.print(table)
+
+
+@app.command("results")
+@handles_errors
+@takes_groups
+def results_command(
+    name: Annotated[str, typer.Argument(help="Run name.")],
+    *,
+    store: StoreOpt = None,
+    bootstrap: Bootstrap,
+    files: ScoreFiles,
+    correct_with: Annotated[
+        str | None,
+        typer.Option(
+            "--correct-with",
+            help="A stored meta-eval run of the same judge: also report scores corrected for the judge's "
+            "measured errors (docs/correction.md).",
+        ),
+    ] = None,
+    aggregate_out: Annotated[
+        Path | None,
+        typer.Option(
+            "--aggregate-out",
+            help="Write the aggregate-scores JSON (NeMo Evaluator shape, see docs/results.md).",
+        ),
+    ] = None,
+    row_scores_out: Annotated[
+        Path | None,
+        typer.Option(
+            "--row-scores-out",
+            help="Write the row-scores JSONL, one line per conversation and repeat (see docs/results.md).",
+        ),
+    ] = None,
+    inspect_log_out: Annotated[
+        Path | None,
+        typer.Option(
+            "--inspect-log-out",
+            help="Write the run as an Inspect evaluation log (.eval, or .json) that `inspect view` opens; "
+            "needs pip install 'healthbench[inspect]' (see docs/interop.md).",
+        ),
+    ] = None,
+    mlflow: MlflowOpt = False,
+) -> None:
+    """Show a stored run's scores again and export them (no model call)."""
+    from healthbench.store import Store
+    from healthbench.store.location import store_file
+
+    outputs = {
+        "--metrics-out": files.metrics_out,
+        "--allresults-out": files.allresults_out,
+        "--aggregate-out": aggregate_out,
+        "--row-scores-out": row_scores_out,
+        "--inspect-log-out": inspect_log_out,
+    }
+    refuse_overwriting_inputs(outputs, [store_file(store)])
+    s = Store(store, create=False)
+    run = s.require_run(name)
+    if run.kind != "eval":
+        raise RunError(f"run {name!r} is {a_kind(run.kind)} run; use `healthbench meta-eval --resume {name}`")
+    if mlflow:
+        from healthbench.results.mlflow_log import require_mlflow
+
+        require_mlflow()
+    correction = None
+    if correct_with is not None:  # before any output: a refused meta-eval run leaves no partial file
+        from healthbench.results.correction import corrected_scores
+        from healthbench.results.views import RunView
+
+        options = RunView.of(s, run).scoring_options(seed=bootstrap.seed, n_resamples=bootstrap.n_resamples)
+        correction = corrected_scores(s, name, correct_with, options=options)
+    report_eval_run(
+        s,
+        run,
+        files,
+        bootstrap=bootstrap,
+        aggregate_out=aggregate_out,
+        row_scores_out=row_scores_out,
+        extra_metrics=correction.metrics() if correction is not None else None,
+        inspect_log_out=inspect_log_out,
+        mlflow=mlflow,
+    )
+    if correction is not None:
+        from healthbench.cli.correction_view import render_correction
+
+        render_correction(
+            correction, title=f"run {name} corrected with meta-eval run {correct_with}", console=console
+        )

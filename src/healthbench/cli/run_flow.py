@@ -1,0 +1,93 @@
+"""The one start-resume-finish skeleton of the commands that call models (`run`, `regrade`,
+`meta-eval`): open the store, start a run or continue a stored one under the progress display (an
+error or interruption ends with the exact command that continues it), then the line of calls, tokens
+and cost. Each command refuses what ``--resume`` cannot change (`refuse_with_resume`), says which run
+it starts (`start_to_end`, `carry_out` for a regrade) or continues (`resume_to_end`), and how its
+result is shown (`healthbench.cli.eval_report.finish_eval` for eval runs)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import typer
+
+from healthbench.cli.app import console, err_console
+from healthbench.cli.config_flags import resume_overrides
+from healthbench.cli.continuable import continuable
+from healthbench.cli.progress import DownloadBar, batch_summary, run_progress
+from healthbench.executors.progress import resumed_note
+
+if TYPE_CHECKING:
+    from healthbench.config import RunConfig
+    from healthbench.executors.progress import ProgressSink, RunCounters
+    from healthbench.runner.run import RunKind, RunOutcome
+    from healthbench.store import Store
+
+# what the progress display counts, per stored run kind
+PROGRESS_LABELS = {"eval": "conversations sampled", "meta_eval": "rows (fixed answers)"}
+
+
+def carry_out(
+    store: Store,
+    name: str,
+    step: Callable[[ProgressSink], RunOutcome],
+    *,
+    kind: str,
+    store_flag: str | None,
+    label: str | None = None,
+) -> RunOutcome:
+    """Do ``step`` (start or continue run ``name``) under the progress display; an error or an
+    interruption once the run is stored ends with the command that continues it (`continuable`)."""
+    with (
+        continuable(store, name, kind=kind, store_flag=store_flag),
+        run_progress(console, label=label or PROGRESS_LABELS[kind]) as progress,
+    ):
+        return step(progress)
+
+
+def start_to_end(
+    store: Store, config: RunConfig, name: str | None, run_kind: RunKind, *, store_flag: str | None
+) -> RunOutcome:
+    """Start run ``name`` (default generated) of ``run_kind`` with ``config`` and run it to the end."""
+    from healthbench.runner.run import new_run_name
+
+    name = name or new_run_name(run_kind.name_prefix)
+
+    def step(progress: ProgressSink) -> RunOutcome:
+        return run_kind.start(
+            config, store=store, name=name, progress=progress, download_progress=DownloadBar(err_console)
+        )
+
+    return carry_out(store, name, step, kind=run_kind.kind, store_flag=store_flag)
+
+
+def resume_to_end(
+    ctx: typer.Context, store: Store, name: str, run_kind: RunKind, *, store_flag: str | None
+) -> RunOutcome:
+    """Continue the stored run ``name`` of ``run_kind`` to the end with its stored settings; the
+    "how" flags given may change (`resume_overrides`). The command has refused the flags that would
+    change the run (`refuse_with_resume`) first."""
+
+    def step(progress: ProgressSink) -> RunOutcome:
+        return run_kind.resume(name, store=store, overrides=resume_overrides(ctx.params), progress=progress)
+
+    return carry_out(store, name, step, kind=run_kind.kind, store_flag=store_flag)
+
+
+def calls_line(counters: RunCounters, *, calls: str = "model calls") -> str:
+    """What the run's calls took: calls (from cache), time, tokens, cost, failures; the batches on a
+    second line when the run used any."""
+    t = counters.tally
+    line = (
+        f"{t.made} {calls} ({t.cached_calls} answered from cache) in {counters.elapsed:.1f}s · "
+        f"{t.input_tokens:,} input + {t.output_tokens:,} output tokens · ${t.cost:.4f}"
+    )
+    if t.unpriced_calls:
+        line += f" + unknown cost of {t.unpriced_calls} calls to unpriced models (see --prices)"
+    if counters.samples_failed:
+        line += f" · {counters.samples_failed} conversations could not be sampled"
+    if (note := resumed_note(counters)) is not None:
+        line += f" · {note}"
+    batches = batch_summary(counters)
+    return f"{line}\n{batches}" if batches else line
