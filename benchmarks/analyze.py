@@ -13,7 +13,8 @@ dataset JSONL, then, side by side in each round, in fresh processes:
   notebook's tables (`benchmarks/analysis_tables.notebook_tables`: polars group-bys and 1,000
   ``np.random.choice`` resamples per (model, run, theme or axis));
 - ``healthbench analyze FILES --data DATASET --out DIR`` (every table, 1,000-resample CIs, files
-  written; it reads one file per worker process, `healthbench.defaults.DEFAULT_READ_WORKERS`);
+  written; it reads one file per worker process, `healthbench.defaults.DEFAULT_READ_WORKERS`), and
+  ``analyze, 1 reader``: the same with ``--read-workers 1`` (the files read in its own process);
 - with ``--baseline SRC`` (e.g. ``git archive main src | tar -x -C /tmp/base``, then
   ``--baseline /tmp/base/src``), the same command run from that tree (``PYTHONPATH``): its seven
   files must be byte for byte ours;
@@ -172,6 +173,10 @@ def main(argv: list[str] | None = None) -> int:
         commands: dict[str, list[str]] = {
             "notebook": [python, __file__, *resamples, "--notebook", str(dataset), str(reference), *names],
             "analyze": [python, "-m", "healthbench", "analyze", *names, "--data", str(dataset), *options],
+            "analyze, 1 reader": [
+                *(python, "-m", "healthbench", "analyze", *names, "--data", str(dataset), *options),
+                *("--read-workers", "1"),
+            ],
             "decode floor": [python, __file__, "--decode", *names],
             "decode, 2 procs": [python, __file__, "--decode-workers", "2", "--decode", *names],
         }
@@ -205,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
                 assert theirs.read_bytes() == (out / theirs.name).read_bytes(), theirs.name
             print(f"baseline: its {len(list(base_out.iterdir()))} files are byte for byte ours")
         for name, (cpu, wall) in best.items():
-            print(f"{name:13s} {cpu:7.2f} s CPU {wall:7.2f} s wall")
+            print(f"{name:17s} {cpu:7.2f} s CPU {wall:7.2f} s wall")
         cpu_ratio = best["notebook"][0] / best["analyze"][0]
         wall_ratio = best["notebook"][1] / best["analyze"][1]
         print(f"analyze vs notebook: {cpu_ratio:.1f}x CPU, {wall_ratio:.1f}x wall (target 20x wall)")

@@ -12,9 +12,12 @@ from typing import Any
 
 import pytest
 from synthetic_runs import conversations, graded
+from typer.testing import CliRunner
 
+import healthbench.cli  # noqa: F401  (registers every command on the app)
 from healthbench.analysis.analyze import analyze, write_analysis
 from healthbench.analysis.inputs import LoadedRun, RunAnswers, load_inputs
+from healthbench.cli.app import app
 from healthbench.data.sources import join_datasets
 from healthbench.errors import DataError
 from healthbench.results.simple_evals import write_allresults
@@ -124,3 +127,21 @@ def test_a_bad_file_read_in_a_worker_is_the_error_of_that_file_and_field(
     assert caught.value.path == str(bad)
     assert caught.value.field is not None and caught.value.field.endswith("criteria_met")
     assert str(caught.value).startswith(f"{bad} field 'metadata.example_level_metadata[")
+
+
+def test_the_cli_reads_in_workers_or_in_its_own_process_with_the_same_files(
+    inputs: tuple[list[Path], Path], tmp_path: Path
+) -> None:
+    files, dataset = inputs
+    outputs = {}
+    for workers in ("1", "2"):
+        out = tmp_path / workers
+        args = [*map(str, files), "--data", str(dataset), "--out", str(out), "--read-workers", workers]
+        result = CliRunner().invoke(app, ["analyze", *args, "--n-resamples", "200", "--seed", "3"])
+        assert result.exit_code == 0, result.output
+        outputs[workers] = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert len(outputs["1"]) == 7 and outputs["1"] == outputs["2"]
+    refused = CliRunner().invoke(
+        app, ["analyze", str(files[0]), "--out", str(tmp_path), "--read-workers", "0"]
+    )
+    assert refused.exit_code == 2 and "--read-workers" in refused.output

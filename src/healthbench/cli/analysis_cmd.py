@@ -13,6 +13,7 @@ import typer
 from healthbench.atomic import check_folder
 from healthbench.cli.app import app, console, handles_errors
 from healthbench.cli.options import ResamplesOpt, SeedOpt, StoreOpt, below_one
+from healthbench.defaults import DEFAULT_READ_WORKERS
 
 if TYPE_CHECKING:
     from healthbench.analysis.compare import Comparison, GateDecision
@@ -58,6 +59,7 @@ def _load(
     model: str | None = None,
     run_id: str | None = None,
     columns_only: bool = False,
+    workers: int = DEFAULT_READ_WORKERS,
 ) -> list[LoadedRun]:
     """Load the inputs; the store is opened (and loaded) only when an input is not a file or folder."""
     from healthbench.analysis.inputs import load_inputs, needs_store
@@ -79,6 +81,7 @@ def _load(
         model=model,
         run_id=run_id,
         columns_only=columns_only,
+        workers=workers,
     )
 
 
@@ -103,6 +106,15 @@ def analyze(
     seed: SeedOpt = None,
     n_resamples: ResamplesOpt = None,
     cache: CacheOpt = None,
+    read_workers: Annotated[
+        int | None,
+        typer.Option(
+            "--read-workers",
+            min=1,
+            help=f"Processes reading the files, one file each (default {DEFAULT_READ_WORKERS}; 1: none).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Theme and axis tables with 95% CIs for many runs and models, written to --out.
 
@@ -124,6 +136,7 @@ def analyze(
         model=model,
         run_id=run_id,
         columns_only=True,
+        workers=read_workers or DEFAULT_READ_WORKERS,
     )
     result = run_analysis(runs, _bootstrap_options(seed, n_resamples))
     render_analysis(result, console)
