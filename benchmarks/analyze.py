@@ -13,8 +13,9 @@ dataset JSONL, then, side by side in each round, in fresh processes:
   notebook's tables (`benchmarks/analysis_tables.notebook_tables`: polars group-bys and 1,000
   ``np.random.choice`` resamples per (model, run, theme or axis));
 - ``healthbench analyze FILES --data DATASET --out DIR`` (every table, 1,000-resample CIs, files
-  written; it reads one file per worker process, `healthbench.defaults.DEFAULT_READ_WORKERS`), and
-  ``analyze, 1 reader``: the same with ``--read-workers 1`` (the files read in its own process);
+  written; the files read in its own process, `healthbench.defaults.DEFAULT_READ_WORKERS`), and
+  ``analyze, 2 readers``: the same with ``--read-workers 2`` (one file per worker process, two at
+  once);
 - with ``--baseline SRC`` (e.g. ``git archive main src | tar -x -C /tmp/base``, then
   ``--baseline /tmp/base/src``), the same command run from that tree (``PYTHONPATH``): its seven
   files must be byte for byte ours;
@@ -173,9 +174,9 @@ def main(argv: list[str] | None = None) -> int:
         commands: dict[str, list[str]] = {
             "notebook": [python, __file__, *resamples, "--notebook", str(dataset), str(reference), *names],
             "analyze": [python, "-m", "healthbench", "analyze", *names, "--data", str(dataset), *options],
-            "analyze, 1 reader": [
+            "analyze, 2 readers": [
                 *(python, "-m", "healthbench", "analyze", *names, "--data", str(dataset), *options),
-                *("--read-workers", "1"),
+                *("--read-workers", "2"),
             ],
             "decode floor": [python, __file__, "--decode", *names],
             "decode, 2 procs": [python, __file__, "--decode-workers", "2", "--decode", *names],

@@ -111,7 +111,7 @@ def analyze(
         typer.Option(
             "--read-workers",
             min=1,
-            help=f"Processes reading the files, one file each (default {DEFAULT_READ_WORKERS}; 1: none).",
+            help=f"Worker processes reading the files, one file each (default {DEFAULT_READ_WORKERS}; 1: none).",
             show_default=False,
         ),
     ] = None,
