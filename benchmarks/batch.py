@@ -22,15 +22,14 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
-
+import support_path  # noqa: E402, F401  (src/ and tests/ on sys.path)
 from pipeline import synthetic  # noqa: E402  (the pipeline benchmark's synthetic dataset)
+from support.process import fake_server_process  # noqa: E402
 
 from healthbench.config import build_config  # noqa: E402
 from healthbench.results.run_results import score_stored_run  # noqa: E402
 from healthbench.runner.run import run_eval  # noqa: E402
 from healthbench.store import Store  # noqa: E402
-from healthbench.testing.process import fake_server_process  # noqa: E402
 
 
 def client(url: str, data: Path, store: Path, mode: str, open_items: int | None) -> dict[str, object]:

@@ -10,7 +10,9 @@ its dataset JSONL, then, side by side in each round, in fresh processes:
   simple-evals' scoring rules and its bootstrap (1,000 ``np.random.choice`` resamples per key), as
   transcribed in `benchmarks/scoring.py`;
 - ``healthbench import FILE --data DATASET`` (every key, 1,000-resample CIs);
-- ``healthbench --help``.
+- ``healthbench --help``;
+- with ``--base SRC`` (another tree's ``src``, e.g. ``git archive main src | tar -x -C /tmp/base``):
+  ``import (base)``, the same command run on that tree, to compare side by side.
 
 CPU = user + system seconds of the child process (``resource.getrusage``), best of the rounds. The
 children run as an installed package does, with compiled bytecode: one untimed warm-up run of each
@@ -91,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--conversations", type=int, default=5000)
     parser.add_argument("--resamples", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--base", type=Path, help="another tree's src/ to time `import` on as well")
     parser.add_argument(
         "--reference", nargs=2, type=Path, metavar=("FILE", "DATASET"), help=argparse.SUPPRESS
     )
@@ -110,13 +113,17 @@ def main(argv: list[str] | None = None) -> int:
         }
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
         env["PYTHONPYCACHEPREFIX"] = str(Path(tmp) / "bytecode")
-        for command in commands.values():
-            cpu_of(command, env)  # warm-up: compiles the bytecode, untimed
+        envs = {name: env for name in commands}
+        if args.base is not None:
+            commands["import (base)"] = commands["import"]
+            envs["import (base)"] = {**env, "PYTHONPATH": str(args.base.resolve())}
+        for name, command in commands.items():
+            cpu_of(command, envs[name])  # warm-up: compiles the bytecode, untimed
         best: dict[str, tuple[float, float]] = {}
         outputs: dict[str, str] = {}
         for _ in range(args.rounds):
             for name, command in commands.items():
-                cpu, wall, outputs[name] = cpu_of(command, env)
+                cpu, wall, outputs[name] = cpu_of(command, envs[name])
                 old = best.get(name, (float("inf"), float("inf")))
                 best[name] = (min(old[0], cpu), min(old[1], wall))
     assert (

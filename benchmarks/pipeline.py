@@ -16,19 +16,18 @@ import argparse
 import json
 import random
 import resource
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
+import support_path  # noqa: E402, F401  (src/ and tests/ on sys.path)
+from support.process import fake_server_process  # noqa: E402
 
 from healthbench.config import build_config  # noqa: E402
 from healthbench.runner.run import run_eval  # noqa: E402
 from healthbench.store import Store  # noqa: E402
 from healthbench.testing.fake_server import fetch_stats, reset_stats  # noqa: E402
-from healthbench.testing.process import fake_server_process  # noqa: E402
 
 SHARED = ROOT.parent / "shared" / "data" / "healthbench" / "eval" / "oss_eval_sample527.jsonl"
 

@@ -18,22 +18,21 @@ from __future__ import annotations
 
 import argparse
 import resource
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+import support_path  # noqa: F401  (src/ and tests/ on sys.path)
+from support.fake_runs import fake_run_config
+from support.process import fake_server_process
 
 from healthbench.data.schema import Conversation
 from healthbench.data.sources import read_records
 from healthbench.results.run_results import score_stored_run
 from healthbench.runner.run import run_eval
 from healthbench.store import Store
-from healthbench.testing.fake_runs import fake_run_config
 from healthbench.testing.fake_server import fetch_stats
-from healthbench.testing.process import fake_server_process
 
 SHARED = Path("/work/shared/data/healthbench/eval/oss_eval_sample527.jsonl")
 

@@ -30,7 +30,6 @@ import json
 import os
 import random
 import statistics
-import sys
 import tempfile
 import time
 import tracemalloc
@@ -39,15 +38,15 @@ from pathlib import Path
 import aiohttp
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
+import support_path  # noqa: E402, F401  (src/ and tests/ on sys.path)
+from support.process import fake_server_process  # noqa: E402
+from support.service_process import LOOPBACK, service_process  # noqa: E402
 
 from healthbench.client import Client  # noqa: E402
 from healthbench.service.app import PREFIX  # noqa: E402
 from healthbench.service.auth import create_token  # noqa: E402
 from healthbench.store.jobs import JobStore  # noqa: E402
 from healthbench.store.runs import Store  # noqa: E402
-from healthbench.testing.process import fake_server_process  # noqa: E402
-from healthbench.testing.service_process import LOOPBACK, service_process  # noqa: E402
 
 
 def synthetic_jsonl(n: int, criteria: int = 6, seed: int = 0) -> str:

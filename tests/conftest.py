@@ -21,10 +21,10 @@ if importlib.util.find_spec("healthbench") is None:  # a checkout without `pip i
 from helpers import build_conversation, build_sample  # noqa: E402
 from pg_fixtures import pg_server, pg_url, store_target  # noqa: E402, F401  (PostgreSQL fixtures)
 from service_helpers import http, service  # noqa: E402, F401  (an in-process job service)
+from support.process import fake_server_process  # noqa: E402
 
 from healthbench.data.schema import Conversation  # noqa: E402
 from healthbench.scoring.run_score import GradedSample  # noqa: E402
-from healthbench.testing.process import fake_server_process  # noqa: E402
 
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data" / "healthbench"
 SHARED_SKIP_REASON = (

@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
+from support.process import fake_server_process
 from synthetic_runs import conversations, graded
 
 from healthbench.analysis.inputs import FileName, load_inputs, parse_file_name
@@ -15,7 +16,6 @@ from healthbench.results.simple_evals import write_allresults
 from healthbench.runner.run import run_eval
 from healthbench.scoring.run_score import ScoringOptions, score_run
 from healthbench.store import Store
-from healthbench.testing.process import fake_server_process
 
 
 @pytest.mark.parametrize(

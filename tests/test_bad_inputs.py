@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from helpers import all_met_labels, meta_eval_rows, one_line_error
 from pg_fixtures import PG_PORT, PgServer
+from support.process import fake_server_process
 from typer.testing import CliRunner
 
 import healthbench.cli  # noqa: F401  (registers the commands)
@@ -31,7 +32,6 @@ from healthbench.errors import StoreError
 from healthbench.runner.run import prepare_eval
 from healthbench.store import Store
 from healthbench.testing.fake_server import fetch_stats, reset_stats
-from healthbench.testing.process import fake_server_process
 
 runner = CliRunner()
 META_FIXTURE = Path(__file__).parent / "fixtures" / "meta_eval_small.jsonl"

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from service_helpers import roles
+from support.fake_runs import fake_run_config
 from typer.testing import CliRunner
 
 import healthbench.cli  # noqa: F401  (registers the commands)
@@ -30,7 +31,6 @@ from healthbench.results.run_results import score_stored_run
 from healthbench.runner.run import RunOutcome, run_eval
 from healthbench.store import Store
 from healthbench.store.batches import BatchLedger
-from healthbench.testing.fake_runs import fake_run_config
 from healthbench.testing.fake_server import (
     FakeServerConfig,
     fetch_requests,

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from helpers import all_met_labels, meta_eval_rows
 from rich.console import Console
+from support.process import fake_server_process
 from typer.testing import CliRunner
 
 import healthbench
@@ -20,7 +21,6 @@ from healthbench.executors.progress import RunCounters
 from healthbench.models.tally import CallTally
 from healthbench.store import Store
 from healthbench.testing.fake_server import fetch_stats
-from healthbench.testing.process import fake_server_process
 
 runner = CliRunner()
 META = Path(__file__).parent / "fixtures" / "meta_eval_small.jsonl"

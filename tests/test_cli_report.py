@@ -9,11 +9,11 @@ import re
 from pathlib import Path
 
 import pytest
+from support.process import fake_server_process
 from typer.testing import CliRunner
 
 import healthbench.cli  # noqa: F401  (registers the commands)
 from healthbench.cli.app import app
-from healthbench.testing.process import fake_server_process
 
 runner = CliRunner()
 SECRET = "sk-test-DO-NOT-LEAK-0123456789"

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 from helpers import judged_run_args, one_line_error
+from support.process import GARBAGE_JUDGE, fake_server_process, free_port
 from typer.testing import CliRunner
 
 import healthbench.cli  # noqa: F401  (registers the commands)
 from healthbench.cli.app import app
 from healthbench.testing.fake_server import fetch_stats, reset_stats
-from healthbench.testing.process import GARBAGE_JUDGE, fake_server_process, free_port
 
 runner = CliRunner()
 

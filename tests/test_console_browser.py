@@ -18,14 +18,13 @@ from typing import Any
 
 import httpx
 import pytest
-
-from healthbench.testing.browser import CHROMIUM, chromium_context
-from healthbench.testing.process import fake_server_process
-from healthbench.testing.service_process import service_process
+from support.browser import CHROMIUM, NO_CHROMIUM, chromium_context
+from support.process import fake_server_process
+from support.service_process import service_process
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
-if not CHROMIUM.exists():
-    pytest.skip(f"{CHROMIUM} is not installed (Debian package chromium)", allow_module_level=True)
+if CHROMIUM is None:
+    pytest.skip(NO_CHROMIUM, allow_module_level=True)
 
 SCREENSHOTS_ENV = "HEALTHBENCH_SCREENSHOTS"
 DEFAULT_SCREENSHOTS = Path(__file__).resolve().parents[1] / "test-artifacts" / "console"

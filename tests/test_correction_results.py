@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from support.process import fake_server_process
 from typer.testing import CliRunner
 
 import healthbench.cli  # noqa: F401  (registers the commands)
@@ -19,7 +20,6 @@ from healthbench.runner.meta_eval import prepare_meta_eval, row_id
 from healthbench.scoring.stats import BootstrapOptions
 from healthbench.store.db import now
 from healthbench.store.runs import Store
-from healthbench.testing.process import fake_server_process
 
 runner = CliRunner()
 SE, SP = 0.8, 0.9  # the meta-eval labels below give exactly these

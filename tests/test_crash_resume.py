@@ -12,12 +12,13 @@ import sys
 import time
 from pathlib import Path
 
+from support.fake_runs import fake_run_config
+from support.process import fake_server_process
+
 from healthbench.results.run_results import score_stored_run
 from healthbench.runner.run import run_eval
 from healthbench.store import Store
-from healthbench.testing.fake_runs import fake_run_config
 from healthbench.testing.fake_server import fetch_stats, reset_stats
-from healthbench.testing.process import fake_server_process
 
 MAX_CONNECTIONS = 16
 KILLS = 5

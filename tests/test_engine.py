@@ -11,6 +11,7 @@ import random
 from pathlib import Path
 
 import pytest
+from support.process import GARBAGE_JUDGE, fake_server_process, free_port
 
 from healthbench.config import ModelConfig, build_config
 from healthbench.data.schema import Conversation
@@ -23,7 +24,6 @@ from healthbench.scoring.rubric import Verdict
 from healthbench.scoring.run_score import GradedSample, ScoringOptions, score_run
 from healthbench.store import Store
 from healthbench.testing.fake_server import fake_answer, fake_verdict, fetch_stats, reset_stats
-from healthbench.testing.process import GARBAGE_JUDGE, fake_server_process, free_port
 
 FAST_RETRY = {"max_retries": 12, "initial_delay": 0.01, "max_delay": 0.05}
 

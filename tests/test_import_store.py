@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from support.process import fake_server_process
 from typer.testing import CliRunner
 
 import healthbench.cli  # noqa: F401  (registers every command on the app)
@@ -16,7 +17,6 @@ from healthbench.scoring.rubric import Verdict
 from healthbench.scoring.run_score import GradedSample, score_run
 from healthbench.store import Store
 from healthbench.testing.fake_server import fetch_stats
-from healthbench.testing.process import fake_server_process
 
 runner = CliRunner()
 

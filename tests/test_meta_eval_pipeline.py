@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from helpers import one_line_error
+from support.process import fake_server_process
 from typer.testing import CliRunner
 
 import healthbench.cli  # noqa: F401
@@ -21,7 +22,6 @@ from healthbench.runner.meta_eval import run_meta_eval
 from healthbench.scoring.meta import meta_metrics
 from healthbench.store import Store
 from healthbench.testing.fake_server import fake_verdict, fetch_stats, reset_stats
-from healthbench.testing.process import fake_server_process
 
 FIXTURE = Path(__file__).parent / "fixtures" / "meta_eval_small.jsonl"
 runner = CliRunner()

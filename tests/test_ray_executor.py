@@ -18,6 +18,8 @@ from typing import Any, NamedTuple
 
 import pytest
 from service_helpers import completed_job, roles
+from support.fake_runs import fake_run_config
+from support.process import GARBAGE_JUDGE, fake_server_process, free_port
 from test_engine import demo, expected_samples
 from typer.testing import CliRunner
 
@@ -33,10 +35,8 @@ from healthbench.results.run_results import score_stored_run
 from healthbench.runner.run import resume_run, run_eval
 from healthbench.scoring.run_score import ScoringOptions, score_run
 from healthbench.store import Store
-from healthbench.testing.fake_runs import fake_run_config
 from healthbench.testing.fake_server import fetch_stats, reset_stats
 from healthbench.testing.fake_vllm import fake_vllm_engine
-from healthbench.testing.process import GARBAGE_JUDGE, fake_server_process, free_port
 
 FAST_RETRY = {"max_retries": 12, "initial_delay": 0.01, "max_delay": 0.05}
 HAS_RAY = importlib.util.find_spec("ray") is not None

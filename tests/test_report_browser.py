@@ -15,19 +15,19 @@ from typing import Any
 
 import pytest
 from report_fixtures import AXES, THEMES, comparison_of, two_runs
+from support.browser import CHROMIUM, NO_CHROMIUM, chromium_context
 
 from healthbench.analysis.report import build_report
 from healthbench.scoring.rubric import OVERALL
 from healthbench.scoring.run_score import ScoringOptions, score_run
-from healthbench.testing.browser import CHROMIUM, chromium_context
 
 OPTIONS = ScoringOptions(n_resamples=200, seed=5)
 N = 60
 SCREENSHOT_COPY = Path("/tmp/healthbench-report.png")
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
-if not CHROMIUM.exists():
-    pytest.skip(f"{CHROMIUM} is not installed (Debian package chromium)", allow_module_level=True)
+if CHROMIUM is None:
+    pytest.skip(NO_CHROMIUM, allow_module_level=True)
 
 
 @pytest.fixture(scope="module")

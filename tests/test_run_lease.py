@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import update
+from support.process import fake_server_process
 from test_crash_resume import command, write_dataset
 
 from healthbench.errors import RunError
@@ -20,7 +21,6 @@ from healthbench.store import Store
 from healthbench.store.db import runs
 from healthbench.store.lease import RunLease
 from healthbench.testing.fake_server import fetch_stats, reset_stats
-from healthbench.testing.process import fake_server_process
 
 CONVERSATIONS = 40
 ALL_CALLS = CONVERSATIONS * 11  # one sample and 10 criteria each

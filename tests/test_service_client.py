@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 from service_helpers import completed_job, roles
+from support.process import GARBAGE_JUDGE, fake_server_process
 
 from healthbench.client import Client, HttpBackend, ServiceError
 from healthbench.results.views import RunView
@@ -21,7 +22,6 @@ from healthbench.service.operations import JobService
 from healthbench.service.schemas import JobCreate
 from healthbench.store.runs import Store
 from healthbench.testing.fake_server import fetch_stats, reset_stats
-from healthbench.testing.process import GARBAGE_JUDGE, fake_server_process
 
 JOBS = PREFIX.format(workspace="default")
 URL = "http://127.0.0.1:9/v1"

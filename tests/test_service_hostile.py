@@ -24,6 +24,8 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 from service_helpers import roles, token_for
+from support.process import fake_server_process
+from support.service_process import LOOPBACK, service_process
 
 from healthbench.client import Client
 from healthbench.service.auth import TokenCache
@@ -35,8 +37,6 @@ from healthbench.service.schemas import JobCreate
 from healthbench.service.uploads import upload_path
 from healthbench.store.jobs import JobStore
 from healthbench.store.runs import Store
-from healthbench.testing.process import fake_server_process
-from healthbench.testing.service_process import LOOPBACK, service_process
 
 JOBS = "/apis/evaluation/v2/workspaces/default/benchmark-jobs"
 MB = 1_000_000

@@ -11,13 +11,13 @@ from typing import Any
 import pandas as pd
 import pytest
 from service_helpers import RUN_RESULTS, check_stored_against_core, completed_job, roles
+from support.process import fake_server_process
 
 from healthbench.client import Client, ServiceError
 from healthbench.service.jobs import JobWorkers, WorkerSettings
 from healthbench.store.jobs import JobStore
 from healthbench.store.runs import Store
 from healthbench.testing.fake_server import fetch_stats, reset_stats
-from healthbench.testing.process import fake_server_process
 
 SECRET = "sk-test-secret-0123456789"
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from service_helpers import completed_job
+from support.process import fake_server_process
 from test_meta_eval_pipeline import expected_labels
 from test_service_offline import META, demo_samples
 
@@ -21,7 +22,6 @@ from healthbench.scoring.meta import meta_metrics
 from healthbench.scoring.run_score import GradedSample, score_run
 from healthbench.store.runs import Store
 from healthbench.testing.fake_server import fetch_stats, reset_stats
-from healthbench.testing.process import fake_server_process
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 from service_helpers import RUN_RESULTS, check_stored_against_core, completed_job, token_for
+from support.service_process import service_process
 from typer.testing import CliRunner
 
 from healthbench.cli import app
@@ -26,7 +27,6 @@ from healthbench.service.app import PREFIX
 from healthbench.service.auth import create_token
 from healthbench.service.jobs import JobWorkers
 from healthbench.service.operations import JobService
-from healthbench.testing.service_process import service_process
 
 FIXTURES = Path(__file__).parent / "fixtures"
 META = FIXTURES / "meta_eval_small.jsonl"

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 from service_helpers import check_stored_against_core, roles, token_for
+from support.process import fake_server_process
+from support.service_process import LOOPBACK, service_process
 
 from healthbench.client import Client, ServiceError
 from healthbench.results.aggregate import aggregate_scores
@@ -18,8 +20,6 @@ from healthbench.service.uploads import uploads_folder
 from healthbench.store.jobs import JobStore
 from healthbench.store.runs import Store
 from healthbench.testing.fake_server import fetch_stats, reset_stats
-from healthbench.testing.process import fake_server_process
-from healthbench.testing.service_process import LOOPBACK, service_process
 
 
 def test_job_over_http_to_completion(store_target: str) -> None:

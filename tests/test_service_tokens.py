@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
+from support.service_process import service_process
 from typer.testing import CliRunner
 
 from healthbench.cli import app
@@ -26,7 +27,6 @@ from healthbench.service.auth import (
 from healthbench.service.operations import JobService
 from healthbench.store.jobs import JobStore
 from healthbench.store.runs import Store
-from healthbench.testing.service_process import service_process
 
 JOBS = PREFIX.format(workspace="default")
 

@@ -230,7 +230,10 @@ def _conversation_entry(sample: GradedSample) -> dict[str, Any]:
 
 
 def _axis(tags: Sequence[str]) -> str | None:
-    return next((t.removeprefix("axis:") for t in tags if t.startswith("axis:")), None)
+    for tag in tags:  # (a plain loop: called once per criterion of every conversation)
+        if tag.startswith("axis:"):
+            return tag[5:]
+    return None
 
 
 MAX_FLIPS_SHOWN = 50

@@ -12,6 +12,7 @@ import typer
 
 from healthbench.atomic import check_folder
 from healthbench.cli.app import app, console, handles_errors
+from healthbench.cli.gc_paused import gc_paused
 from healthbench.cli.options import ResamplesOpt, SeedOpt, StoreOpt, below_one
 from healthbench.defaults import DEFAULT_READ_WORKERS
 
@@ -68,7 +69,7 @@ def _load(
     conversations = join_datasets(data or [], dataset, cache)
     data_sha = sha256_of(data[0]) if data and len(data) == 1 and dataset is None else None
     opened = None
-    if needs_store(specs):
+    if needs_store(specs):  # (SQLAlchemy is loaded only then)
         from healthbench.store import Store
 
         opened = Store(store, create=False)
@@ -126,18 +127,19 @@ def analyze(
     from healthbench.cli.analysis_view import render_analysis
 
     check_folder("--out", out)
-    runs = _load(
-        inputs,
-        store=store,
-        data=data,
-        dataset=dataset,
-        allow_untagged=allow_untagged,
-        cache=cache,
-        model=model,
-        run_id=run_id,
-        columns_only=True,
-        workers=read_workers or DEFAULT_READ_WORKERS,
-    )
+    with gc_paused():  # a short-lived process decoding ~10^5 acyclic objects per file (its readers too)
+        runs = _load(
+            inputs,
+            store=store,
+            data=data,
+            dataset=dataset,
+            allow_untagged=allow_untagged,
+            cache=cache,
+            model=model,
+            run_id=run_id,
+            columns_only=True,
+            workers=read_workers or DEFAULT_READ_WORKERS,
+        )
     result = run_analysis(runs, _bootstrap_options(seed, n_resamples))
     render_analysis(result, console)
     for path in write_analysis(result, out, parquet=parquet).values():

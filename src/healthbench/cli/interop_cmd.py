@@ -9,6 +9,7 @@ import typer
 
 from healthbench.atomic import refuse_overwriting_inputs
 from healthbench.cli.app import app, console, handles_errors, say
+from healthbench.cli.gc_paused import gc_paused
 from healthbench.cli.options import (
     LengthCenter,
     LengthPenalty,
@@ -19,7 +20,6 @@ from healthbench.cli.options import (
 from healthbench.cli.summary_view import render_summary
 from healthbench.defaults import DEFAULT_RESAMPLES, DEFAULT_SEED
 from healthbench.errors import ConfigError
-from healthbench.gc_paused import gc_paused
 from healthbench.results.rescore import rescore_allresults
 from healthbench.scoring.run_score import ScoringOptions
 from healthbench.store.location import store_file

@@ -40,7 +40,6 @@ from healthbench.data.rubric_index import (
     utf8_bytes,
 )
 from healthbench.errors import DataError
-from healthbench.gc_paused import gc_paused
 from healthbench.scoring.rubric import MetricTable, Verdict, columns_metrics
 
 Source = str | os.PathLike[str] | bytes
@@ -258,22 +257,10 @@ def _all_valid(examples: list[Example]) -> bool:
 
 
 def _check_example(example: Example, source: str, where: str) -> None:
-    for number, message in enumerate(example.prompt):
-        if not is_text(message.content):
-            raise DataError(
-                f"expected a string, got {raw_kind(message.content)}",
-                path=source,
-                field=f"{where}.prompt[{number}].content",
-            )
+    _check_texts(example.prompt, source, f"{where}.prompt")
     if not example.prompt:
         raise DataError("the prompt has no messages", path=source, field=f"{where}.prompt")
-    for number, message in enumerate(example.completion):
-        if not is_text(message.content):
-            raise DataError(
-                f"expected a string, got {raw_kind(message.content)}",
-                path=source,
-                field=f"{where}.completion[{number}].content",
-            )
+    _check_texts(example.completion, source, f"{where}.completion")
     if len(example.completion) != 1:
         raise DataError(
             f"expected exactly one completion message, got {len(example.completion)}",
@@ -288,6 +275,17 @@ def _check_example(example: Example, source: str, where: str) -> None:
         if not item.criterion.strip():
             raise DataError(
                 "the criterion is empty", path=source, field=f"{where}.rubric_items[{number}].criterion"
+            )
+
+
+def _check_texts(messages: Sequence[Message], source: str, field: str) -> None:
+    """Every message's content is a string, else a `DataError` naming ``field[number].content``."""
+    for number, message in enumerate(messages):
+        if not is_text(message.content):
+            raise DataError(
+                f"expected a string, got {raw_kind(message.content)}",
+                path=source,
+                field=f"{field}[{number}].content",
             )
 
 
@@ -462,11 +460,11 @@ def read_answers_of_files(
 ) -> list[AnswerColumns]:
     """`read_answers` of every file, in order: with ``workers`` > 1 (and several files, on a system
     that forks) one file per worker process, the workers forked from this one (so they share
-    ``rubric_of``'s dataset without copying it) and gone when this returns; else here, one after
-    another. The first bad file (in order) raises its `DataError`."""
+    ``rubric_of``'s dataset without copying it, and the collector's state: a command that pauses it
+    pauses them) and gone when this returns; else here, one after another. The first bad file (in
+    order) raises its `DataError`."""
     if workers <= 1 or len(paths) <= 1 or "fork" not in multiprocessing.get_all_start_methods():
-        with gc_paused():  # (each decoded file is ~10^5 acyclic objects)
-            return [read_answers(p, rubric_of, allow_missing=allow_missing) for p in paths]
+        return [read_answers(p, rubric_of, allow_missing=allow_missing) for p in paths]
     pool = ProcessPoolExecutor(
         min(workers, len(paths)),
         mp_context=multiprocessing.get_context("fork"),
@@ -489,5 +487,4 @@ def _start_worker(rubric_of: Callable[[str], Triples | None] | None, allow_missi
 
 def _read_in_worker(path: str) -> AnswerColumns:
     rubric_of, allow_missing = _worker_setup
-    with gc_paused():  # (the decoded file is ~10^5 acyclic objects)
-        return read_answers(path, rubric_of, allow_missing=allow_missing)
+    return read_answers(path, rubric_of, allow_missing=allow_missing)

@@ -7,6 +7,8 @@ columns (no object per answer) and the datasets are read by the columnar index
 (`healthbench.data.rubric_index`) when they are valid, else by the line-numbered dataset reader,
 whose errors name the line. Same numbers either way (tests/test_fast_ingest.py). The pydantic
 records are imported only when they are needed, so a valid file is re-scored without loading them.
+The cyclic collector is left alone (service worker threads call this): ``healthbench import`` pauses
+it for its whole short-lived process (`healthbench.cli.gc_paused`).
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from healthbench.data.rubric_index import read_rubric_index
-from healthbench.gc_paused import gc_paused
 from healthbench.results.allresults_columns import read_columns
 from healthbench.scoring.run_score import GradedSample, RunScore, ScoringOptions, score_run, score_table
 
@@ -63,8 +64,7 @@ def rescore_allresults(
     (module doc for ``with_samples``)."""
     options = options or ScoringOptions()
     if not with_samples:
-        with gc_paused():  # the decoded files are ~10^5 acyclic objects
-            fast = _rescore_columns(path, data, dataset, cache, allow_untagged, options)
+        fast = _rescore_columns(path, data, dataset, cache, allow_untagged, options)
         if fast is not None:
             return fast
     from healthbench.data.sources import join_datasets  # (the ordinary readers: module doc)

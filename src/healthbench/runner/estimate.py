@@ -31,6 +31,19 @@ class RoleEstimate:
     cost: float | None
     batch_cost: float | None = None  # the same calls through the provider's batch API (--batch)
 
+    @classmethod
+    def of(cls, role: str, spec: ModelSpec, calls: int, usage: Usage, prices: PriceTable) -> RoleEstimate:
+        """``calls`` of ``spec`` using ``usage`` in all, priced online and as a batch."""
+        return cls(
+            role,
+            spec.name,
+            calls,
+            usage.input_tokens,
+            usage.output_tokens,
+            prices.cost(spec.provider, spec.model, usage),
+            prices.cost(spec.provider, spec.model, usage, batch=True),
+        )
+
 
 def _tokens(text_chars: int) -> int:
     return -(-text_chars // CHARS_PER_TOKEN)
@@ -63,29 +76,9 @@ def estimate(
             j_in += _tokens(len(template.text) + convo_chars + answer_chars + len(criterion))
     out: list[RoleEstimate] = []
     if candidate is not None:
-        usage = Usage(c_in, c_calls * answer)
-        out.append(
-            RoleEstimate(
-                "candidate",
-                candidate.name,
-                c_calls,
-                usage.input_tokens,
-                usage.output_tokens,
-                prices.cost(candidate.provider, candidate.model, usage),
-                prices.cost(candidate.provider, candidate.model, usage, batch=True),
-            )
-        )
-    usage = Usage(j_in, j_calls * ASSUMED_VERDICT_TOKENS)
+        out.append(RoleEstimate.of("candidate", candidate, c_calls, Usage(c_in, c_calls * answer), prices))
     out.append(
-        RoleEstimate(
-            "judge",
-            judge.name,
-            j_calls,
-            usage.input_tokens,
-            usage.output_tokens,
-            prices.cost(judge.provider, judge.model, usage),
-            prices.cost(judge.provider, judge.model, usage, batch=True),
-        )
+        RoleEstimate.of("judge", judge, j_calls, Usage(j_in, j_calls * ASSUMED_VERDICT_TOKENS), prices)
     )
     return out
 

@@ -35,7 +35,7 @@ from healthbench.defaults import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
 )
-from healthbench.scoring.bootstrap import Floats, PairSample, Workspace, resample_sums
+from healthbench.scoring.bootstrap import Floats, PairSample, Sample, Workspace, resample_sums
 
 Key = TypeVar("Key", bound=Hashable)
 
@@ -246,30 +246,23 @@ def bootstrap_columns(
         raise ValueError("cannot bootstrap an empty sample")
     if options.workers < 1:
         raise ValueError(f"workers must be at least 1, got {options.workers}")
-    if _clustered(columns):
+    clustered = _clustered(columns)
+    samples: Sequence[Sample] = columns
+    if clustered:  # a conversation's answers resampled together: sums of values and of counts
         pairs = [_conversation_pairs(c) for c in columns]
-        n_clusters = max(int(p.rows[-1]) for p in pairs) + 1
-        sums = resample_sums(
-            pairs,
-            n_clusters,
-            n_resamples=options.n_resamples,
-            seed=options.seed,
-            workers=options.workers,
-            workspace=workspace,
-        )
-        means: Floats = sums.real / sums.imag
-        return clip_unit(means, out=means)
-    out = resample_sums(
-        columns,
+        samples, n_rows = pairs, max(int(p.rows[-1]) for p in pairs) + 1
+    sums = resample_sums(
+        samples,
         n_rows,
         n_resamples=options.n_resamples,
         seed=options.seed,
         workers=options.workers,
         workspace=workspace,
     )
-    np.divide(out, [c.values.size for c in columns], out=out)
-    clip_unit(out, out=out)
-    return out
+    means: Floats = sums.real / sums.imag if clustered else sums
+    if not clustered:
+        np.divide(means, [c.values.size for c in columns], out=means)
+    return clip_unit(means, out=means)
 
 
 def _clustered(columns: Sequence[Column]) -> bool:

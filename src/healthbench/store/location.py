@@ -9,12 +9,14 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import platformdirs
-from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import ArgumentError
 
 from healthbench.errors import StoreError
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import URL
 
 STORE_ENV = "HEALTHBENCH_STORE"
 SUPPORTED = ("sqlite", "postgresql")
@@ -27,15 +29,13 @@ def default_store_path() -> Path:
 
 def store_url(target: str | os.PathLike[str] | None = None, environ: Mapping[str, str] | None = None) -> URL:
     """The SQLAlchemy URL of a store given as a URL or a path (None: the environment, then the default)."""
-    env = os.environ if environ is None else environ
-    text = os.fspath(target) if target is not None else env.get(STORE_ENV) or str(default_store_path())
-    if "://" not in text:
-        if _MANGLED_URL.match(text):  # Path("postgresql+psycopg://u@h/db") gives "postgresql+psycopg:/u@h/db"
-            raise StoreError(
-                f"--store: {hide_password(text)!r} looks like a URL with a slash missing after the "
-                "scheme (SCHEME://...); a SQLite file path has no 'scheme:' in front"
-            )
-        return URL.create("sqlite", database=str(Path(text).expanduser().absolute()))
+    from sqlalchemy.engine import URL, make_url  # (imported when needed: ~0.2 s)
+    from sqlalchemy.exc import ArgumentError
+
+    text = _store_text(target, environ)
+    path = _sqlite_path(text)
+    if path is not None:
+        return URL.create("sqlite", database=str(path))
     try:
         url = make_url(text)
     except ArgumentError:
@@ -50,6 +50,23 @@ def store_url(target: str | os.PathLike[str] | None = None, environ: Mapping[str
     return url
 
 
+def _store_text(target: str | os.PathLike[str] | None, environ: Mapping[str, str] | None) -> str:
+    env = os.environ if environ is None else environ
+    return os.fspath(target) if target is not None else env.get(STORE_ENV) or str(default_store_path())
+
+
+def _sqlite_path(text: str) -> Path | None:
+    """The absolute file of a store given as a plain path (None: ``text`` is a URL)."""
+    if "://" in text:
+        return None
+    if _MANGLED_URL.match(text):  # Path("postgresql+psycopg://u@h/db") gives "postgresql+psycopg:/u@h/db"
+        raise StoreError(
+            f"--store: {hide_password(text)!r} looks like a URL with a slash missing after the "
+            "scheme (SCHEME://...); a SQLite file path has no 'scheme:' in front"
+        )
+    return Path(text).expanduser().absolute()
+
+
 def sqlite_file(url: URL) -> Path | None:
     """The file of a SQLite store (None for PostgreSQL and in-memory SQLite)."""
     if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
@@ -58,8 +75,10 @@ def sqlite_file(url: URL) -> Path | None:
 
 
 def store_file(target: str | os.PathLike[str] | None = None) -> Path | None:
-    """The SQLite file a ``--store`` value names (None for PostgreSQL), e.g. to keep outputs off it."""
-    return sqlite_file(store_url(target))
+    """The SQLite file a ``--store`` value names (None for PostgreSQL), e.g. to keep outputs off it;
+    a plain path is answered without loading SQLAlchemy."""
+    path = _sqlite_path(_store_text(target, None))
+    return path if path is not None else sqlite_file(store_url(target))
 
 
 def shown(url: URL) -> str:

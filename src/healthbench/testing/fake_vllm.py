@@ -1,5 +1,6 @@
 """A stand-in for vLLM's engine stage in tests without a GPU: request rows answered as the fake server
-answers them (`fake_reply`), with the same token counts, in the columns vLLM's processor adds."""
+answers them (`fake_reply`), with the same token counts, in the columns vLLM's processor adds.
+Shipped in the package (not tests/support) because Ray's worker processes import it by name."""
 
 from __future__ import annotations
 

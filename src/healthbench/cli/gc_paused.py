@@ -1,4 +1,8 @@
-"""`gc_paused`: cyclic garbage collection off while a batch of acyclic objects is built."""
+"""`gc_paused`: cyclic garbage collection off while a batch of acyclic objects is built.
+
+It toggles the process-wide collector, so only a command that owns its process uses it (`cli/`):
+library code is also called by the job service's worker threads and must leave the collector alone
+(tests/test_gc_paused.py checks that a rescore in a thread never turns it off)."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from healthbench.testing.process import healthbench_process
+from support.process import healthbench_process
 
 # `serve` arguments that let jobs call a fake server on this machine (plain http is refused by default)
 LOOPBACK = ("--allow-base-url", "http://127.0.0.1:*")
