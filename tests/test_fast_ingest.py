@@ -109,21 +109,25 @@ def test_a_criterion_moved_to_the_previous_example_is_refused(run_files: tuple[P
         rescore_allresults(file, options=OPTIONS, data=[dataset], with_samples=False)
 
 
-def test_bad_datasets_go_to_the_line_numbered_reader(run_files: tuple[Path, Path], tmp_path: Path) -> None:
+def test_bad_datasets_are_named_by_the_one_reader(run_files: tuple[Path, Path], tmp_path: Path) -> None:
     file, dataset = run_files
-    assert read_rubric_index([dataset]) is not None
+    assert len(read_rubric_index([dataset])) == len(dataset.read_text().splitlines())
     lines = dataset.read_text().splitlines()
     broken = tmp_path / "broken.jsonl"
-    broken.write_text("\n".join([lines[0], lines[1].replace('"points": 5', '"points": 50'), *lines[2:]]))
-    if broken.read_text() == "\n".join(lines):  # no 5-point criterion on that line: use another edit
-        broken.write_text("\n".join([lines[0], '{"prompt": []}', *lines[2:]]))
-    assert read_rubric_index([broken]) is None
-    with pytest.raises(DataError, match=r"broken.jsonl:2"):
+    broken.write_text("\n".join([lines[0], '{"prompt": []}', *lines[2:]]))
+    expected = f"{broken}:2 field 'prompt_id': Field required"
+    with pytest.raises(DataError) as caught:
+        read_rubric_index([broken])
+    assert str(caught.value) == expected
+    with pytest.raises(DataError) as caught:
         rescore_allresults(file, options=OPTIONS, data=[broken], with_samples=False)
+    assert str(caught.value) == expected  # the same error as the records' path gives
+    with pytest.raises(DataError) as caught:
+        rescore_allresults(file, options=OPTIONS, data=[broken], with_samples=True)
+    assert str(caught.value) == expected
     duplicate = tmp_path / "duplicate.jsonl"
     duplicate.write_text("\n".join([*lines, lines[0]]) + "\n")
-    assert read_rubric_index([duplicate]) is None
-    with pytest.raises(DataError, match="duplicate"):
+    with pytest.raises(DataError, match=rf"duplicate.jsonl:{len(lines) + 1} field 'prompt_id': duplicate"):
         rescore_allresults(file, options=OPTIONS, data=[duplicate], with_samples=False)
 
 
@@ -132,7 +136,7 @@ def test_real_datasets_are_read_by_the_columnar_index(shared_data: Path) -> None
     # real lines carry ideal_completions_data objects: the fast index must take them, not fall back
     for name in ("oss_eval_sample527.jsonl", "consensus_sample104.jsonl"):
         index = read_rubric_index([shared_data / "eval" / name])
-        assert index is not None and len(index) == sum(1 for _ in (shared_data / "eval" / name).open())
+        assert len(index) == sum(1 for _ in (shared_data / "eval" / name).open())
 
 
 def test_bytes_are_read_as_the_file(run_files: tuple[Path, Path]) -> None:

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from healthbench.data.schema import MetaEvalRecord, parse_lines
+from healthbench.data.schema import MetaEvalRecord
+from healthbench.data.sources import read_records
 from healthbench.errors import DataError
 from healthbench.scoring.meta import MetaRow, meta_metrics, physician_percentile
 
@@ -422,7 +423,7 @@ def fixture_lines() -> list[str]:
 
 
 def test_fixture_parses_and_scores() -> None:
-    records = parse_lines(fixture_lines(), MetaEvalRecord, source=str(FIXTURE))
+    records = read_records(FIXTURE, MetaEvalRecord)
     assert len(records) == 16
     rows = [MetaRow.from_record(record) for record in records]
     assert {len(r.labels) for r in rows} == {1, 2, 3, 4, 5}
@@ -449,7 +450,7 @@ def test_bad_rows_name_the_line(change: object, message: str) -> None:
     change(record)  # type: ignore[operator]
     lines[2] = json.dumps(record)
     with pytest.raises(DataError) as caught:
-        parse_lines(lines, MetaEvalRecord, source="meta.jsonl")
+        read_records("\n".join(lines).encode(), MetaEvalRecord, name="meta.jsonl")
     assert caught.value.line == 3
     assert str(caught.value).startswith("meta.jsonl:3")
     assert message in str(caught.value)

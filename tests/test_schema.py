@@ -9,7 +9,10 @@ from typing import Any
 
 import pytest
 
+from healthbench.data import jsonl as jsonl_reader
+from healthbench.data.professional import read_conversations
 from healthbench.data.schema import Conversation, MetaEvalRecord, RubricItem
+from healthbench.data.shapes import ClassicLine, MetaLine, ProfessionalLine
 from healthbench.data.sources import read_records
 from healthbench.errors import DataError
 
@@ -176,3 +179,104 @@ def test_meta_eval_valid_and_duplicate_rows(write_file: WriteFile) -> None:
 def test_rubric_item_keeps_int_and_float_points() -> None:
     assert str(RubricItem(criterion="c", points=7, tags=[])) == "[7] c"
     assert str(RubricItem(criterion="c", points=2.5, tags=[])) == "[2.5] c"
+
+
+# --- the one reader: bytes as paths, the batch path as the line-by-line path --------------------------
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def test_bytes_read_as_the_file_and_errors_name_them(write_file: WriteFile) -> None:
+    text = jsonl(conversation_line(), conversation_line(prompt_id="p-2"))
+    path = write_file("ok.jsonl", text)
+    assert read_records(text.encode(), Conversation) == read_records(path, Conversation)
+    bad = jsonl(conversation_line(), conversation_line(rubrics=[]))
+    with pytest.raises(DataError) as caught:
+        read_records(bad.encode(), Conversation, name="data_jsonl")
+    assert str(caught.value) == "data_jsonl:2 field 'rubrics': the rubric is empty"
+    with pytest.raises(DataError, match=r"^<bytes>:1: invalid JSON"):
+        read_records(b"{oops\n", Conversation)
+
+
+@pytest.mark.parametrize(
+    ("file", "shape"),
+    [
+        ("small_dataset.jsonl", ClassicLine),
+        ("professional_small.jsonl", ProfessionalLine),
+        ("meta_eval_small.jsonl", MetaLine),
+    ],
+)
+def test_the_batch_decode_equals_the_line_by_line_path(file: str, shape: type) -> None:
+    data = (FIXTURES / file).read_bytes()
+    batch = jsonl_reader._decode_valid(data, shape)
+    assert batch is not None and batch == jsonl_reader._read_line_by_line(data, shape, file)
+    assert [type(r.points) for line in batch for r in getattr(line, "rubrics", [])] == [
+        type(r.points)
+        for line in jsonl_reader._read_line_by_line(data, shape, file)
+        for r in getattr(line, "rubrics", [])
+    ]
+
+
+@pytest.mark.shared
+def test_real_files_take_the_batch_path(shared_data: Path) -> None:
+    for name, shape in (
+        ("oss_eval_sample527.jsonl", ClassicLine),
+        ("consensus_sample104.jsonl", ClassicLine),
+        ("meta_eval_sample5.jsonl", MetaLine),
+    ):
+        data = (shared_data / "eval" / name).read_bytes()
+        batch = jsonl_reader._decode_valid(data, shape)
+        assert batch is not None and batch == jsonl_reader._read_line_by_line(data, shape, name)
+
+
+def test_a_file_the_batch_refuses_is_read_line_by_line(write_file: WriteFile) -> None:
+    # NaN outside the rubric: json reads it (and so did the pydantic reader); msgspec does not
+    line = json.dumps(conversation_line()).replace(
+        '"example_tags"', '"ideal_completions_data": {"x": NaN}, "example_tags"'
+    )
+    path = write_file("nan.jsonl", line + "\n")
+    assert jsonl_reader._decode_valid(path.read_bytes(), ClassicLine) is None
+    (record,) = read_records(path, Conversation)
+    assert record.ideal_completions_data is not None and record.ideal_completions_data["x"] != 0
+
+
+def test_professional_rules_name_the_files_fields(write_file: WriteFile) -> None:
+    task = {
+        "id": "t",
+        "conversation": {"messages": []},
+        "rubric_items": [{"criterion_text": " ", "points": 5}],
+        "use_case": "consult",
+        "type": "good_faith",
+        "difficulty": "typical",
+        "specialty": "general",
+    }
+    path = write_file("pro.jsonl", json.dumps(task) + "\n")
+    with pytest.raises(DataError) as caught:
+        read_conversations(path)
+    assert str(caught.value) == f"{path}:1 field 'conversation.messages': the conversation has no messages"
+    task["conversation"] = {"messages": [{"role": "user", "content": "q"}]}
+    path = write_file("pro.jsonl", json.dumps(task) + "\n")
+    with pytest.raises(DataError) as caught:
+        read_conversations(path)
+    assert str(caught.value) == f"{path}:1 field 'rubric_items.0.criterion_text': the criterion is empty"
+
+
+def test_records_made_from_read_lines_are_what_model_construct_makes() -> None:
+    """`schema._trusted` fills a record's slots itself (model_construct's work, without its per-field
+    checks): a pydantic release that adds a slot makes this test fail, not the records."""
+    from pydantic import BaseModel
+
+    from healthbench.data import schema
+
+    assert set(BaseModel.__slots__) == {
+        "__dict__",
+        "__pydantic_fields_set__",
+        "__pydantic_extra__",
+        "__pydantic_private__",
+    }
+    fields = {"criterion": "c", "points": 3.0, "tags": ["axis:accuracy"]}
+    made = schema._trusted(schema.RubricItem, dict(fields))
+    built = schema.RubricItem.model_construct(**fields)
+    assert made == built and made.model_dump() == built.model_dump()
+    assert made.model_fields_set == built.model_fields_set == set(fields)
+    assert made.model_copy(update={"points": 1.0}).points == 1.0

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 from service_helpers import RUN_RESULTS, check_stored_against_core, completed_job, token_for
+from sqlalchemy import delete, func, select
 from support.service_process import service_process
 from typer.testing import CliRunner
 
@@ -27,6 +28,8 @@ from healthbench.service.app import PREFIX
 from healthbench.service.auth import create_token
 from healthbench.service.jobs import JobWorkers
 from healthbench.service.operations import JobService
+from healthbench.store import Store
+from healthbench.store.job_tables import job_results
 
 FIXTURES = Path(__file__).parent / "fixtures"
 META = FIXTURES / "meta_eval_small.jsonl"
@@ -107,6 +110,47 @@ def test_meta_eval_labels_job_scores_the_label_file(store_target: str) -> None:
         assert refused.value.status == 404 and "no aggregate-scores" in refused.value.message
     assert metrics == json_safe(dict(meta_metrics(records, labels).metrics))
     assert metrics["pairwise_model_f1_balanced"] is not None
+
+
+def test_meta_eval_labels_job_is_scored_once_and_stored(
+    store_target: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Scored by the worker only (not at the request, not on a GET); the stored metrics survive a
+    restart of the service and go with the job."""
+    import healthbench.service.offline as offline
+
+    calls: list[int] = []
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return meta_metrics(*args, **kwargs)
+
+    monkeypatch.setattr(offline, "meta_metrics", counted)
+    text, labels = labels_of()
+    _, records = load_meta_eval(data=META)
+    expected = json_safe(dict(meta_metrics(records, labels).metrics))
+    with Client.local(store_target) as client:
+        jobs = client.evaluation.benchmark_jobs
+        jobs.create(name="lab", kind="meta-eval-labels", labels_jsonl=text, data_jsonl=META.read_text())
+        assert calls == []  # the request only reads the uploads
+        completed_job(client, "lab", timeout=60)
+        assert calls == [1]
+        assert [jobs.results.metrics.download(name="lab") for _ in range(3)] == [expected] * 3
+    assert calls == [1]
+    with Client.local(store_target) as restarted:
+        jobs = restarted.evaluation.benchmark_jobs
+        assert jobs.results.metrics.download(name="lab") == expected
+        assert calls == [1]
+    store = Store(store_target)
+    with store.engine.begin() as conn:  # a job completed before results were stored (0007)
+        assert conn.execute(delete(job_results)).rowcount == 1
+    with Client.local(store_target) as upgraded:
+        jobs = upgraded.evaluation.benchmark_jobs
+        assert [jobs.results.metrics.download(name="lab") for _ in range(2)] == [expected] * 2
+        assert calls == [1, 1]  # scored once more, then stored
+        jobs.delete(name="lab")
+    with store.engine.connect() as conn:
+        assert conn.execute(select(func.count()).select_from(job_results)).scalar() == 0
 
 
 # -- over HTTP (ASGI) ---------------------------------------------------------------------------------

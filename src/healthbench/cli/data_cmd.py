@@ -12,8 +12,9 @@ from rich.text import Text
 
 from healthbench.cli.app import app, console, err_console, handles_errors, say
 from healthbench.cli.progress import DownloadBar
+from healthbench.data.jsonl import load_json
 from healthbench.data.professional import PROFESSIONAL, TASK_TAGS, read_conversations, resolve_format
-from healthbench.data.schema import Conversation, MetaEvalRecord, load_json
+from healthbench.data.schema import Conversation, MetaEvalRecord
 from healthbench.data.sources import (
     DEMO_FILES,
     META_VARIANTS,

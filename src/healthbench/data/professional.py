@@ -14,182 +14,31 @@ are the defaults here (`professional_defaults`), each overridable.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
-
-from healthbench.data.schema import (
-    Conversation,
-    Message,
-    Points,
-    RubricItem,
-    decode_lines,
-    field_of,
-    load_json,
-    load_json_line,
-    parse_lines,
-)
+from healthbench.data.formats import CLASSIC as CLASSIC
+from healthbench.data.formats import FORMAT_NAMES, Source
+from healthbench.data.formats import PROFESSIONAL as PROFESSIONAL
+from healthbench.data.formats import PROFESSIONAL_GROUP as PROFESSIONAL_GROUP
+from healthbench.data.formats import TASK_TAGS as TASK_TAGS
+from healthbench.data.formats import Format as Format
+from healthbench.data.formats import file_format as file_format
+from healthbench.data.schema import Conversation, conversations_of
 from healthbench.errors import DataError
 
-Format = Literal["classic", "professional"]
-CLASSIC: Format = "classic"
-PROFESSIONAL: Format = "professional"
-PROFESSIONAL_GROUP = "professional"  # the ideal_completions_group of a physician_response
 PROFESSIONAL_JUDGE = "openai/gpt-5.4"
 PROFESSIONAL_REASONING_EFFORT = "low"
 PROFESSIONAL_LENGTH_CENTER = 2000.0
 PROFESSIONAL_LENGTH_PENALTY = 0.0147
-TASK_TAGS = ("use_case", "type", "difficulty", "specialty")
 
 
-class ProfessionalMessages(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=True)
-    messages: list[Message] = Field(min_length=1)
+def read_conversations(source: Source, *, name: str | None = None) -> list[Conversation]:
+    """An eval file of either format as conversations (the format is detected from its first row;
+    `healthbench.data.jsonl.read_eval`)."""
+    from healthbench.data.jsonl import read_eval  # (msgspec loads with the reader, not with config)
 
-
-class ProfessionalItem(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=True)
-    criterion_text: StrictStr
-    points: Points
-
-
-class ProfessionalTask(BaseModel):
-    """One HealthBench Professional task as its file writes it."""
-
-    model_config = ConfigDict(extra="ignore", frozen=True)
-    id: StrictStr
-    conversation: ProfessionalMessages
-    rubric_items: list[ProfessionalItem]
-    use_case: StrictStr
-    type: StrictStr
-    difficulty: StrictStr
-    specialty: StrictStr
-    physician_response: StrictStr | None = None
-
-    def to_conversation(self) -> Conversation:
-        """The task as a `Conversation` (the schema's rubric checks apply: ValueError if unscoreable)."""
-        return Conversation(
-            prompt=list(self.conversation.messages),
-            prompt_id=self.id,
-            rubrics=[RubricItem(criterion=i.criterion_text, points=i.points) for i in self.rubric_items],
-            example_tags=[f"{name}:{getattr(self, name)}" for name in TASK_TAGS],
-            ideal_completions_data={
-                "ideal_completions_group": PROFESSIONAL_GROUP,
-                "ideal_completion": self.physician_response,
-                "ideal_completions_ref_completions": [],
-            },
-        )
-
-
-def format_of_row(raw: Any) -> Format | None:
-    """Which schema a parsed JSON line follows, by its distinctive keys (None: neither)."""
-    if not isinstance(raw, dict):
-        return None
-    if "rubric_items" in raw and "conversation" in raw:
-        return PROFESSIONAL
-    if "rubrics" in raw and "prompt" in raw:
-        return CLASSIC
-    return None
-
-
-def detect_format(lines: Sequence[str]) -> Format:
-    """The format of the first line that names one (classic when none does: its errors are clearer)."""
-    for line in lines:
-        if line.strip():
-            try:
-                found = format_of_row(load_json(line, source="-"))
-            except DataError:
-                return CLASSIC
-            if found is not None:
-                return found
-    return CLASSIC
-
-
-def parse_professional(lines: Sequence[str], *, source: str) -> list[Conversation]:
-    """Professional JSONL lines as conversations; errors name the file, line and field, and a classic
-    HealthBench row among them is named as such."""
-    conversations: list[Conversation] = []
-    seen: dict[str, int] = {}
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        raw = load_json_line(line, source=source, line_number=number)
-        check_same_format(raw, PROFESSIONAL, source=source, line=number)
-        try:
-            conversation = ProfessionalTask.model_validate(raw).to_conversation()
-        except ValidationError as exc:
-            field, message = field_of(exc)
-            field = _OUR_FIELDS.get(field or "", field)  # a Conversation check: name the file's field
-            raise DataError(message, path=source, line=number, field=field) from None
-        if conversation.prompt_id in seen:
-            raise DataError(
-                f"duplicate {conversation.prompt_id!r} (first seen on line {seen[conversation.prompt_id]})",
-                path=source,
-                line=number,
-                field="id",
-            )
-        seen[conversation.prompt_id] = number
-        conversations.append(conversation)
-    if not conversations:
-        raise DataError("the file contains no records", path=source)
-    return conversations
-
-
-def check_same_format(raw: Any, expected: Format, *, source: str, line: int) -> None:
-    """A row of the other format is a one-line error: one file holds one format."""
-    found = format_of_row(raw)
-    if found is not None and found != expected:
-        raise DataError(
-            f"a {_NAMES[found]} row in a {_NAMES[expected]} file; one file holds one format (see --format)",
-            path=source,
-            line=line,
-        )
-
-
-_OUR_FIELDS = {"rubrics": "rubric_items", "prompt": "conversation.messages", "prompt_id": "id"}
-_NAMES = {CLASSIC: "classic HealthBench", PROFESSIONAL: "HealthBench Professional"}
-
-
-def read_conversations(path: Path) -> list[Conversation]:
-    """An eval file of either format as conversations (the format is detected from its first row)."""
-    source = str(path)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise DataError(exc.strerror or "cannot read file", path=source) from None
-    lines = decode_lines(data, source=source)
-    if detect_format(lines) == PROFESSIONAL:
-        return parse_professional(lines, source=source)
-    try:
-        return parse_lines(lines, Conversation, source=source)
-    except DataError as exc:
-        _name_a_professional_row(exc, lines, source)
-        raise
-
-
-def _name_a_professional_row(exc: DataError, lines: Sequence[str], source: str) -> None:
-    """Replace a classic parse error on a Professional row by the mixed-format error."""
-    if exc.line is None or exc.path != source:
-        return
-    try:
-        raw = load_json(lines[exc.line - 1], source=source)
-    except (DataError, IndexError):
-        return
-    check_same_format(raw, CLASSIC, source=source, line=exc.line)
-
-
-def file_format(path: Path) -> Format:
-    """The format of a local eval file, from its first non-blank line (classic when unreadable)."""
-    try:
-        with path.open(encoding="utf-8", errors="replace") as handle:
-            for line in handle:
-                if line.strip():
-                    return detect_format([line])
-    except OSError:
-        pass
-    return CLASSIC
+    return conversations_of(read_eval(source, name=name)[1])
 
 
 def resolve_format(requested: str | None, data: Path | None) -> Format:
@@ -205,7 +54,7 @@ def resolve_format(requested: str | None, data: Path | None) -> Format:
     found = file_format(data)
     if requested is not None and requested != found:
         raise DataError(
-            f"--format {requested}, but the file is in the {_NAMES[found]} format", path=str(data)
+            f"--format {requested}, but the file is in the {FORMAT_NAMES[found]} format", path=str(data)
         )
     return found
 

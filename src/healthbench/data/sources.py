@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING
 import platformdirs
 
 from healthbench.atomic import atomic_writer
+from healthbench.data.formats import Source
 from healthbench.data.professional import read_conversations
-from healthbench.data.schema import Conversation, MetaEvalRecord, Record, decode_lines, parse_lines
+from healthbench.data.schema import Conversation, MetaEvalRecord, Record, conversations_of, meta_records_of
 from healthbench.errors import DataError, DownloadError
 
 if TYPE_CHECKING:
@@ -150,13 +151,15 @@ def download(
     return sha
 
 
-def read_records(path: Path, record_type: type[Record]) -> list[Record]:
-    """Read and validate a whole JSONL file; every problem is a DataError naming file and line."""
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise DataError(exc.strerror or "cannot read file", path=str(path)) from None
-    return parse_lines(decode_lines(data, source=str(path)), record_type, source=str(path))
+def read_records(source: Source, record_type: type[Record], *, name: str | None = None) -> list[Record]:
+    """A classic eval file as conversations, or a meta-eval file as its rows, from a path or bytes
+    (`healthbench.data.jsonl.read_lines`: every problem is a DataError naming file, line and field)."""
+    from healthbench.data.jsonl import read_lines  # (the reader loads msgspec: config imports this module)
+    from healthbench.data.shapes import ClassicLine, MetaLine
+
+    if record_type is MetaEvalRecord:
+        return meta_records_of(read_lines(source, MetaLine, name=name))  # type: ignore[return-value]
+    return conversations_of(read_lines(source, ClassicLine, name=name))  # type: ignore[return-value]
 
 
 def load_conversations(
@@ -174,35 +177,28 @@ def load_conversations(
 
 
 def join_datasets(
-    files: Sequence[str | os.PathLike[str]],
+    files: Sequence[str | os.PathLike[str] | tuple[str, bytes]],
     variant: str | None,
     cache: str | os.PathLike[str] | None = None,
 ) -> dict[str, Conversation] | None:
-    """The conversations of every given dataset by prompt_id (None when none is given); a prompt_id
-    given twice must have the same rubric, or it is a `DataError` naming the file."""
+    """The conversations of every given dataset (a path, or an upload as (name, bytes)) by prompt_id
+    (None when none is given); a prompt_id given twice must have the same rubric, or it is a
+    `DataError` naming the file."""
     if not files and variant is None:
         return None
     loaded: list[tuple[str, list[Conversation]]] = []
-    for path in files:
-        source, records = load_conversations(data=path)
-        loaded.append((str(source.path), records))
+    for file in files:
+        if isinstance(file, tuple):
+            loaded.append((file[0], read_conversations(file[1], name=file[0])))
+        else:
+            source, records = load_conversations(data=file)
+            loaded.append((str(source.path), records))
     if variant is not None:
         source, records = load_conversations(variant, cache=cache)
         loaded.append((str(source.path), records))
-    joined: dict[str, Conversation] = {}
-    origin: dict[str, str] = {}
-    for name, records in loaded:
-        for record in records:
-            known = joined.get(record.prompt_id)
-            if known is not None and known.rubrics != record.rubrics:
-                raise DataError(
-                    f"prompt_id {record.prompt_id} has a different rubric in {origin[record.prompt_id]}"
-                    "; give only the dataset the run used",
-                    path=name,
-                )
-            joined.setdefault(record.prompt_id, record)
-            origin.setdefault(record.prompt_id, name)
-    return joined
+    from healthbench.data.jsonl import join_by_prompt_id  # (as in `read_records`)
+
+    return join_by_prompt_id(loaded)
 
 
 def load_meta_eval(

@@ -21,30 +21,32 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from itertools import chain
-from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import msgspec
 import numpy as np
 import numpy.typing as npt
 
-from healthbench.data.rubric_index import (
+from healthbench.data.jsonl import Source, decode_text, load_json, source_bytes, utf8_bytes
+from healthbench.data.roles import Role
+from healthbench.data.rubric_index import IndexedConversation
+from healthbench.data.shapes import (
+    CRITERION,
     NULL,
     POINTS,
     TAGS,
-    IndexedConversation,
     Message,
     Points,
     is_object_or_null,
     is_text,
-    utf8_bytes,
+    prompt_problem,
+    rubric_problem,
 )
 from healthbench.errors import DataError
 from healthbench.scoring.rubric import MetricTable, Verdict, columns_metrics
 
-Source = str | os.PathLike[str] | bytes
 EXAMPLES = "metadata.example_level_metadata"
-ROLES = frozenset({"system", "user", "assistant", "developer"})  # `healthbench.data.schema.Role`
+ROLES = frozenset(get_args(Role))
 
 
 class Item(msgspec.Struct, gc=False):
@@ -105,7 +107,7 @@ def decode_allresults(
     None when absent) each example's rubric must be the dataset's, and a prompt_id absent from the
     dataset is an error unless ``allow_missing``. ``name`` names ``source`` in errors (default: the
     path; ``<bytes>`` for data)."""
-    data, label = _bytes_of(source, name)
+    data, label = source_bytes(source, name)
     try:  # (msgspec passes bad bytes inside the texts it keeps raw; ASCII, as json.dump writes, is UTF-8)
         data = data if data.isascii() else utf8_bytes(data)
     except UnicodeDecodeError:
@@ -163,23 +165,10 @@ def decode_allresults(
     return Decoded(label, examples, document.score, document.metrics, unjoined)
 
 
-def _bytes_of(source: Source, name: str | None) -> tuple[bytes, str]:
-    if isinstance(source, bytes):
-        return source, name or "<bytes>"
-    label = name or str(source)
-    try:
-        return Path(source).read_bytes(), label
-    except OSError as exc:
-        raise DataError(exc.strerror or "cannot read file", path=label) from None
-
-
 def json_error(data: bytes, source: str) -> DataError | None:
     """The error of bytes that are not one JSON document, from the one place decode failures are
-    mapped (`healthbench.data.schema.decode_text` and `load_json`: the byte that is not UTF-8, or
-    invalid JSON with its line and column); None when json reads them. (Imported here: it loads
-    pydantic, which a valid file never needs.)"""
-    from healthbench.data.schema import decode_text, load_json
-
+    mapped (`healthbench.data.jsonl.decode_text` and `load_json`: the byte that is not UTF-8, or
+    invalid JSON with its line and column); None when json reads them."""
     try:
         load_json(decode_text(data, source=source), source=source)
     except DataError as exc:
@@ -299,21 +288,15 @@ def check_conversation(example: Example, source: str, where: str) -> None:
                 path=source,
                 field=f"{where}.prompt[{number}].role",
             )
-    if example.prompt[-1].role != "user":
-        raise DataError(
-            f"the last turn is {example.prompt[-1].role!r}; a conversation must end with the user turn "
-            "the model answers",
-            path=source,
-            field=f"{where}.prompt",
-        )
-    if not example.rubric_items:
-        raise DataError("the rubric is empty", path=source, field=f"{where}.rubric_items")
-    if not any(item.points > 0 for item in example.rubric_items):
-        raise DataError(
-            "the rubric has no criterion with positive points, so no score can be computed",
-            path=source,
-            field=f"{where}.rubric_items",
-        )
+    items = example.rubric_items
+    rules = (
+        ("prompt", prompt_problem(example.prompt)),
+        ("rubric_items", rubric_problem(list(map(CRITERION, items)), list(map(POINTS, items)))),
+    )
+    for name, found in rules:  # (the dataset reader's rules: `healthbench.data.shapes`)
+        if found is not None:
+            at = f"[{found[0]}].criterion" if found[0] else ""
+            raise DataError(found[1], path=source, field=f"{where}.{name}{at}")
 
 
 # --- the columnar view (import) ------------------------------------------------------------------

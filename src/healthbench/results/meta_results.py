@@ -7,7 +7,9 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from healthbench.data.schema import MetaEvalRecord, decode_lines, load_json_line, row_id
+from healthbench.data.jsonl import Source, decode_lines, load_json, read_lines, source_bytes
+from healthbench.data.schema import MetaEvalRecord, meta_records_of, row_id
+from healthbench.data.shapes import MetaLine
 from healthbench.data.sources import load_meta_eval
 from healthbench.data.subset import select
 from healthbench.defaults import DEFAULT_MIN_PHYSICIAN_RATINGS
@@ -39,47 +41,67 @@ def score_meta_run(
     return meta_metrics(rows, labels, min_physician_ratings=min_physician_ratings)
 
 
-def score_label_file(
-    labels: Path,
+def labelled_rows(
+    labels: Source,
     variant: str,
     *,
-    data: str | Path | None = None,
+    data: Source | None = None,
+    names: tuple[str, str] | None = None,
     cache: str | Path | None = None,
     limit: int | None = None,
     categories: Sequence[str] | None = None,
-    min_physician_ratings: int = DEFAULT_MIN_PHYSICIAN_RATINGS,
-) -> MetaEvalResult:
-    """Agreement metrics of judge labels made elsewhere (`read_labels`) on the meta-eval rows of
-    ``variant`` (or ``data``), chosen by ``limit`` and ``categories`` as a meta-eval run chooses them."""
-    _, records = load_meta_eval(variant, data=data, cache=cache)
+) -> tuple[list[MetaEvalRecord], list[bool | None]]:
+    """The meta-eval rows of ``variant`` (or ``data``) chosen by ``limit`` and ``categories`` as a
+    meta-eval run chooses them, and the judge label of each from a label file made elsewhere
+    (`read_labels`; None = no label). ``labels`` and ``data`` are paths or bytes; ``names`` (of the
+    labels, of the data) name bytes in errors."""
+    label_name, data_name = names or (None, None)
+    if isinstance(data, bytes):
+        records = meta_records_of(read_lines(data, MetaLine, name=data_name))
+    else:
+        _, records = load_meta_eval(variant, data=data, cache=cache)
     chosen = select(records, limit=limit, categories=categories)
     every = {(r.completion_id, r.rubric): r for r in records}
-    found = read_labels(labels, list(every.values()))  # a label checked against every row, then chosen
+    found = read_labels(labels, list(every.values()), name=label_name)  # checked on every row, then chosen
     by_key = dict(zip(every, found, strict=True))
     chosen_labels = [by_key[(r.completion_id, r.rubric)] for r in chosen]
     if all(label is None for label in chosen_labels):
         raise DataError(
             f"none of the {len(chosen)} rows chosen (--limit, --category) has a label in this file",
-            path=str(labels),
+            path=label_name or ("<bytes>" if isinstance(labels, bytes) else str(labels)),
         )
-    return meta_metrics(chosen, chosen_labels, min_physician_ratings=min_physician_ratings)
+    return chosen, chosen_labels
 
 
-def read_labels(path: Path, records: Sequence[MetaEvalRecord]) -> list[bool | None]:
+def score_label_file(
+    labels: Source,
+    variant: str,
+    *,
+    data: Source | None = None,
+    cache: str | Path | None = None,
+    limit: int | None = None,
+    categories: Sequence[str] | None = None,
+    min_physician_ratings: int = DEFAULT_MIN_PHYSICIAN_RATINGS,
+) -> MetaEvalResult:
+    """Agreement metrics of judge labels made elsewhere on the chosen meta-eval rows
+    (`labelled_rows`)."""
+    rows, found = labelled_rows(labels, variant, data=data, cache=cache, limit=limit, categories=categories)
+    return meta_metrics(rows, found, min_physician_ratings=min_physician_ratings)
+
+
+def read_labels(
+    path: Source, records: Sequence[MetaEvalRecord], *, name: str | None = None
+) -> list[bool | None]:
     """Judge labels produced elsewhere: JSONL lines ``{"completion_id", "rubric", "criteria_met"}``
     (``label`` is accepted for ``criteria_met``). Rows without a label are ungraded; a label for a row
     that is not in the dataset, a duplicate, or a non-boolean label is an error naming the line."""
-    source = str(path)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise DataError(exc.strerror or "cannot read file", path=source) from None
+    data, source = source_bytes(path, name)
     wanted = {(r.completion_id, r.rubric) for r in records}
     found: dict[tuple[str, str], bool] = {}
     for number, line in enumerate(decode_lines(data, source=source), start=1):
         if not line.strip():
             continue
-        obj = load_json_line(line, source=source, line_number=number)
+        obj = load_json(line, source=source, line=number)
         if not isinstance(obj, dict):
             raise DataError("expected a JSON object", path=source, line=number)
         for field in ("completion_id", "rubric"):

@@ -3,12 +3,12 @@ dataset the run used (for example tags), scored by our core, and compared with t
 
 The file is read by the one ``_allresults.json`` reader (`healthbench.results.allresults_columns`,
 whose errors name the file, the example and the field). Without ``with_samples`` it is viewed as
-columns (no object per answer) and the datasets are read by the columnar index
-(`healthbench.data.rubric_index`) when they are valid, else by the line-numbered dataset reader,
-whose errors name the line. Same numbers either way (tests/test_fast_ingest.py). The pydantic
-records are imported only when they are needed, so a valid file is re-scored without loading them.
-The cyclic collector is left alone (service worker threads call this): ``healthbench import`` pauses
-it for its whole short-lived process (`healthbench.cli.gc_paused`).
+columns (no object per answer) and the datasets are read as the one JSONL reader decodes them
+(`healthbench.data.rubric_index`, whose errors name the line), without building records. Same
+numbers either way (tests/test_fast_ingest.py). The pydantic records are imported only when they
+are needed, so a file is re-scored without loading them. The cyclic collector is left alone (service
+worker threads call this): ``healthbench import`` pauses it for its whole short-lived process
+(`healthbench.cli.gc_paused`).
 """
 
 from __future__ import annotations
@@ -64,9 +64,7 @@ def rescore_allresults(
     (module doc for ``with_samples``)."""
     options = options or ScoringOptions()
     if not with_samples:
-        fast = _rescore_columns(path, data, dataset, cache, allow_untagged, options)
-        if fast is not None:
-            return fast
+        return _rescore_columns(path, data, dataset, cache, allow_untagged, options)
     from healthbench.data.sources import join_datasets  # (the ordinary readers: module doc)
     from healthbench.results.simple_evals import load_allresults
 
@@ -95,8 +93,8 @@ def _rescore_columns(
     cache: PathLike | None,
     allow_untagged: bool,
     options: ScoringOptions,
-) -> Rescored | None:
-    """The columnar path, or None when the datasets must be read by the line-numbered reader."""
+) -> Rescored:
+    """The columnar path (module doc)."""
     joined = bool(data) or dataset is not None
     index = None
     if joined:
@@ -106,8 +104,6 @@ def _rescore_columns(
 
             paths.append(resolve(dataset, cache=cache).path)
         index = read_rubric_index(paths)
-        if index is None:
-            return None
     fast = read_columns(path, index, allow_missing=allow_untagged)
     lengths = fast.completion_lengths() if options.length_penalty is not None else None
     run_score = score_table(fast.table, options, lengths, fast.prompt_ids)

@@ -24,13 +24,13 @@ from typing import Any
 
 import msgspec
 
-from healthbench.data.rubric_index import Message as RawMessage
+from healthbench.data.jsonl import Source
 from healthbench.data.schema import Conversation, Message, RubricItem
+from healthbench.data.shapes import Message as RawMessage
 from healthbench.results.allresults_columns import (
     VERDICTS,
     AnswerColumns,
     Item,
-    Source,
     Triples,
     decode_allresults,
     texts,

@@ -40,7 +40,7 @@ from healthbench.models.limits import ConnectionLimits, ConnectionPool
 from healthbench.runner.meta_eval import META_EVAL
 from healthbench.runner.run import EVAL, cancel_batches, execute, prepare_regrade, regrade_config
 from healthbench.runner.work import samples_answers, stored_work
-from healthbench.service.offline import label_metrics, run_import
+from healthbench.service.offline import METRICS, label_metrics, run_import
 from healthbench.service.operations import job_body, job_config, regrade_overrides, run_name_of
 from healthbench.service.schemas import StatusDetails
 from healthbench.service.uploads import public_message, uploads_folder
@@ -327,7 +327,8 @@ class JobWorkers:
             self.jobs.set_details(job.id, details)
             self.jobs.log(job.id, f"imported {details['samples_done']} graded samples as run {job.run_name}")
         else:
-            label_metrics(body)  # checked once more: the meta-eval dataset may have changed since
+            # scored once, here (the request only checks that the uploads read), and stored: GETs read it
+            self.jobs.set_result(job.id, METRICS, label_metrics(body))
             self.jobs.set_details(job.id, StatusDetails(progress=100.0).model_dump())
 
     async def _heartbeat(self, job: JobRecord, work: asyncio.Task[None]) -> None:

@@ -1,85 +1,92 @@
 """Offline jobs: nothing is asked of a model. An ``import`` job stores an uploaded simple-evals
 ``_allresults.json`` as a run (through `store_imported`, the importer of ``healthbench import
 --store``), so its result documents are those of any run; a ``meta-eval-labels`` job scores an
-uploaded judge label file against the meta-eval dataset (`score_label_file`)."""
+uploaded judge label file against the meta-eval dataset: the worker scores it once and stores the
+metrics with the job (``job_results``), which every GET then serves. Uploads are read from their
+bytes (never written to a file to be read back); errors name the upload field."""
 
 from __future__ import annotations
 
-import tempfile
-from collections.abc import Callable, Mapping
-from pathlib import Path
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
 
+from healthbench.data.schema import MetaEvalRecord
 from healthbench.data.sources import join_datasets
 from healthbench.errors import HealthBenchError
-from healthbench.results.meta_results import score_label_file
+from healthbench.results.meta_results import labelled_rows
 from healthbench.results.metrics_out import metrics_document
 from healthbench.results.simple_evals import load_allresults
 from healthbench.runner.imported import store_imported
+from healthbench.scoring.meta import meta_metrics
 from healthbench.scoring.rubric import Verdict
 from healthbench.scoring.run_score import GradedSample
 from healthbench.service.schemas import JobCreate, StatusDetails
-from healthbench.service.uploads import upload_digest, upload_path
+from healthbench.service.uploads import upload_digest
 from healthbench.store.runs import Store
 
 META_EVAL_VARIANT = "meta_eval"
-T = TypeVar("T")
+METRICS = "metrics"  # the result document an offline labels job stores
 
 
 class UploadError(HealthBenchError):
     """A bad upload; the message names the upload field (never a server path), the line and field."""
 
 
-def _labelled(files: Mapping[str, str], action: Callable[[Mapping[str, Path]], T]) -> T:
-    """Run ``action`` on the uploads written to files in a private temporary folder (removed after);
-    errors name the upload field, not the file."""
-    with tempfile.TemporaryDirectory(prefix="healthbench-upload-") as folder:
-        paths = {f: upload_path(Path(folder), text, f) for f, text in files.items()}
-        try:
-            return action(paths)
-        except HealthBenchError as exc:
-            message = str(exc)
-            for field, path in paths.items():
-                message = message.replace(str(path), field)
-            raise UploadError(message) from None
+@contextmanager
+def _as_upload_errors() -> Iterator[None]:
+    """Errors of reading the uploads as `UploadError` (the readers name each upload by its field)."""
+    try:
+        yield
+    except HealthBenchError as exc:
+        raise UploadError(str(exc)) from None
 
 
-def _uploads(body: JobCreate, *fields: str) -> dict[str, str]:
-    return {f: getattr(body, f) for f in fields if getattr(body, f) is not None}
+def _upload(body: JobCreate, field: str) -> tuple[str, bytes] | None:
+    """An upload of the body as (its field, its bytes): read as it is, never written to a file."""
+    text = getattr(body, field)
+    return None if text is None else (field, text.encode("utf-8"))
 
 
 def imported_samples(body: JobCreate) -> list[GradedSample]:
     """The graded samples of an import job's upload, joined with its dataset (if any) for tags."""
-
-    def load(paths: Mapping[str, Path]) -> list[GradedSample]:
-        data = [paths["data_jsonl"]] if "data_jsonl" in paths else []
-        conversations = join_datasets(data, body.dataset)
+    data = _upload(body, "data_jsonl")
+    with _as_upload_errors():
+        conversations = join_datasets([data] if data is not None else [], body.dataset)
         text = body.allresults_json or ""  # (an import job's upload, required by JobCreate)
         allresults = load_allresults(
             text.encode("utf-8"), conversations, allow_missing=body.allow_untagged, name="allresults_json"
         )
-        return allresults.samples
+    return allresults.samples
 
-    return _labelled(_uploads(body, "data_jsonl"), load)
+
+def _labelled_rows(body: JobCreate) -> tuple[list[MetaEvalRecord], list[bool | None]]:
+    """The chosen meta-eval rows of a meta-eval-labels job and their labels from its upload."""
+    labels, data = _upload(body, "labels_jsonl"), _upload(body, "data_jsonl")
+    with _as_upload_errors():
+        return labelled_rows(
+            labels[1] if labels is not None else b"",
+            META_EVAL_VARIANT,
+            data=data[1] if data is not None else None,
+            names=("labels_jsonl", "data_jsonl"),
+            limit=body.limit,
+        )
 
 
 def label_metrics(body: JobCreate) -> dict[str, Any]:
-    """The flat meta-eval metrics of a meta-eval-labels job's label file."""
-
-    def score(paths: Mapping[str, Path]) -> dict[str, Any]:
-        data = paths.get("data_jsonl")
-        result = score_label_file(paths["labels_jsonl"], META_EVAL_VARIANT, data=data, limit=body.limit)
-        return metrics_document(result.metrics)
-
-    return _labelled(_uploads(body, "labels_jsonl", "data_jsonl"), score)
+    """The flat meta-eval metrics of a meta-eval-labels job's label file: computed by the worker,
+    once, and stored with the job (`healthbench.store.jobs.JobStore.set_result`)."""
+    rows, labels = _labelled_rows(body)
+    return metrics_document(meta_metrics(rows, labels).metrics)
 
 
 def check_offline(body: JobCreate) -> None:
-    """Read an offline job's uploads at creation, so that a bad one is refused then (`UploadError`)."""
+    """Read an offline job's uploads at creation, so that a bad one is refused then (`UploadError`);
+    nothing is scored here."""
     if body.kind == "import":
         imported_samples(body)
     elif body.kind == "meta-eval-labels":
-        label_metrics(body)
+        _labelled_rows(body)
 
 
 def import_details(samples: list[GradedSample]) -> dict[str, Any]:

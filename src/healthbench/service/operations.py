@@ -16,7 +16,9 @@ from healthbench.analysis.compare import compare_runs
 from healthbench.analysis.inputs import LoadedRun, load_stored
 from healthbench.analysis.report import build_report
 from healthbench.config import ModelConfig, RunConfig, build_config
-from healthbench.data.sources import load_conversations, load_meta_eval
+from healthbench.data.professional import read_conversations
+from healthbench.data.schema import MetaEvalRecord
+from healthbench.data.sources import read_records
 from healthbench.defaults import DEFAULT_STATUS_CACHE
 from healthbench.errors import HealthBenchError
 from healthbench.executors.ray import require_ray
@@ -31,7 +33,7 @@ from healthbench.results.views import RunView
 from healthbench.runner.run import check_models
 from healthbench.service.errors import ServiceError
 from healthbench.service.limits import ServiceLimits
-from healthbench.service.offline import META_EVAL_VARIANT, UploadError, check_offline, label_metrics
+from healthbench.service.offline import META_EVAL_VARIANT, METRICS, UploadError, check_offline, label_metrics
 from healthbench.service.schemas import (
     KIND_DOCUMENTS,
     KIND_FIELDS,
@@ -125,21 +127,22 @@ def _judge(body: JobCreate) -> ModelConfig:
     return ModelConfig.model_validate(body.model_dump(mode="json", include={"judge"})["judge"])
 
 
-def _validate(config: RunConfig, kind: str) -> None:
-    """Fail at creation, not later in a worker: models must parse, uploaded data must read."""
+def _validate(config: RunConfig, body: JobCreate) -> None:
+    """Fail at creation, not later in a worker: models must parse, uploaded data must read (from the
+    upload's bytes, so that errors name the upload field, never a server path)."""
     for field, role in (("model", config.model), ("judge", config.judge)):
         if role is not None:
             _parsed(field, role)
+    if body.data_jsonl is None:
+        return
+    data = body.data_jsonl.encode("utf-8")
     try:
-        if config.data is not None and kind == "meta-eval":
-            load_meta_eval(data=config.data)
-        elif config.data is not None:
-            load_conversations(config.dataset, data=config.data)
+        if body.kind == "meta-eval":
+            read_records(data, MetaEvalRecord, name=UPLOAD_LABEL)
+        else:
+            read_conversations(data, name=UPLOAD_LABEL)
     except HealthBenchError as exc:
-        message = str(exc).replace(config.data or UPLOAD_LABEL, UPLOAD_LABEL)
-        if not message.startswith(UPLOAD_LABEL):  # the message names the field first
-            message = f"{UPLOAD_LABEL}: {message}"
-        raise ServiceError(422, message) from None
+        raise ServiceError(422, str(exc)) from None
 
 
 def _parsed(field: str, role: ModelConfig) -> None:
@@ -258,7 +261,7 @@ class JobService:
             config = job_config(
                 body.model_dump(mode="json", exclude=set(UPLOAD_FIELDS)), uploads, self.folder
             )
-            _validate(config, body.kind)
+            _validate(config, body)
             self._usable("model", config.model, body.executor)
             self._usable("judge", config.judge, body.executor)
         elif body.kind == "regrade":
@@ -405,8 +408,12 @@ class JobService:
 
     def metrics(self, workspace: str, name: str) -> dict[str, Any]:
         record = self._completed(workspace, name, "metrics")
-        if record.spec.get("kind") == "meta-eval-labels":  # scored again: deterministic, nothing stored
-            return label_metrics(job_body(record.spec, self.jobs.uploads(record.id)))
+        if record.spec.get("kind") == "meta-eval-labels":  # scored once by the worker, stored
+            stored = self.jobs.result(record.id, METRICS)
+            if stored is None:  # a job completed before results were stored (migration 0007): once
+                stored = label_metrics(job_body(record.spec, self.jobs.uploads(record.id)))
+                self.jobs.set_result(record.id, METRICS, stored)
+            return stored
         run = self._finished_run(workspace, name, "metrics")
         view = RunView.of(self.store, run)
         if record.spec.get("kind") == "meta-eval":

@@ -1,5 +1,6 @@
 """Today's tables of the job service: benchmark jobs (one row per job, with its live status and claim
-lease) and API tokens (only their SHA-256 is stored), as migration 0004 in migrations.py leaves them."""
+lease), their uploads, the results of offline jobs and API tokens (only their SHA-256 is stored), as
+migrations 0004 and 0007 in migrations.py leave them."""
 
 from __future__ import annotations
 
@@ -34,6 +35,16 @@ job_uploads = Table(
     Column("job_id", String(40), ForeignKey("benchmark_jobs.id", ondelete="CASCADE"), primary_key=True),
     Column("field", String(40), primary_key=True),
     Column("text", Text, nullable=False),
+)
+
+# result documents of offline jobs that have no run to derive them from (``meta-eval-labels``: its
+# metrics), computed once by the worker and served from here
+job_results = Table(
+    "job_results",
+    job_metadata,
+    Column("job_id", String(40), ForeignKey("benchmark_jobs.id", ondelete="CASCADE"), primary_key=True),
+    Column("name", String(40), primary_key=True),  # the result document: "metrics"
+    Column("body", JSON, nullable=False),
 )
 
 api_tokens = Table(

@@ -13,7 +13,7 @@ from sqlalchemy.exc import IntegrityError
 
 from healthbench.store import db
 from healthbench.store.db import runs
-from healthbench.store.job_tables import api_tokens, benchmark_jobs, job_uploads
+from healthbench.store.job_tables import api_tokens, benchmark_jobs, job_results, job_uploads
 from healthbench.store.runs import Store
 
 ACTIVE = ("active", "cancelling")
@@ -147,6 +147,22 @@ class JobStore:
             ).all()
         return {row.field: row.text for row in rows}
 
+    def set_result(self, job_id: str, name: str, body: dict[str, Any]) -> None:
+        """Store (or replace) a result document of a job (an offline job's, computed once)."""
+        with self._engine.begin() as conn:
+            conn.execute(
+                delete(job_results).where(job_results.c.job_id == job_id, job_results.c.name == name)
+            )
+            conn.execute(insert(job_results).values(job_id=job_id, name=name, body=body))
+
+    def result(self, job_id: str, name: str) -> dict[str, Any] | None:
+        """A stored result document of a job (None when none was stored)."""
+        with self._engine.connect() as conn:
+            body = conn.execute(
+                select(job_results.c.body).where(job_results.c.job_id == job_id, job_results.c.name == name)
+            ).scalar()
+        return dict(body) if body is not None else None
+
     def usage(self, workspace: str) -> WorkspaceUsage:
         """What a workspace holds, for its quota."""
         in_workspace = benchmark_jobs.c.workspace == workspace
@@ -242,6 +258,7 @@ class JobStore:
         """Remove the job and its run (samples and grades go with it)."""
         with self._engine.begin() as conn:
             conn.execute(delete(job_uploads).where(job_uploads.c.job_id == job.id))
+            conn.execute(delete(job_results).where(job_results.c.job_id == job.id))
             conn.execute(delete(benchmark_jobs).where(benchmark_jobs.c.id == job.id))
             conn.execute(delete(runs).where(runs.c.name == job.run_name))
 

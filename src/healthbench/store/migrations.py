@@ -242,12 +242,27 @@ def _0006_provider_batches(conn: Connection) -> None:
     metadata.tables["batch_requests"].create(conn)
 
 
+def _0007_job_results(conn: Connection) -> None:
+    """Stored result documents of offline jobs (see job_tables.py)."""
+    metadata = MetaData()
+    Table("benchmark_jobs", metadata, Column("id", String(40), primary_key=True))  # for the foreign key
+    Table(
+        "job_results",
+        metadata,
+        Column("job_id", String(40), ForeignKey("benchmark_jobs.id", ondelete="CASCADE"), primary_key=True),
+        Column("name", String(40), primary_key=True),
+        Column("body", JSON, nullable=False),
+    )
+    metadata.tables["job_results"].create(conn)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration("0001_initial", _0001_initial),
     Migration("0002_drop_unused_jobs", _0002_drop_unused_jobs),
     Migration("0003_run_lease", _0003_run_lease),
     Migration("0004_benchmark_jobs", _0004_benchmark_jobs),
     Migration("0006_provider_batches", _0006_provider_batches),
+    Migration("0007_job_results", _0007_job_results),
 )
 
 

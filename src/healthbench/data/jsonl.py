@@ -1,0 +1,255 @@
+"""The one reader of the HealthBench JSONL formats (classic eval, HealthBench Professional, meta-eval):
+each line is read as its shape in `healthbench.data.shapes` and checked by the rules written there
+(`line_problem`); ids must be unique in a file (`identity`).
+
+A source is a path, or the file's bytes with a ``name`` for messages (the service reads uploads
+without writing them to disk). A valid file is decoded in one typed batch (`msgspec.json.Decoder.
+decode_lines`); anything unusual sends the file to the line-by-line path, which decodes each line
+with ``json`` (so decode errors read as Python's, with their column) and converts it to the same
+struct: every failure is a `DataError` naming the file, the line and the field. Both paths return
+the same structs; `healthbench.data.schema` builds the typed records callers use from them.
+
+No pydantic is imported here: readers that only need the decoded lines (`rubric_index`, the
+``_allresults.json`` reader) stay light.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import math
+import operator
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import msgspec
+
+from healthbench.data.formats import CLASSIC, FORMAT_NAMES, PROFESSIONAL, Format, file_format, format_of_row
+from healthbench.data.formats import Source as Source
+from healthbench.data.shapes import (
+    ClassicLine,
+    Line,
+    Problem,
+    ProfessionalLine,
+    identity,
+    line_problem,
+)
+from healthbench.errors import DataError
+
+# --- bytes and JSON: the one place decode failures are mapped --------------------------------------
+
+
+def load_json(text: str, *, source: str, line: int | None = None) -> Any:
+    """The JSON value of ``text``: a whole file (``line`` None) or one line of a JSONL file. Every way
+    the text can fail to decode (bad syntax, an integer of more than 4,300 digits, nesting too deep) is
+    a `DataError` naming the file, the line and the column."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        reason = f"{exc.msg.removesuffix(' at')} at column {exc.colno}"
+        raise DataError(
+            f"invalid JSON ({reason})", path=source, line=line if line is not None else exc.lineno
+        ) from None
+    except RecursionError:
+        raise DataError(
+            "invalid JSON (arrays or objects nested too deeply to read)",
+            path=source,
+            line=line,
+        ) from None
+    except ValueError:  # int("1" * 5000) is past Python's limit on the digits of an integer
+        limit = sys.get_int_max_str_digits()
+        raise DataError(
+            f"invalid JSON (a number of more than {limit} digits)", path=source, line=line
+        ) from None
+
+
+def decode_text(data: bytes, *, source: str) -> str:
+    """Raw bytes of a JSON or JSONL file as text: a UTF-8 BOM (Windows editors) is dropped; bytes that
+    are not UTF-8 are a `DataError` naming the line and the byte within it."""
+    data = data.removeprefix(codecs.BOM_UTF8)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line_start = data.rfind(b"\n", 0, exc.start) + 1
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise DataError(
+            f"not valid UTF-8 (byte {exc.start - line_start + 1})", path=source, line=line
+        ) from None
+
+
+def decode_lines(data: bytes, *, source: str) -> list[str]:
+    """Split raw bytes into text lines (`decode_text`: a BOM is dropped, bad bytes name their line)."""
+    return decode_text(data, source=source).split("\n")
+
+
+def utf8_bytes(data: bytes) -> bytes:
+    """``data`` without a UTF-8 BOM, checked to be UTF-8 (msgspec passes bad bytes inside strings it
+    keeps raw): a `UnicodeDecodeError` otherwise."""
+    data = data.removeprefix(codecs.BOM_UTF8)
+    data.decode("utf-8")
+    return data
+
+
+def source_bytes(source: Source, name: str | None = None) -> tuple[bytes, str]:
+    """The bytes of a source and the name errors give it (a path as written; data: ``name`` or
+    ``<bytes>``)."""
+    if isinstance(source, bytes):
+        return source, name or "<bytes>"
+    label = name or str(source)
+    try:
+        return Path(source).read_bytes(), label
+    except OSError as exc:
+        raise DataError(exc.strerror or "cannot read file", path=label) from None
+
+
+# --- the reader -----------------------------------------------------------------------------------
+
+_DECODERS: dict[type[Any], msgspec.json.Decoder[Any]] = {}
+_FORMAT_OF_SHAPE: dict[type[Any], Format] = {ClassicLine: CLASSIC, ProfessionalLine: PROFESSIONAL}
+
+
+def read_lines(source: Source, shape: type[Line], *, name: str | None = None) -> list[Line]:
+    """Every line of a JSONL file as ``shape`` (blank lines skipped), each checked by `line_problem`
+    and unique by `identity`; any failure is a `DataError` naming the file, the line and the field."""
+    data, label = source_bytes(source, name)
+    fast = _decode_valid(data, shape)
+    return fast if fast is not None else _read_line_by_line(data, shape, label)
+
+
+def read_eval(source: Source, *, name: str | None = None) -> tuple[Format, list[ClassicLine]]:
+    """An eval file of either format (detected from its first row) as classic lines."""
+    data, label = source_bytes(source, name)
+    if file_format(data) == PROFESSIONAL:
+        return PROFESSIONAL, [t.as_classic() for t in read_lines(data, ProfessionalLine, name=label)]
+    return CLASSIC, read_lines(data, ClassicLine, name=label)
+
+
+def _decode_valid(data: bytes, shape: type[Line]) -> list[Line] | None:
+    """The lines of a valid file in one typed batch; None when anything is unusual (the line-by-line
+    path then names it)."""
+    decoder = _DECODERS.get(shape)
+    if decoder is None:
+        decoder = _DECODERS[shape] = msgspec.json.Decoder(shape)
+    try:
+        data = utf8_bytes(data)
+        lines: list[Line] = decoder.decode_lines(data)
+    except (ValueError, RecursionError):  # (msgspec's DecodeError and ValidationError, bad UTF-8)
+        return None
+    if not lines or len(lines) != sum(1 for text in data.split(b"\n") if text.strip()):
+        return None  # (two objects on one line, or a line only Python calls blank)
+    if any(map(line_problem, lines)):
+        return None
+    keys = [identity(line)[1] for line in lines]
+    return lines if len(set(keys)) == len(keys) else None
+
+
+def _read_line_by_line(data: bytes, shape: type[Line], source: str) -> list[Line]:
+    lines: list[Line] = []
+    seen: dict[str, int] = {}
+    for number, text in enumerate(decode_lines(data, source=source), start=1):
+        if not text.strip():
+            continue
+        line = parse_line(text, shape, source=source, number=number)
+        field, key = identity(line)
+        if key in seen:
+            raise DataError(
+                f"duplicate {key!r} (first seen on line {seen[key]})", path=source, line=number, field=field
+            )
+        seen[key] = number
+        lines.append(line)
+    if not lines:
+        raise DataError("the file contains no records", path=source)
+    return lines
+
+
+def parse_line(text: str, shape: type[Line], *, source: str, number: int) -> Line:
+    """One JSONL line as ``shape``, checked by `line_problem`; a `DataError` naming file, line, field."""
+    raw = load_json(text, source=source, line=number)
+    if not isinstance(raw, dict):
+        raise DataError(f"expected a JSON object, got {_python_type(raw)}", path=source, line=number)
+    expected = _FORMAT_OF_SHAPE.get(shape)
+    found = format_of_row(raw)
+    if expected is not None and found is not None and found != expected:
+        raise DataError(
+            f"a {FORMAT_NAMES[found]} row in a {FORMAT_NAMES[expected]} file; one file holds one format "
+            "(see --format)",
+            path=source,
+            line=number,
+        )
+    try:
+        line = msgspec.convert(raw, shape)
+    except msgspec.ValidationError as exc:
+        field, message = _schema_problem(str(exc), raw)
+        raise DataError(message, path=source, line=number, field=field or None) from None
+    problem = line_problem(line)
+    if problem is not None:
+        raise DataError(problem[1], path=source, line=number, field=problem[0] or None)
+    return line
+
+
+# --- msgspec's validation messages, as the files' readers have always worded them ----------------
+
+_TYPE_WORDS = {
+    "str": "Input should be a valid string",
+    "bool": "Input should be a valid boolean",
+    "array": "Input should be a valid list",
+    "object": "Input should be a valid dictionary",
+    "object | null": "Input should be a valid dictionary or null",
+    "str | null": "Input should be a valid string or null",
+}
+
+
+def _schema_problem(message: str, raw: Any) -> Problem:
+    """(dotted field, message) of a msgspec validation message on ``raw`` (the decoded line)."""
+    what, _, at = message.partition(" - at `$")
+    path = at.rstrip("`")
+    parts = [p for p in path.replace("[", ".").replace("]", "").split(".") if p]
+    if what.startswith("Object missing required field `"):
+        return ".".join([*parts, what.split("`")[1]]), "Field required"
+    value: Any = raw
+    for part in parts:
+        value = value[int(part)] if isinstance(value, list) else value.get(part)
+    field = ".".join(parts)
+    if isinstance(value, float) and math.isnan(value):
+        return field, "points is NaN, not a number"
+    if what.startswith("Invalid enum value"):
+        return field, "Input should be 'system', 'user', 'assistant' or 'developer'"
+    if what.startswith("Expected `int | float`"):
+        if "got" in what:
+            return field, f"expected int or float, got {_python_type(value)}"
+        bound = "less than or equal to 10" if value > 10 else "greater than or equal to -10"
+        return field, f"Input should be {bound}"
+    for expected, words in _TYPE_WORDS.items():
+        if what.startswith(f"Expected `{expected}`"):
+            return field, words
+    return field, what[:1].lower() + what[1:]
+
+
+def _python_type(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+Keyed = TypeVar("Keyed")  # a line or a record: anything with a prompt_id and rubrics
+_PROMPT_ID, _RUBRICS = operator.attrgetter("prompt_id"), operator.attrgetter("rubrics")
+
+
+def join_by_prompt_id(loaded: Sequence[tuple[str, Sequence[Keyed]]]) -> dict[str, Keyed]:
+    """The conversations of several files (each named) by prompt_id; a prompt_id in several files
+    must have the same rubric in each, or it is a `DataError` naming the later file."""
+    joined: dict[str, Keyed] = {}
+    origin: dict[str, str] = {}
+    for name, lines in loaded:
+        for line in lines:
+            prompt_id = _PROMPT_ID(line)
+            known = joined.get(prompt_id)
+            if known is not None and _RUBRICS(known) != _RUBRICS(line):
+                raise DataError(
+                    f"prompt_id {prompt_id} has a different rubric in {origin[prompt_id]}"
+                    "; give only the dataset the run used",
+                    path=name,
+                )
+            joined.setdefault(prompt_id, line)
+            origin.setdefault(prompt_id, name)
+    return joined
