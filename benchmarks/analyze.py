@@ -1,7 +1,8 @@
 """Benchmark: `healthbench analyze` of many ``_allresults.json`` files, whole processes, against the
 seed notebook's own polars + numpy code on the same files.
 
-Run with ``python benchmarks/analyze.py [--runs 20] [--conversations 5000] [--rounds 1]``.
+Run with ``python benchmarks/analyze.py [--runs 20] [--conversations 5000] [--rounds 1]
+[--baseline SRC]``.
 
 ``--runs`` synthetic runs of the same conversations (`benchmarks/scoring.py`'s generator; each run its
 own verdicts and explanations) are written as simple-evals ``_allresults.json`` files with their
@@ -12,9 +13,16 @@ dataset JSONL, then, side by side in each round, in fresh processes:
   notebook's tables (`benchmarks/analysis_tables.notebook_tables`: polars group-bys and 1,000
   ``np.random.choice`` resamples per (model, run, theme or axis));
 - ``healthbench analyze FILES --data DATASET --out DIR`` (every table, 1,000-resample CIs, files
-  written);
+  written; the files read in its own process, `healthbench.defaults.DEFAULT_READ_WORKERS`), and
+  ``analyze, 2 readers``: the same with ``--read-workers 2`` (one file per worker process, two at
+  once);
+- with ``--baseline SRC`` (e.g. ``git archive main src | tar -x -C /tmp/base``, then
+  ``--baseline /tmp/base/src``), the same command run from that tree (``PYTHONPATH``): its seven
+  files must be byte for byte ours;
 - ``decode floor``: this script with ``--decode``: the typed msgspec decode of the files alone
-  (`healthbench.results.allresults_columns`), the least any reader of these files spends.
+  (`healthbench.results.allresults_columns`), the least any reader of these files spends; and
+  ``decode, 2 procs``: the same decode, one file per process in two processes (its wall time is
+  the floor of a reader using both cores).
 
 CPU = user + system seconds of the child process (``resource.getrusage``), best of the rounds; wall
 seconds are shown too. The children run with compiled bytecode (an untimed warm-up first). The
@@ -108,10 +116,20 @@ def notebook(dataset: Path, out: Path, files: list[Path], n_resamples: int) -> N
     out.write_text(json.dumps([[*key, *value] for key, value in tables.items()]))
 
 
-def decode(files: list[Path]) -> None:
+def decode(files: list[Path], workers: int = 1) -> None:
+    from concurrent.futures import ProcessPoolExecutor
+
+    if workers == 1:
+        print(sum(map(count_examples, files)))
+        return
+    with ProcessPoolExecutor(workers) as pool:
+        print(sum(pool.map(count_examples, files)))
+
+
+def count_examples(file: Path) -> int:
     from healthbench.results.allresults_columns import decode_allresults
 
-    print(sum(len(decode_allresults(f).examples) for f in files))
+    return len(decode_allresults(file).examples)
 
 
 def ours(folder: Path) -> dict[tuple[str, str, str, str], tuple[float, int]]:
@@ -134,12 +152,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--notebook", nargs="+", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--decode", nargs="+", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--decode-workers", type=int, default=1, help=argparse.SUPPRESS)
+    parser.add_argument("--baseline", type=Path, help="src folder of another tree to run analyze from too")
     args = parser.parse_args(argv)
     if args.notebook:
         notebook(args.notebook[0], args.notebook[1], args.notebook[2:], args.resamples)
         return 0
     if args.decode:
-        decode(args.decode)
+        decode(args.decode, args.decode_workers)
         return 0
     python = sys.executable
     with tempfile.TemporaryDirectory() as tmp:
@@ -154,15 +174,28 @@ def main(argv: list[str] | None = None) -> int:
         commands: dict[str, list[str]] = {
             "notebook": [python, __file__, *resamples, "--notebook", str(dataset), str(reference), *names],
             "analyze": [python, "-m", "healthbench", "analyze", *names, "--data", str(dataset), *options],
+            "analyze, 2 readers": [
+                *(python, "-m", "healthbench", "analyze", *names, "--data", str(dataset), *options),
+                *("--read-workers", "2"),
+            ],
             "decode floor": [python, __file__, "--decode", *names],
+            "decode, 2 procs": [python, __file__, "--decode-workers", "2", "--decode", *names],
         }
-        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPATH")}
         env["PYTHONPYCACHEPREFIX"] = str(folder / "bytecode")
+        envs = {name: env for name in commands}
+        base_out = folder / "baseline-out"
+        if args.baseline:
+            base_options = ["--out", str(base_out), *options[2:]]
+            commands["baseline"] = [python, "-m", "healthbench", "analyze", *names, "--data", str(dataset)]
+            commands["baseline"] += base_options
+            envs["baseline"] = {**env, "PYTHONPATH": str(args.baseline.resolve())}
+            cpu_of([python, "-c", "import healthbench.cli, polars, numpy, msgspec"], envs["baseline"])
         cpu_of([python, "-c", "import healthbench.cli, polars, numpy, msgspec"], env)  # warm-up
         best: dict[str, tuple[float, float]] = {}
         for _ in range(args.rounds):
             for name, command in commands.items():
-                cpu, wall, _ = cpu_of(command, env)
+                cpu, wall, _ = cpu_of(command, envs[name])
                 old = best.get(name, (float("inf"), float("inf")))
                 best[name] = (min(old[0], cpu), min(old[1], wall))
         expected = {
@@ -173,13 +206,29 @@ def main(argv: list[str] | None = None) -> int:
         for key, (mean, n) in expected.items():
             assert abs(got[key][0] - mean) <= 1e-12 and got[key][1] == n, (key, got[key], mean, n)
         print(f"{len(expected)} theme/axis rows: means agree to 1e-12, counts exactly")
+        if args.baseline:
+            for theirs in sorted(base_out.iterdir()):
+                assert theirs.read_bytes() == (out / theirs.name).read_bytes(), theirs.name
+            print(f"baseline: its {len(list(base_out.iterdir()))} files are byte for byte ours")
         for name, (cpu, wall) in best.items():
-            print(f"{name:13s} {cpu:7.2f} s CPU {wall:7.2f} s wall")
+            print(f"{name:17s} {cpu:7.2f} s CPU {wall:7.2f} s wall")
         cpu_ratio = best["notebook"][0] / best["analyze"][0]
         wall_ratio = best["notebook"][1] / best["analyze"][1]
         print(f"analyze vs notebook: {cpu_ratio:.1f}x CPU, {wall_ratio:.1f}x wall (target 20x wall)")
+        if args.baseline:
+            base = best["baseline"]
+            print(
+                f"baseline vs notebook: {best['notebook'][0] / base[0]:.1f}x CPU, "
+                f"{best['notebook'][1] / base[1]:.1f}x wall; analyze vs baseline: "
+                f"{base[0] / best['analyze'][0]:.1f}x CPU, {base[1] / best['analyze'][1]:.1f}x wall"
+            )
         floor = best["decode floor"][0]
         print(f"decode floor {floor:.2f} s CPU = {best['notebook'][0] / floor:.1f}x the notebook at most")
+        two = best["decode, 2 procs"][1]
+        print(
+            f"decode in 2 procs {two:.2f} s wall = {best['notebook'][1] / two:.1f}x the notebook's wall "
+            f"at most; analyze takes {best['analyze'][1] / two:.1f}x that floor"
+        )
     return 0
 
 

@@ -22,6 +22,7 @@ DEFAULT_PROGRESS_EVERY = 5.0  # seconds between two progress lines (CLI without 
 DEFAULT_MLFLOW_EXPERIMENT = "healthbench"  # MLflow experiment of --mlflow (unless $MLFLOW_EXPERIMENT_NAME)
 DEFAULT_CONFIDENCE = 0.95  # the level of every bootstrap CI (and of the judge check of a correction)
 DEFAULT_BOOTSTRAP_WORKERS = 2  # bootstrap threads; the numbers do not depend on it
+DEFAULT_READ_WORKERS = 1  # worker processes reading analyze's files (1: none); no figure depends on it
 DEFAULT_META_EVAL_VARIANT = "demo_meta_eval"  # the meta-eval dataset of `healthbench meta-eval`
 DEFAULT_SERVICE_WORKERS = 2  # jobs a service (or `Client.local`) process runs at once
 DEFAULT_SERVICE_CONNECTIONS = 256  # the service's connection budget per endpoint, shared by its jobs

@@ -28,6 +28,13 @@ class DataError(HealthBenchError):
             where = f"{where} field '{field}'" if where else f"field '{field}'"
         super().__init__(f"{where}: {message}" if where else message)
 
+    def __reduce__(self) -> tuple[object, ...]:  # (sent back whole from a worker process)
+        return _data_error, (self.reason, self.path, self.line, self.field)
+
+
+def _data_error(message: str, path: str | None, line: int | None, field: str | None) -> DataError:
+    return DataError(message, path=path, line=line, field=field)
+
 
 class DownloadError(HealthBenchError):
     """A dataset could not be fetched and is not cached."""

@@ -85,8 +85,8 @@ def theme_warnings(runs: Sequence[LoadedRun]) -> list[str]:
     untagged = [
         run.label
         for run in runs
-        if run.samples
-        and not any(t.startswith("theme:") for s in run.samples for t in s.conversation.example_tags)
+        if run.answers.conversations
+        and not any(t.startswith("theme:") for c in run.answers.distinct for t in c.example_tags)
     ]
     if not untagged:
         return []
@@ -116,9 +116,13 @@ def setting_warnings(runs: Sequence[LoadedRun]) -> list[str]:
         out.append(setup)
     rubrics: dict[str, object] = {}
     differing: set[str] = set()
+    seen: set[tuple[int, ...]] = set()  # runs of the same conversation objects are read once
     for run in runs:
-        for sample in run.samples:
-            conversation = sample.conversation
+        key = tuple(map(id, run.answers.distinct))
+        if key in seen:
+            continue
+        seen.add(key)
+        for conversation in run.answers.distinct:
             known = rubrics.setdefault(conversation.prompt_id, conversation.rubrics)
             if known is not conversation.rubrics and known != conversation.rubrics:
                 differing.add(conversation.prompt_id)

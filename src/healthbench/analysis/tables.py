@@ -23,9 +23,8 @@ bootstrap of `healthbench.scoring.stats`); ``n_conversations`` says how many.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import chain
 
 import numpy as np
 import numpy.typing as npt
@@ -34,7 +33,7 @@ import polars as pl
 from healthbench.analysis.inputs import LoadedRun
 from healthbench.analysis.scores import AXIS_PREFIX, THEME_PREFIX
 from healthbench.data.schema import Conversation
-from healthbench.scoring.rubric import OVERALL, MetricTable, RubricLayout, Verdict, batch_metrics
+from healthbench.scoring.rubric import OVERALL, VERDICT_CODES, MetricTable, RubricLayout, batch_metrics
 from healthbench.scoring.stats import (
     BootstrapOptions,
     Column,
@@ -42,7 +41,7 @@ from healthbench.scoring.stats import (
     aggregate_columns,
     conversation_clusters,
 )
-from healthbench.scoring.worst_at_k import scores_by_conversation, worst_at_k_curves
+from healthbench.scoring.worst_at_k import GroupedScores, worst_at_k_curves
 
 ALL = "all"
 RUNS_PER_CALL = 64  # runs bootstrapped together (sharing draws); bounds the resample means held at once
@@ -78,8 +77,11 @@ class RunMetrics:
 
     @classmethod
     def of(cls, run: LoadedRun) -> RunMetrics:
-        samples = run.samples
-        return cls(run, batch_metrics([s.conversation for s in samples], [s.verdicts for s in samples]))
+        answers = run.answers
+        codes = list(map(VERDICT_CODES.__getitem__, answers.verdicts.tolist()))
+        ends = np.cumsum(answers.n_items).tolist()
+        verdicts = [codes[end - n : end] for n, end in zip(answers.n_items.tolist(), ends, strict=True)]
+        return cls(run, batch_metrics(answers.conversations, verdicts))
 
 
 def run_metrics(runs: Sequence[LoadedRun]) -> list[RunMetrics]:
@@ -88,13 +90,14 @@ def run_metrics(runs: Sequence[LoadedRun]) -> list[RunMetrics]:
     layouts: dict[tuple[int, ...], tuple[RubricLayout | None, bool]] = {}
     out = []
     for run in runs:
-        conversations = [s.conversation for s in run.samples]
+        answers = run.answers
+        conversations = answers.conversations
         key = tuple(map(id, conversations))
         if key not in layouts:
             distinct = len({c.prompt_id for c in conversations}) == len(conversations)
             layouts[key] = (RubricLayout.of(conversations) if conversations else None, distinct)
         layout, one_answer_each = layouts[key]
-        table = layout.metrics([s.verdicts for s in run.samples], dicts=False) if layout else None
+        table = layout.coded_metrics(answers.n_items, answers.verdicts, dicts=False) if layout else None
         out.append(RunMetrics(run, table, one_answer_each) if table is not None else RunMetrics.of(run))
     return out
 
@@ -110,16 +113,17 @@ def granular_frame(runs: Sequence[LoadedRun]) -> pl.DataFrame:
     ``criterion_met`` has no null and loads as a boolean column (polars, pandas).
 
     Built as columns: each distinct conversation's criteria are read once (runs of one dataset share
-    them), and every row is gathered from them by index; only the verdicts are read per row."""
-    samples = [s for run in runs for s in run.samples]
+    them), and every row is gathered from them by index; the verdicts are the runs' columns."""
+    answers = [run.answers for run in runs]
+    conversations = [c for a in answers for c in a.conversations]
     position: dict[int, int] = {}
     distinct: list[Conversation] = []
-    for sample in samples:
-        if position.setdefault(id(sample.conversation), len(distinct)) == len(distinct):
-            distinct.append(sample.conversation)
+    for conversation in conversations:
+        if position.setdefault(id(conversation), len(distinct)) == len(distinct):
+            distinct.append(conversation)
     n_items = np.fromiter((len(c.rubrics) for c in distinct), np.intp, len(distinct))
     starts = np.cumsum(n_items) - n_items
-    which = np.fromiter((position[id(s.conversation)] for s in samples), np.intp, len(samples))
+    which = np.fromiter(map(position.__getitem__, map(id, conversations)), np.intp, len(conversations))
     per_sample = n_items[which]
     # row r of the frame is criterion `within[r]` of distinct conversation `which` of its sample
     first_row = np.cumsum(per_sample) - per_sample
@@ -130,13 +134,12 @@ def granular_frame(runs: Sequence[LoadedRun]) -> pl.DataFrame:
     points = np.fromiter((float(item.points) for item in items), np.float64, len(items))
     themes = pl.Series([_first_tag(c.example_tags, THEME_PREFIX) for c in distinct], dtype=pl.String)
     prompt_ids = pl.Series([c.prompt_id for c in distinct], dtype=pl.String)
-    codes = np.fromiter(map(id, chain.from_iterable(s.verdicts for s in samples)), np.intp, len(within))
-    verdict = np.select([codes == id(Verdict.MET), codes == id(Verdict.NOT_MET)], [0, 1], 2)
-    run_of = np.repeat(np.repeat(np.arange(len(runs)), [len(r.samples) for r in runs]), per_sample)
+    verdict = np.concatenate([a.verdicts for a in answers]) if answers else np.zeros(0, np.int8)
+    run_of = np.repeat(np.repeat(np.arange(len(runs)), [len(a.conversations) for a in answers]), per_sample)
     sample_rows = np.repeat(which, per_sample)
-    repeats = np.fromiter((s.repeat for s in samples), np.int64, len(samples))
-    sample_of = np.repeat(np.arange(len(samples)), per_sample)
-    ungraded = np.zeros(len(samples), dtype=bool)
+    repeats = np.concatenate([a.repeats for a in answers]) if answers else np.zeros(0, np.int64)
+    sample_of = np.repeat(np.arange(len(conversations)), per_sample)
+    ungraded = np.zeros(len(conversations), dtype=bool)
     ungraded[sample_of[verdict == 2]] = True
     frame = pl.DataFrame(
         {
@@ -232,11 +235,9 @@ def _clusters(metrics: RunMetrics) -> npt.NDArray[np.intp] | None:
     one answer)."""
     if metrics.one_answer_each:
         return None
-    samples = metrics.run.samples
+    conversations = metrics.run.answers.conversations
     mask = graded_mask(metrics.table)
-    return conversation_clusters(
-        [s.conversation.prompt_id for s, ok in zip(samples, mask, strict=True) if ok]
-    )
+    return conversation_clusters([c.prompt_id for c, ok in zip(conversations, mask, strict=True) if ok])
 
 
 def _stats_frame(rows: list[tuple[str, str, str, KeyStats]], name: str) -> pl.DataFrame:
@@ -274,28 +275,36 @@ def model_runs_frame(tables: ScoreTables) -> pl.DataFrame:
     )
 
 
+SAMPLE_SCHEMA = {
+    "model": pl.String,
+    "run_id": pl.String,
+    "conversation_id": pl.String,
+    "repeat": pl.Int64,
+    "score": pl.Float64,
+}
+
+
 def sample_scores_frame(runs: Sequence[RunMetrics]) -> pl.DataFrame:
     """One row per graded sample: model, run_id, conversation_id, repeat and its overall score."""
-    graded = list(chain.from_iterable(_graded_samples(m) for m in runs))
+    return pl.concat([_graded_samples(m) for m in runs] or [pl.DataFrame(schema=SAMPLE_SCHEMA)])
+
+
+def _graded_samples(metrics: RunMetrics) -> pl.DataFrame:
+    run, answers = metrics.run, metrics.run.answers
+    mask = np.asarray(graded_mask(metrics.table), dtype=bool)
+    n = int(mask.sum())
+    overall = metrics.table.columns[OVERALL].values if n else np.zeros(0)
+    ids = pl.Series([c.prompt_id for c in answers.conversations], dtype=pl.String)
     return pl.DataFrame(
-        graded,
-        schema={
-            "model": pl.String,
-            "run_id": pl.String,
-            "conversation_id": pl.String,
-            "repeat": pl.Int64,
-            "score": pl.Float64,
+        {
+            "model": pl.repeat(run.model, n, dtype=pl.String, eager=True),
+            "run_id": pl.repeat(run.run_id, n, dtype=pl.String, eager=True),
+            "conversation_id": ids.filter(pl.Series(mask)),
+            "repeat": pl.Series(answers.repeats[mask], dtype=pl.Int64),
+            "score": pl.Series(overall, dtype=pl.Float64),
         },
-        orient="row",
+        schema=SAMPLE_SCHEMA,
     )
-
-
-def _graded_samples(metrics: RunMetrics) -> Iterator[tuple[str, str, str, int, float]]:
-    run = metrics.run
-    graded = [s for s, ok in zip(run.samples, graded_mask(metrics.table), strict=True) if ok]
-    overall = metrics.table.columns[OVERALL].values.tolist() if graded else []
-    for sample, score in zip(graded, overall, strict=True):
-        yield run.model, run.run_id, sample.conversation.prompt_id, sample.repeat, score
 
 
 def graded_mask(table: MetricTable) -> list[bool]:
@@ -338,7 +347,7 @@ def worst_at_k_frame(samples: pl.DataFrame, options: BootstrapOptions | None = N
             curves.append((str(model), ALL, samples.filter(pl.col("model") == model)))
     points = worst_at_k_curves(
         [
-            scores_by_conversation(part["conversation_id"].to_list(), part["score"].to_list())
+            GroupedScores.of(part["conversation_id"].to_numpy(), part["score"].to_numpy())
             for *_, part in curves
         ],
         options,

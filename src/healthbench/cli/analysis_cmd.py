@@ -12,7 +12,9 @@ import typer
 
 from healthbench.atomic import check_folder
 from healthbench.cli.app import app, console, handles_errors
+from healthbench.cli.gc_paused import gc_paused
 from healthbench.cli.options import ResamplesOpt, SeedOpt, StoreOpt, below_one
+from healthbench.defaults import DEFAULT_READ_WORKERS
 
 if TYPE_CHECKING:
     from healthbench.analysis.compare import Comparison, GateDecision
@@ -57,8 +59,10 @@ def _load(
     cache: Path | None,
     model: str | None = None,
     run_id: str | None = None,
+    columns_only: bool = False,
+    workers: int = DEFAULT_READ_WORKERS,
 ) -> list[LoadedRun]:
-    """Load the inputs; the store is opened only when an input is not a file or folder."""
+    """Load the inputs; the store is opened (and loaded) only when an input is not a file or folder."""
     from healthbench.analysis.inputs import load_inputs, needs_store
     from healthbench.data.sources import join_datasets, sha256_of
 
@@ -77,6 +81,8 @@ def _load(
         allow_untagged=allow_untagged,
         model=model,
         run_id=run_id,
+        columns_only=columns_only,
+        workers=workers,
     )
 
 
@@ -101,6 +107,15 @@ def analyze(
     seed: SeedOpt = None,
     n_resamples: ResamplesOpt = None,
     cache: CacheOpt = None,
+    read_workers: Annotated[
+        int | None,
+        typer.Option(
+            "--read-workers",
+            min=1,
+            help=f"Worker processes reading the files, one file each (default {DEFAULT_READ_WORKERS}; 1: none).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Theme and axis tables with 95% CIs for many runs and models, written to --out.
 
@@ -112,16 +127,19 @@ def analyze(
     from healthbench.cli.analysis_view import render_analysis
 
     check_folder("--out", out)
-    runs = _load(
-        inputs,
-        store=store,
-        data=data,
-        dataset=dataset,
-        allow_untagged=allow_untagged,
-        cache=cache,
-        model=model,
-        run_id=run_id,
-    )
+    with gc_paused():  # a short-lived process decoding ~10^5 acyclic objects per file (its readers too)
+        runs = _load(
+            inputs,
+            store=store,
+            data=data,
+            dataset=dataset,
+            allow_untagged=allow_untagged,
+            cache=cache,
+            model=model,
+            run_id=run_id,
+            columns_only=True,
+            workers=read_workers or DEFAULT_READ_WORKERS,
+        )
     result = run_analysis(runs, _bootstrap_options(seed, n_resamples))
     render_analysis(result, console)
     for path in write_analysis(result, out, parquet=parquet).values():

@@ -13,14 +13,19 @@ with a ``name`` for messages (the service reads uploads without writing them to 
 
 from __future__ import annotations
 
+import multiprocessing
 import operator
+import os
 import re
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from itertools import chain
 from typing import Any, get_args
 
 import msgspec
+import numpy as np
+import numpy.typing as npt
 
 from healthbench.data.jsonl import Source, decode_text, load_json, source_bytes, utf8_bytes
 from healthbench.data.roles import Role
@@ -88,6 +93,7 @@ class Decoded:
     examples: list[Example]
     score: float | None
     metrics: dict[str, Any]
+    unjoined: list[int]  # the examples with no dataset entry (every one when read without a dataset)
 
 
 def decode_allresults(
@@ -102,8 +108,8 @@ def decode_allresults(
     dataset is an error unless ``allow_missing``. ``name`` names ``source`` in errors (default: the
     path; ``<bytes>`` for data)."""
     data, label = source_bytes(source, name)
-    try:
-        data = utf8_bytes(data)  # (msgspec passes bad bytes inside the texts it keeps raw)
+    try:  # (msgspec passes bad bytes inside the texts it keeps raw; ASCII, as json.dump writes, is UTF-8)
+        data = data if data.isascii() else utf8_bytes(data)
     except UnicodeDecodeError:
         raise json_error(data, label) or DataError("not valid UTF-8", path=label) from None
     try:
@@ -122,9 +128,9 @@ def decode_allresults(
         for index, example in enumerate(examples):
             _check_example(example, label, f"{EXAMPLES}[{index}]")
     missing: list[str] = []
+    unjoined: list[int] = []
     first_of: dict[str, tuple[int, list[Item]]] = {}  # prompt_id -> its first example
     for index, example in enumerate(examples):
-        where = f"{EXAMPLES}[{index}]"
         first, items = first_of.setdefault(example.prompt_id, (index, example.rubric_items))
         if items is not example.rubric_items and list(map(_TRIPLE, items)) != list(
             map(_TRIPLE, example.rubric_items)
@@ -133,20 +139,21 @@ def decode_allresults(
                 f"prompt_id {example.prompt_id!r} is also example {first} with another rubric: answers "
                 "to one prompt_id are pooled as repeats, so their rubrics must be the same",
                 path=label,
-                field=f"{where}.rubric_items",
+                field=f"{EXAMPLES}[{index}].rubric_items",
             )
         expected = rubric_of(example.prompt_id) if rubric_of is not None else None
         if expected is None:
             if rubric_of is not None:
                 missing.append(example.prompt_id)
-            check_conversation(example, label, where)
-        elif [(i.criterion, i.points, i.tags) for i in example.rubric_items] != expected:
+            check_conversation(example, label, f"{EXAMPLES}[{index}]")
+            unjoined.append(index)
+        elif list(map(_TRIPLE, example.rubric_items)) != expected:
             raise DataError(
                 f"the rubric stored for prompt_id {example.prompt_id} differs from the dataset's "
                 f"({len(example.rubric_items)} vs {len(expected)} criteria); join the dataset "
                 "variant the run used",
                 path=label,
-                field=f"{where}.rubric_items",
+                field=f"{EXAMPLES}[{index}].rubric_items",
             )
     if missing and not allow_missing:
         shown = ", ".join(dict.fromkeys(missing[:5]))
@@ -155,7 +162,7 @@ def decode_allresults(
             "the dataset the run used (--allow-untagged keeps them without example tags)",
             path=label,
         )
-    return Decoded(label, examples, document.score, document.metrics)
+    return Decoded(label, examples, document.score, document.metrics, unjoined)
 
 
 def json_error(data: bytes, source: str) -> DataError | None:
@@ -358,3 +365,109 @@ def read_columns(
 def texts(raws: Sequence[msgspec.Raw]) -> list[str]:
     """Raw JSON strings (checked by `is_text`) decoded, in one call."""
     return msgspec.json.decode(b"[" + b",".join(raws) + b"]", type=list[str])
+
+
+# --- the answers view (analyze), read in worker processes ---------------------------------------
+
+CODES = {
+    True: 0,
+    False: 1,
+    None: 2,
+}  # criteria_met -> verdict code (`healthbench.scoring.rubric.VERDICT_CODES`)
+Prompt = tuple[tuple[str, str], ...]  # the messages as sent, as (role, text)
+
+
+@dataclass(frozen=True)
+class AnswerColumns:
+    """A file's answers as columns, with no object per answer or criterion (compact to send back from
+    a worker process): per answer its prompt_id and number of criteria; per criterion its verdict
+    code (`CODES`; the answers' criteria one after another); for each answer with no dataset entry
+    (every answer of a file read without a dataset), by its index, its prompt and rubric, to rebuild
+    its conversation from; and the numbers the file reports."""
+
+    source: str
+    prompt_ids: list[str]
+    repeats: npt.NDArray[np.int64]  # answers to one prompt_id are numbered 0, 1, ... in file order
+    n_items: npt.NDArray[np.intp]
+    verdicts: npt.NDArray[np.int8]
+    unjoined: dict[int, tuple[Prompt, Triples]]
+    score: float | None
+    metrics: dict[str, Any]
+
+
+def read_answers(
+    source: Source,
+    rubric_of: Callable[[str], Triples | None] | None = None,
+    *,
+    allow_missing: bool = False,
+    name: str | None = None,
+) -> AnswerColumns:
+    """The file's `AnswerColumns`; checks and errors as `decode_allresults`."""
+    decoded = decode_allresults(source, rubric_of, allow_missing=allow_missing, name=name)
+    examples = decoded.examples
+    items = list(chain.from_iterable(map(_ITEMS, examples)))
+    unjoined = [examples[i] for i in decoded.unjoined]
+    contents = texts([m.content for e in unjoined for m in e.prompt])  # (one call for every prompt)
+    prompts: dict[int, tuple[Prompt, Triples]] = {}
+    start = 0
+    for index, example in zip(decoded.unjoined, unjoined, strict=True):
+        end = start + len(example.prompt)
+        roles = (m.role for m in example.prompt)
+        prompt = tuple(zip(roles, contents[start:end], strict=True))
+        prompts[index] = (prompt, list(map(_TRIPLE, example.rubric_items)))
+        start = end
+    prompt_ids = [e.prompt_id for e in examples]
+    seen: dict[str, int] = {}  # prompt_id -> its answers so far
+    repeats = []
+    for prompt_id in prompt_ids:
+        repeat = seen[prompt_id] = seen.get(prompt_id, -1) + 1
+        repeats.append(repeat)
+    return AnswerColumns(
+        source=decoded.source,
+        prompt_ids=prompt_ids,
+        repeats=np.array(repeats, dtype=np.int64),
+        n_items=np.fromiter(map(len, map(_ITEMS, examples)), np.intp, len(examples)),
+        verdicts=np.fromiter(map(CODES.__getitem__, map(_MET, items)), np.int8, len(items)),
+        unjoined=prompts,
+        score=decoded.score,
+        metrics=decoded.metrics,
+    )
+
+
+def read_answers_of_files(
+    paths: Sequence[str | os.PathLike[str]],
+    rubric_of: Callable[[str], Triples | None] | None = None,
+    *,
+    allow_missing: bool = False,
+    workers: int = 1,
+) -> list[AnswerColumns]:
+    """`read_answers` of every file, in order: with ``workers`` > 1 (and several files, on a system
+    that forks) one file per worker process, the workers forked from this one (so they share
+    ``rubric_of``'s dataset without copying it, and the collector's state: a command that pauses it
+    pauses them) and gone when this returns; else here, one after another. The first bad file (in
+    order) raises its `DataError`."""
+    if workers <= 1 or len(paths) <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+        return [read_answers(p, rubric_of, allow_missing=allow_missing) for p in paths]
+    pool = ProcessPoolExecutor(
+        min(workers, len(paths)),
+        mp_context=multiprocessing.get_context("fork"),
+        initializer=_start_worker,
+        initargs=(rubric_of, allow_missing),
+    )
+    try:
+        return list(pool.map(_read_in_worker, [str(p) for p in paths]))
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+_worker_setup: tuple[Callable[[str], Triples | None] | None, bool] = (None, False)  # (in a worker)
+
+
+def _start_worker(rubric_of: Callable[[str], Triples | None] | None, allow_missing: bool) -> None:
+    global _worker_setup
+    _worker_setup = (rubric_of, allow_missing)
+
+
+def _read_in_worker(path: str) -> AnswerColumns:
+    rubric_of, allow_missing = _worker_setup
+    return read_answers(path, rubric_of, allow_missing=allow_missing)

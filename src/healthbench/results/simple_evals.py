@@ -16,7 +16,7 @@ import html as html_lib
 import json
 import operator
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
@@ -29,6 +29,7 @@ from healthbench.data.schema import Conversation, Message, RubricItem
 from healthbench.data.shapes import Message as RawMessage
 from healthbench.results.allresults_columns import (
     VERDICTS,
+    AnswerColumns,
     Item,
     Triples,
     decode_allresults,
@@ -86,11 +87,14 @@ class Interned:
         self.rubrics: dict[int, tuple[Conversation, Triples]] = {}
 
     def item(self, raw: Item) -> RubricItem:
-        key = (raw.criterion, raw.points, tuple(raw.tags))
+        return self.item_of(raw.criterion, raw.points, raw.tags)
+
+    def item_of(self, criterion: str, points: float, tags: Sequence[str]) -> RubricItem:
+        key = (criterion, points, tuple(tags))
         item = self.items.get(key)
         if item is None:
             item = self.items[key] = RubricItem.model_construct(
-                criterion=raw.criterion, points=raw.points, tags=list(raw.tags)
+                criterion=criterion, points=points, tags=list(tags)
             )
         return item
 
@@ -106,8 +110,11 @@ class Interned:
 
     def prompt(self, messages: list[RawMessage]) -> tuple[dict[str, str], ...]:
         """The messages as sent, decoded; equal prompts (a dataset's, in every run) are one object."""
-        roles = [m.role for m in messages]
-        key = (*roles, *texts([m.content for m in messages]))
+        return self.prompt_of([m.role for m in messages], texts([m.content for m in messages]))
+
+    def prompt_of(self, roles: Sequence[str], contents: Sequence[str]) -> tuple[dict[str, str], ...]:
+        """`prompt` of messages already decoded."""
+        key = (*roles, *contents)
         prompt = self.prompts.get(key)
         if prompt is None:
             n = len(roles)
@@ -154,14 +161,7 @@ def load_allresults(
     items and rebuilt conversations.
     """
     interned = interned or Interned()
-    rubric_of = None
-    if conversations is not None:
-        dataset = conversations
-
-        def rubric_of(prompt_id: str) -> Triples | None:
-            known = dataset.get(prompt_id)
-            return interned.rubric(known) if known is not None else None
-
+    rubric_of = dataset_rubrics(conversations, interned)
     decoded = decode_allresults(source, rubric_of, allow_missing=allow_missing, name=name)
     examples = decoded.examples
     # the answers and explanations of the file decoded in two calls (a call per text is most of the
@@ -195,6 +195,39 @@ def load_allresults(
 
 
 _MET = operator.attrgetter("criteria_met")
+
+
+def dataset_rubrics(
+    conversations: Mapping[str, Conversation] | None, interned: Interned
+) -> Callable[[str], Triples | None] | None:
+    """The dataset's rubric of a prompt_id (None when absent) as the reader checks it, or None
+    without a dataset."""
+    if conversations is None:
+        return None
+    dataset = conversations
+
+    def rubric_of(prompt_id: str) -> Triples | None:
+        known = dataset.get(prompt_id)
+        return interned.rubric(known) if known is not None else None
+
+    return rubric_of
+
+
+def answer_conversations(
+    answers: AnswerColumns, conversations: Mapping[str, Conversation] | None, interned: Interned
+) -> list[Conversation]:
+    """Per answer of ``answers`` (`read_answers` with `dataset_rubrics` of ``conversations``), its
+    conversation as `load_allresults` gives it: the dataset's, or rebuilt from the file (shared
+    through ``interned``) for an answer without a dataset entry."""
+    known = conversations or {}
+    out = list(map(known.get, answers.prompt_ids))
+    for index, (prompt, triples) in answers.unjoined.items():
+        messages = interned.prompt_of([role for role, _ in prompt], [text for _, text in prompt])
+        items = [interned.item_of(*triple) for triple in triples]
+        out[index] = interned.conversation(answers.prompt_ids[index], messages, items)
+    if any(c is None for c in out):  # (not `None in out`: that compares every model with None)
+        raise ValueError("an answer has neither a dataset entry nor its rubric from the file")
+    return out  # type: ignore[return-value]
 
 
 def _explanations(raws: list[msgspec.Raw]) -> list[str | None]:

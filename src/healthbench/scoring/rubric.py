@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import operator
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from itertools import chain, count
 from typing import TYPE_CHECKING
@@ -30,6 +30,7 @@ if TYPE_CHECKING:  # only read by attribute: scoring never loads the pydantic mo
 
 __all__ = [
     "OVERALL",
+    "VERDICT_CODES",
     "KeyMembers",
     "MetricTable",
     "RubricLayout",
@@ -39,7 +40,17 @@ __all__ = [
     "conversation_metrics",
     "key_members",
     "length_adjusted",
+    "verdict_codes",
 ]
+
+
+VERDICT_CODES = (Verdict.MET, Verdict.NOT_MET, Verdict.UNGRADED)  # a verdict's code: its index here
+
+
+def verdict_codes(verdicts: Iterable[Verdict], n: int) -> npt.NDArray[np.int8]:
+    """The codes (`VERDICT_CODES`) of ``n`` verdicts, as one array."""
+    ids = np.fromiter(map(id, verdicts), np.intp, n)
+    return np.select([ids == id(Verdict.MET), ids == id(Verdict.NOT_MET)], [0, 1], 2).astype(np.int8)
 
 
 def conversation_metrics(conversation: Conversation, verdicts: Sequence[Verdict]) -> dict[str, float] | None:
@@ -181,8 +192,17 @@ class RubricLayout:
         n_items = np.fromiter(map(len, verdicts), np.intp, len(verdicts))
         if self.structure is None or not np.array_equal(n_items, self.criteria.n_items):
             return None
-        code = np.fromiter(map(id, chain.from_iterable(verdicts)), np.intp, self.criteria.points.size)
-        criteria = replace(self.criteria, met=code == id(Verdict.MET), ungraded=code == id(Verdict.UNGRADED))
+        codes = verdict_codes(chain.from_iterable(verdicts), self.criteria.points.size)
+        return self.coded_metrics(n_items, codes, dicts=dicts)
+
+    def coded_metrics(
+        self, n_items: npt.NDArray[np.intp], codes: npt.NDArray[np.int8], *, dicts: bool = True
+    ) -> MetricTable | None:
+        """`metrics` of verdicts given as codes (`VERDICT_CODES`, criteria one after another;
+        ``n_items`` per conversation), as a reader of columns has them."""
+        if self.structure is None or not np.array_equal(n_items, self.criteria.n_items):
+            return None
+        criteria = replace(self.criteria, met=codes == 0, ungraded=codes == 2)
         return self.structure.table(criteria, dicts)
 
 

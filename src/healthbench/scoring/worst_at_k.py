@@ -26,7 +26,14 @@ from healthbench.scoring.stats import BootstrapOptions, Column, aggregate_column
 
 Floats = npt.NDArray[np.float64]
 
-__all__ = ["WorstAtK", "expected_minima", "minimum_weights", "scores_by_conversation", "worst_at_k_curves"]
+__all__ = [
+    "GroupedScores",
+    "WorstAtK",
+    "expected_minima",
+    "minimum_weights",
+    "scores_by_conversation",
+    "worst_at_k_curves",
+]
 
 
 @dataclass(frozen=True)
@@ -65,30 +72,80 @@ def expected_minima(scores: npt.ArrayLike, weights: dict[int, Floats] | None = N
     return result
 
 
+@dataclass(frozen=True)
+class GroupedScores:
+    """A curve's graded scores as two columns: each score's conversation (0, 1, ... in first-seen
+    order) and the score."""
+
+    conversation: npt.NDArray[np.intp]
+    scores: Floats
+
+    @classmethod
+    def of(cls, ids: npt.ArrayLike, scores: npt.ArrayLike) -> GroupedScores:
+        """From each score's conversation id (any comparable values)."""
+        _, first, inverse = np.unique(np.asarray(ids), return_index=True, return_inverse=True)
+        rank = np.empty(first.size, dtype=np.intp)
+        rank[np.argsort(first, kind="stable")] = np.arange(first.size)
+        return cls(rank[inverse.ravel()], np.asarray(scores, dtype=np.float64))
+
+
 def worst_at_k_curves(
-    curves: Sequence[Sequence[npt.ArrayLike]], options: BootstrapOptions | None = None
+    curves: Sequence[Sequence[npt.ArrayLike] | GroupedScores], options: BootstrapOptions | None = None
 ) -> list[list[WorstAtK]]:
     """Each curve's points, k = 1 up to the most graded answers of one of its conversations.
 
     A curve is given as its conversations' graded scores (one array per conversation, empty arrays
-    ignored). The curves are bootstrapped in one call (as ``options`` says; default
+    ignored; or as `GroupedScores`). The curves are bootstrapped in one call (as ``options`` says; default
     `BootstrapOptions()`): every point's resamples are exact bootstrap resamples of its conversations.
     """
     columns: dict[tuple[int, int], Column] = {}
     weights: dict[int, Floats] = {}
     n_rows = 0
     for curve, conversations in enumerate(curves):
-        minima = [expected_minima(s, weights) for s in conversations if np.asarray(s).size]
-        n_rows = max(n_rows, len(minima))
-        for k in range(1, max((m.size for m in minima), default=0) + 1):
-            rows = [r for r, m in enumerate(minima) if m.size >= k]
-            values = np.array([minima[r][k - 1] for r in rows], dtype=np.float64)
-            columns[(curve, k)] = Column(np.array(rows, dtype=np.intp), values)
+        minima, sizes = _minima_table(conversations, weights)
+        n_rows = max(n_rows, sizes.size)
+        for k in range(1, int(sizes.max(initial=0)) + 1):
+            rows = np.flatnonzero(sizes >= k)
+            columns[(curve, k)] = Column(rows, minima[rows, k - 1])
     stats = aggregate_columns(columns, n_rows, options=options)
     out: list[list[WorstAtK]] = [[] for _ in curves]
     for (curve, k), s in stats.items():
         out[curve].append(WorstAtK(k, s.mean, s.ci_lower, s.ci_upper, s.n_samples))
     return out
+
+
+def _minima_table(
+    conversations: Sequence[npt.ArrayLike] | GroupedScores, weights: dict[int, Floats]
+) -> tuple[Floats, npt.NDArray[np.intp]]:
+    """`expected_minima` of every non-empty conversation, as rows of one table (k = 1..n in row
+    order, NaN beyond), and each row's n. Conversations of the same n are computed together, each
+    by the same matrix-vector product as `expected_minima` (so the figures are the same)."""
+    if isinstance(conversations, GroupedScores):
+        sizes = np.bincount(conversations.conversation).astype(np.intp)
+        order = np.lexsort((conversations.scores, conversations.conversation))
+        ascending, starts = conversations.scores[order], np.cumsum(sizes) - sizes
+
+        def ordered(rows: npt.NDArray[np.intp], n: int) -> Floats:
+            block: Floats = ascending[starts[rows][:, None] + np.arange(n)]
+            return block
+
+    else:
+        scores = [np.asarray(s, dtype=np.float64) for s in conversations]
+        if any(s.ndim != 1 for s in scores):
+            raise ValueError("worst-at-k needs a conversation's scores as a non-empty 1-d array")
+        scores = [s for s in scores if s.size]
+        sizes = np.fromiter(map(len, scores), np.intp, len(scores))
+
+        def ordered(rows: npt.NDArray[np.intp], n: int) -> Floats:
+            return np.sort(np.stack([scores[r] for r in rows]), axis=1)
+
+    table = np.full((sizes.size, int(sizes.max(initial=0))), np.nan)
+    for n in np.unique(sizes).tolist():
+        rows = np.flatnonzero(sizes == n)
+        if n not in weights:
+            weights[n] = minimum_weights(n)
+        table[rows, :n] = np.matmul(weights[n], ordered(rows, n)[:, :, None])[:, :, 0]
+    return table, sizes
 
 
 def scores_by_conversation(ids: Sequence[Hashable], scores: Sequence[float]) -> list[Floats]:
