@@ -359,3 +359,45 @@ def test_cli_results_into_an_unwritable_place_is_one_line(store: Store, tmp_path
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert errors == [f"error: --row-scores-out {blocker / 'rows.jsonl'}: {blocker} is a file, not a folder"]
     assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("runs.db")) == ["file"]
+
+
+def _same_score(a: Any, b: Any) -> None:
+    """Two `RunScore`s hold the very same numbers (NaN equal to NaN)."""
+    assert json.dumps(a.metrics()) == json.dumps(b.metrics())
+    assert a.per_sample == b.per_sample and a.stats.keys() == b.stats.keys()
+    assert (a.ungraded_criteria, a.ungraded_samples) == (b.ungraded_criteria, b.ungraded_samples)
+
+
+@pytest.mark.parametrize("scoring", [{}, {"length_penalty": 0.1, "length_center": 12}])
+def test_a_stored_runs_score_reads_columns_never_its_graded_samples(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scoring: dict[str, Any]
+) -> None:
+    store = Store(tmp_path / "cols.db")
+    _write_run(store, "cols", scoring=scoring)
+    view = RunView.open(store, "cols")
+    expected = view.score_samples(view.graded_samples())  # the samples path: every text in memory
+    assert expected.ungraded_samples == 3 and expected.stats["overall_score"].n_conversations == 4
+    columns = view.run_columns(page_size=3)
+    assert columns.prompt_ids == ["c1", "c2", "c3", "c4"] * 2
+    assert columns.completion_lengths == [len(f"answer to c{i} #0") for i in (1, 2, 3, 4)] + [
+        len(f"answer to c{i} #1") + 10 for i in (1, 2, 3)
+    ] + [0]  # the failed sample: no answer
+    assert len(columns.points) == len(columns.verdicts) == len(columns.criterion_tags) == 16
+    assert columns.criterion_tags[0] is columns.criterion_tags[2]  # one tuple per distinct tag list
+
+    def no_samples(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the metrics built a GradedSample")
+
+    monkeypatch.setattr("healthbench.results.views._graded", no_samples)
+    _same_score(view.score(), expected)
+    _same_score(healthbench.score_stored_run(store, view.record), expected)
+    store.close()
+
+
+def test_a_stored_runs_score_falls_back_to_its_samples_for_unusual_batches(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    view = RunView.open(store, "docs")
+    expected = view.score()
+    monkeypatch.setattr("healthbench.results.views.RunColumns.table", lambda self: None)
+    _same_score(view.score(), expected)
