@@ -47,8 +47,10 @@ def report_eval_run(
     view = RunView.of(store, run).require_kind("eval")
     bootstrap = bootstrap or Bootstrap()  # the run's stored settings
     options = view.scoring_options(seed=bootstrap.seed, n_resamples=bootstrap.n_resamples)
-    samples = view.graded_samples()
-    score = view.score_samples(samples, options)
+    # the graded samples (every answer's text) only for the files that carry them; else read as columns
+    with_samples = files.allresults_out is not None or aggregate_out is not None or mlflow
+    samples = view.graded_samples() if with_samples else []
+    score = view.score_samples(samples, options) if with_samples else view.score(options)
     judge = view.judge_spec
     missing, expected = view.unanswered()
     title = f"run {run.name} · judge {judge} · {view.describe_provenance()}"
