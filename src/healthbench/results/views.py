@@ -25,6 +25,11 @@ if TYPE_CHECKING:  # loaded on first use: listing runs (`healthbench runs`) need
     from healthbench.scoring.rubric import MetricTable
     from healthbench.scoring.run_score import GradedSample, RunScore, ScoringOptions
 
+    # a stored item of `RunView._pages`: id, conversation, repeat, its sample, the page's verdicts
+    _StoredItem = tuple[
+        str, Conversation, int, SampleRow | None, dict[tuple[str, int], tuple[str, str | None]]
+    ]
+
 VERDICTS = {"met": Verdict.MET, "not_met": Verdict.NOT_MET, "ungraded": Verdict.UNGRADED}
 VERDICT_NAMES = {verdict: name for name, verdict in VERDICTS.items()}
 PAGE_SIZE = 500
@@ -170,6 +175,16 @@ class RunView:
 
     def iter_sample_pages(self, page_size: int = PAGE_SIZE) -> Iterator[list[StoredSample]]:
         """`iter_samples` a page (one store read) at a time."""
+        for page in self._pages(page_size):
+            stored = []
+            for item_id, conversation, repeat, sample, verdicts in page:
+                graded = _graded(item_id, conversation, repeat, sample, verdicts)
+                stored.append(StoredSample(graded, sample, item_id))
+            yield stored
+
+    def _pages(self, page_size: int) -> Iterator[list[_StoredItem]]:
+        """Every (item id, conversation, repeat, sample or None, that page's verdicts) of the run in
+        `iter_samples` order, a page of items (one read of samples and one of verdicts) at a time."""
         from healthbench.data.schema import Conversation
 
         self.require_kind("eval")
@@ -179,13 +194,16 @@ class RunView:
                 ids = [item_id for item_id, _ in page]
                 samples = self.store.load_samples(run_id, item_ids=ids, repeat=repeat)
                 verdicts = self.store.load_verdicts(run_id, item_ids=ids, repeat=repeat)
-                stored = []
-                for item_id, record in page:
-                    conversation = Conversation.model_validate(record)
-                    sample = samples.get((item_id, repeat))
-                    graded = _graded(item_id, conversation, repeat, sample, verdicts)
-                    stored.append(StoredSample(graded, sample, item_id))
-                yield stored
+                yield [
+                    (
+                        item_id,
+                        Conversation.model_validate(record),
+                        repeat,
+                        samples.get((item_id, repeat)),
+                        verdicts,
+                    )
+                    for item_id, record in page
+                ]
 
     def graded_samples(self) -> list[GradedSample]:
         """Every graded sample of the run, in `iter_samples` order (what `score_run` takes)."""
@@ -221,19 +239,10 @@ class RunView:
 
     def run_columns(self, page_size: int = COLUMNS_PAGE_SIZE) -> RunColumns:
         """What the run's numbers need, per sample in `iter_samples` order, read a page at a time."""
-        from healthbench.data.schema import Conversation
-
-        self.require_kind("eval")
         columns = RunColumns()
-        run_id = self.record.id
-        for repeat in range(self.config.n_repeats):
-            for page in self.store.iter_item_pages(run_id, page_size):
-                ids = [item_id for item_id, _ in page]
-                samples = self.store.load_samples(run_id, item_ids=ids, repeat=repeat)
-                verdicts = self.store.load_verdicts(run_id, item_ids=ids, repeat=repeat)
-                for item_id, record in page:
-                    sample = samples.get((item_id, repeat))
-                    columns.add(Conversation.model_validate(record), item_id, sample, verdicts)
+        for page in self._pages(page_size):
+            for item_id, conversation, _, sample, verdicts in page:
+                columns.add(conversation, item_id, sample, verdicts)
         return columns
 
     def score_samples(
