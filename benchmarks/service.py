@@ -127,28 +127,39 @@ async def poll_status(
     errors = 0
     path = f"{url}{PREFIX.format(workspace='default')}/busy/status"
     deadline = time.perf_counter() + seconds
-    async with aiohttp.ClientSession(
-        headers={"Authorization": f"Bearer {token}"},
-        timeout=aiohttp.ClientTimeout(total=30),
-        connector=aiohttp.TCPConnector(limit=clients),
-    ) as http:
+    async with status_session(token, clients) as http:
 
         async def one_client() -> None:
             nonlocal errors
             while time.perf_counter() < deadline:
-                started = time.perf_counter()
-                try:
-                    async with http.get(path) as response:
-                        await response.read()
-                        if response.status != 200:
-                            errors += 1
-                except aiohttp.ClientError:
-                    errors += 1
-                latencies.append(time.perf_counter() - started)
+                latency, failed = await timed_get(http, path)
+                latencies.append(latency)
+                errors += failed
                 await asyncio.sleep(pause)
 
         await asyncio.gather(*(one_client() for _ in range(clients)))
     return latencies, errors
+
+
+def status_session(token: str, clients: int) -> aiohttp.ClientSession:
+    """A client session of ``clients`` connections at most, carrying the token."""
+    return aiohttp.ClientSession(
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=aiohttp.ClientTimeout(total=30),
+        connector=aiohttp.TCPConnector(limit=clients),
+    )
+
+
+async def timed_get(http: aiohttp.ClientSession, url: str) -> tuple[float, bool]:
+    """One GET read to its end: its latency, and whether it failed (an answer but 200, a client error)."""
+    started = time.perf_counter()
+    try:
+        async with http.get(url) as response:
+            await response.read()
+            failed = response.status != 200
+    except aiohttp.ClientError:
+        failed = True
+    return time.perf_counter() - started, failed
 
 
 def report(label: str, latencies: list[float], errors: int) -> float:
@@ -200,26 +211,9 @@ def status_under_load(store_path: str, token: str, seconds: float) -> None:
 
 async def burst_round(url: str, path: str, token: str, clients: int) -> tuple[list[float], int]:
     """``clients`` GETs of ``path`` sent at once on their own connections; latencies and errors."""
-    errors = 0
-    async with aiohttp.ClientSession(
-        headers={"Authorization": f"Bearer {token}"},
-        timeout=aiohttp.ClientTimeout(total=30),
-        connector=aiohttp.TCPConnector(limit=clients),
-    ) as http:
-
-        async def one() -> float:
-            nonlocal errors
-            started = time.perf_counter()
-            try:
-                async with http.get(url + path) as response:
-                    await response.read()
-                    errors += response.status != 200
-            except aiohttp.ClientError:
-                errors += 1
-            return time.perf_counter() - started
-
-        latencies = await asyncio.gather(*(one() for _ in range(clients)))
-    return list(latencies), errors
+    async with status_session(token, clients) as http:
+        answers = await asyncio.gather(*(timed_get(http, url + path) for _ in range(clients)))
+    return [latency for latency, _ in answers], sum(failed for _, failed in answers)
 
 
 async def one_at_a_time(url: str, path: str, token: str, count: int) -> list[float]:
