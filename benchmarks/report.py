@@ -21,6 +21,7 @@ same lengths. Nothing is copied into the project. Measured side by side in one p
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import random
@@ -142,17 +143,9 @@ def make_run(
 
 
 def browser_timings(path: Path) -> dict[str, float] | None:
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
+    if CHROMIUM is None or importlib.util.find_spec("playwright") is None:
         return None
-    if CHROMIUM is None:
-        return None
-    with (
-        sync_playwright() as p,
-        tempfile.TemporaryDirectory() as profile,
-        chromium_context(p, profile) as ctx,
-    ):
+    with tempfile.TemporaryDirectory() as profile, chromium_context(profile) as ctx:
         page = ctx.new_page()
         start = time.perf_counter()
         page.goto(path.as_uri())

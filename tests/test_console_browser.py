@@ -57,10 +57,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str
 @pytest.fixture(scope="module")
 def context(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     profile = tmp_path_factory.mktemp("chromium-profile")
-    with (
-        sync_api.sync_playwright() as playwright,
-        chromium_context(playwright, profile, viewport={"width": 1280, "height": 900}) as context,
-    ):
+    with chromium_context(profile, viewport={"width": 1280, "height": 900}) as context:
         yield context
 
 

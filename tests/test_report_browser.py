@@ -25,7 +25,7 @@ OPTIONS = ScoringOptions(n_resamples=200, seed=5)
 N = 60
 SCREENSHOT_COPY = Path("/tmp/healthbench-report.png")
 
-sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
+pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
 if CHROMIUM is None:
     pytest.skip(NO_CHROMIUM, allow_module_level=True)
 
@@ -45,10 +45,7 @@ def report_file(runs: list[Any], tmp_path_factory: pytest.TempPathFactory) -> Pa
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     profile = tmp_path_factory.mktemp("chromium-profile")
-    with (
-        sync_api.sync_playwright() as playwright,
-        chromium_context(playwright, profile, viewport={"width": 1280, "height": 900}) as context,
-    ):
+    with chromium_context(profile, viewport={"width": 1280, "height": 900}) as context:
         yield context
 
 

@@ -47,15 +47,19 @@ NO_CHROMIUM = (
 
 
 @contextmanager
-def chromium_context(playwright: Any, profile: Path | str, **options: Any) -> Iterator[Any]:
-    """A persistent browser context of `CHROMIUM` with its profile in ``profile``; ``options`` go to
-    Playwright's ``launch_persistent_context`` (a viewport, ...). Closed at the end."""
+def chromium_context(profile: Path | str, **options: Any) -> Iterator[Any]:
+    """A persistent browser context of `CHROMIUM` with its profile in ``profile``, driven by a
+    Playwright started for it; ``options`` go to Playwright's ``launch_persistent_context`` (a
+    viewport, ...). Closed, and Playwright stopped, at the end."""
+    from playwright.sync_api import sync_playwright
+
     if CHROMIUM is None:
         raise RuntimeError(NO_CHROMIUM)
-    context = playwright.chromium.launch_persistent_context(
-        str(profile), executable_path=str(CHROMIUM), args=list(CHROMIUM_ARGS), **options
-    )
-    try:
-        yield context
-    finally:
-        context.close()
+    with sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            str(profile), executable_path=str(CHROMIUM), args=list(CHROMIUM_ARGS), **options
+        )
+        try:
+            yield context
+        finally:
+            context.close()
