@@ -38,10 +38,10 @@ from healthbench.executors.progress import RunCounters, plain_line, resumed_note
 from healthbench.executors.ray import join_ray, leave_ray
 from healthbench.models.limits import ConnectionLimits, ConnectionPool
 from healthbench.runner.meta_eval import META_EVAL
-from healthbench.runner.run import EVAL, cancel_batches, execute, prepare_regrade, regrade_config
+from healthbench.runner.run import EVAL, cancel_batches, execute, prepare_regrade
 from healthbench.runner.work import samples_answers, stored_work
 from healthbench.service.offline import METRICS, label_metrics, run_import
-from healthbench.service.operations import job_body, job_config, regrade_overrides, run_name_of
+from healthbench.service.operations import job_body, job_config, regrade_job_config
 from healthbench.service.schemas import StatusDetails
 from healthbench.service.uploads import public_message, uploads_folder
 from healthbench.store.jobs import JobRecord, JobStore
@@ -304,9 +304,7 @@ class JobWorkers:
         it (`RunKind.continued`), with the job's connection and retry settings."""
         kind = job.spec.get("kind", "eval")
         if kind == "regrade":
-            source = run_name_of(job.workspace, job.spec["source"])
-            overrides = regrade_overrides(job.spec, uploads, self.folder)
-            parent, config = regrade_config(self.store, source, overrides.pop("judge", None), overrides)
+            parent, config = regrade_job_config(self.store, job.workspace, job.spec, uploads, self.folder)
         else:
             config = job_config(job.spec, uploads, self.folder)  # also writes the uploads its settings name
         run_kind = META_EVAL if kind == "meta-eval" else EVAL

@@ -23,14 +23,13 @@ from healthbench.defaults import DEFAULT_STATUS_CACHE
 from healthbench.errors import HealthBenchError
 from healthbench.executors.ray import require_ray
 from healthbench.grading.template import GraderTemplate
-from healthbench.profiles import profile_layer
 from healthbench.results.aggregate import aggregate_scores
 from healthbench.results.meta_results import score_meta_run
 from healthbench.results.metrics_out import metrics_document
 from healthbench.results.rows import iter_row_scores
 from healthbench.results.simple_evals import write_allresults
 from healthbench.results.views import RunView
-from healthbench.runner.run import check_models
+from healthbench.runner.run import check_models, regrade_config
 from healthbench.service.errors import ServiceError
 from healthbench.service.limits import ServiceLimits
 from healthbench.service.offline import META_EVAL_VARIANT, METRICS, UploadError, check_offline, label_metrics
@@ -119,12 +118,14 @@ def regrade_overrides(
     return {"ray_address": None} | {k: v for k, v in layer.items() if k not in refused}
 
 
-def _judge(body: JobCreate) -> ModelConfig:
-    """A regrade job's judge: its own, else its profile's."""
-    if body.judge is None:
-        assert body.profile is not None  # JobCreate checks it
-        return ModelConfig.model_validate(profile_layer(body.profile, None)["judge"])
-    return ModelConfig.model_validate(body.model_dump(mode="json", include={"judge"})["judge"])
+def regrade_job_config(
+    store: Store, workspace: str, spec: Mapping[str, Any], uploads: Mapping[str, str] | None, folder: Path
+) -> tuple[RunRecord, RunConfig]:
+    """The source run of a regrade job and the new run's settings, resolved by `regrade_config` as
+    `healthbench regrade` resolves them (the job's judge, else its profile's)."""
+    overrides = regrade_overrides(spec, uploads, folder)
+    source = run_name_of(workspace, spec["source"])
+    return regrade_config(store, source, overrides.pop("judge", None), overrides)
 
 
 def _validate(config: RunConfig, body: JobCreate) -> None:
@@ -266,7 +267,14 @@ class JobService:
             self._usable("judge", config.judge, body.executor)
         elif body.kind == "regrade":
             self._check_source(workspace, body)
-            self._usable("judge", _judge(body), body.executor)
+            spec = body.model_dump(mode="json", exclude=set(UPLOAD_FIELDS))
+            try:
+                _, config = regrade_job_config(self.store, workspace, spec, uploads, self.folder)
+            except HealthBenchError as exc:
+                raise ServiceError(422, f"judge: {without_flags(str(exc))}") from None
+            assert config.judge is not None  # the job's or its profile's (JobCreate checks one is given)
+            _parsed("judge", config.judge)
+            self._usable("judge", config.judge, body.executor)
         else:
             try:
                 check_offline(body)
@@ -288,7 +296,7 @@ class JobService:
         remove_unused(self.folder, [upload_digest(t) for t in texts], self.jobs.upload_in_use)
 
     def _check_source(self, workspace: str, body: JobCreate) -> None:
-        """A regrade's source must be a completed job with answers; its judge must parse."""
+        """A regrade's source must be a completed job with answers."""
         assert body.source is not None  # JobCreate checks it
         source = self.jobs.get(workspace, body.source)
         if source is None:
@@ -300,7 +308,6 @@ class JobService:
                 f"source: job {body.source!r} is a {source.status} {kind} job; a regrade needs a "
                 "completed eval, regrade or import job",
             )
-        _parsed("judge", _judge(body))
 
     def list(self, workspace: str, *, status: str | None, offset: int, limit: int) -> JobList:
         records, total = self.jobs.list(workspace, status=status, offset=offset, limit=limit)
