@@ -9,13 +9,16 @@ keys is hit). Every side must give the same metrics. Prints per side and store: 
 ms per call, peak RSS after the run (and after scoring it from the store).
 
     python benchmarks/full_run.py [--conversations 5000] [--criteria 14] [--concurrency 512]
-        [--latency 0.2] [--baseline-src /tmp/NAME-base/src]
+        [--latency 0.2] [--baseline-src /tmp/NAME-base/src] [--profile N]
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
+import gc
 import json
+import pstats
 import resource
 import shutil
 import subprocess
@@ -23,13 +26,17 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def client(src: str, url: str, data: str, store: str, concurrency: int) -> dict[str, object]:
+def client(
+    src: str, url: str, data: str, store: str, concurrency: int, profile: str = ""
+) -> dict[str, object]:
     """One run in this process (the child), with the healthbench of ``src`` (nothing of healthbench is
-    imported in a client before this)."""
+    imported in a client before this). ``profile``: a file to write cProfile's statistics of
+    `run_eval` to (its CPU figure then includes the profiler's overhead)."""
     sys.path.insert(0, src)
     from healthbench.config import build_config
     from healthbench.results.run_results import score_stored_run
@@ -45,9 +52,28 @@ def client(src: str, url: str, data: str, store: str, concurrency: int) -> dict[
     s = Store(store)
     cfg = build_config(layer)
     before = resource.getrusage(resource.RUSAGE_SELF)
+    profiler = cProfile.Profile() if profile else None
+    # CPU seconds and collections of the cyclic collector, per generation (a few µs per collection)
+    collected = {"seconds": [0.0, 0.0, 0.0], "collections": [0, 0, 0]}
+    began = [0.0]
+
+    def collector(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            began[0] = time.process_time()
+        else:
+            collected["seconds"][info["generation"]] += time.process_time() - began[0]
+            collected["collections"][info["generation"]] += 1
+
+    gc.callbacks.append(collector)
     t0 = time.perf_counter()
+    if profiler is not None:
+        profiler.enable()
     outcome = run_eval(cfg, store=s, name=f"bench-{Path(data).stem}")
+    if profiler is not None:
+        profiler.disable()
+        profiler.dump_stats(profile)
     wall = time.perf_counter() - t0
+    gc.callbacks.remove(collector)
     usage = resource.getrusage(resource.RUSAGE_SELF)
     cpu = usage.ru_utime + usage.ru_stime - before.ru_utime - before.ru_stime
     metrics = score_stored_run(s, outcome.run).metrics()
@@ -58,15 +84,19 @@ def client(src: str, url: str, data: str, store: str, concurrency: int) -> dict[
         "wall": wall,
         "cpu": cpu,
         "calls": outcome.counters.tally.made,
+        "gc": collected,
         "peak_mb": usage.ru_maxrss / 1024,
         "peak_scored_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "metrics": {k: round(v, 12) for k, v in sorted(metrics.items()) if isinstance(v, float)},
     }
 
 
-def spawn(src: Path, url: str, data: Path, store: Path, concurrency: int) -> dict[str, object]:
+def spawn(
+    src: Path, url: str, data: Path, store: Path, concurrency: int, profile: Path | None = None
+) -> dict[str, object]:
+    argv = [str(src), url, str(data), str(store), str(concurrency), str(profile or "")]
     out = subprocess.run(
-        [sys.executable, __file__, "--client", str(src), url, str(data), str(store), str(concurrency)],
+        [sys.executable, __file__, "--client", *argv],
         check=True,
         capture_output=True,
         text=True,
@@ -76,10 +106,33 @@ def spawn(src: Path, url: str, data: Path, store: Path, concurrency: int) -> dic
     return result
 
 
+def collector_line(result: dict[str, Any]) -> str:
+    """The cyclic collector's CPU per call and its collections, per generation (0, 1, 2)."""
+    calls = int(result["calls"])
+    seconds, collections = result["gc"]["seconds"], result["gc"]["collections"]
+    return ", ".join(f"{1000 * t / calls:.4f} ({n})" for t, n in zip(seconds, collections, strict=True))
+
+
+def print_profile(title: str, path: Path, result: dict[str, Any], top: int) -> None:
+    """The client's costliest functions by own time, and by time inside them, in ms per call; and
+    the cyclic collector is not in cProfile's figures."""
+    calls = int(result["calls"])
+    stats = pstats.Stats(str(path))
+    entries = stats.stats  # type: ignore[attr-defined]
+    total = sum(tt for _, _, tt, _, _ in entries.values())
+    print(f"-- profile: {title}: {1000 * total / calls:.3f} ms/call under cProfile")
+    for label, column in (("own time", 2), ("inclusive", 3)):
+        ranked = sorted(entries.items(), key=lambda kv: -kv[1][column])[:top]
+        print(f"   {label}:")
+        for (file, line, name), row in ranked:
+            where = f"{Path(file).name}:{line}" if line else file
+            print(f"   {1000 * row[column] / calls:8.4f}  {row[1]:>9} {name} ({where})")
+
+
 def main(argv: list[str] | None = None) -> int:
     if argv is None and len(sys.argv) > 1 and sys.argv[1] == "--client":
-        _, _, src, url, data, store, concurrency = sys.argv
-        print(json.dumps(client(src, url, data, store, int(concurrency))))
+        _, _, src, url, data, store, concurrency, profile = sys.argv
+        print(json.dumps(client(src, url, data, store, int(concurrency), profile)))
         return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--conversations", type=int, default=5000)
@@ -88,6 +141,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency", type=float, default=0.2)
     parser.add_argument("--baseline-src", type=Path, help="another tree's src/ to measure side by side")
     parser.add_argument("--stores", nargs="+", default=["empty", "prior"], choices=["empty", "prior"])
+    parser.add_argument(
+        "--profile",
+        type=int,
+        metavar="N",
+        help="run each client under cProfile and print its N costliest functions (own time, ms per call)",
+    )
     args = parser.parse_args(argv)
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import support_path  # noqa: F401  (this tree's src/ and tests/ on sys.path)
@@ -119,16 +178,26 @@ def main(argv: list[str] | None = None) -> int:
                     store = work / f"{label.replace(' ', '-')}-{kind}.db"
                     if kind == "prior":
                         shutil.copy(prior, store)
-                    rows.append((label, kind, spawn(src, url, data, store, args.concurrency)))
+                    profile = work / f"{label.replace(' ', '-')}-{kind}.prof" if args.profile else None
+                    result = spawn(src, url, data, store, args.concurrency, profile)
+                    rows.append((label, kind, result))
+                    if profile is not None:
+                        print_profile(f"{label}, {kind} store", profile, result, args.profile)
     print(f"{'side':>10} {'store':>6} {'calls':>6} {'wall s':>7} {'cpu s':>6} {'cpu ms/call':>11} "
-          f"{'peak MB':>7} {'+ scored':>8} {'same metrics':>12}")  # fmt: skip
+          f"{'of it gc':>8} {'peak MB':>7} {'+ scored':>8} {'same metrics':>12}")  # fmt: skip
     reference = rows[0][2]["metrics"]
     for label, kind, r in rows:
         calls = int(r["calls"])  # type: ignore[call-overload]
         cpu = float(r["cpu"])  # type: ignore[arg-type]
+        collector = sum(r["gc"]["seconds"])  # type: ignore[index]
         print(
             f"{label:>10} {kind:>6} {calls:>6} {r['wall']:>7.1f} {cpu:>6.1f} {1000 * cpu / calls:>11.3f} "
+            f"{1000 * collector / calls:>8.3f} "
             f"{r['peak_mb']:>7.0f} {r['peak_scored_mb']:>8.0f} {r['metrics'] == reference!s:>12}"
+        )
+    for label, kind, r in rows:
+        print(
+            f"{label:>10} {kind:>6}: collector ms/call (collections) in generation 0, 1, 2: {collector_line(r)}"
         )
     mine = [r for label, _, r in rows if label == "this tree"]
     ok = all(
