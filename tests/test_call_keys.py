@@ -5,12 +5,13 @@ cached calls stop hitting; the request path may get faster, never different."""
 from __future__ import annotations
 
 import hashlib
+import json
 
 import pytest
 
 from healthbench.executors.grading import EngineOptions, Grading, WorkItem, sample_request
 from healthbench.grading.template import builtin_template
-from healthbench.models.base import ModelSettings, parse_model_spec
+from healthbench.models.base import ModelSettings, parse_model_spec, request_key
 
 # JSON escapes, non-BMP characters, a line separator, a control character and both placeholders
 ODD = 'Sé "breve"\\ ✓ 中文 🩺\n\ttab \u2028 <<rubric_item>> </script> \x01'
@@ -130,3 +131,42 @@ def test_judge_prompts_are_unchanged(w: WorkItem, index: int, digest: str) -> No
         "<<rubric_item>>", criterion
     )
     assert hashlib.sha256(text.encode()).hexdigest() == digest
+
+
+def documented_key(spec, settings, messages, json_schema=None, salt="") -> str:  # type: ignore[no-untyped-def]
+    """`request_key` as its docstring defines it: one `json.dumps` of the whole payload."""
+    payload = {
+        "provider": spec.provider,
+        "model": spec.model,
+        "base_url": spec.url,
+        "settings": settings.model_dump(mode="json", exclude={"timeout"}),
+        "messages": messages,
+        "json_schema": json_schema,
+        "salt": salt,
+    }
+    canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def test_every_code_point_is_keyed_as_json_dumps_writes_it() -> None:
+    spec, settings = SPECS["judge"], SETTINGS["plain"]
+    points = [chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
+    for start in range(0, len(points), 8192):
+        text = "".join(points[start : start + 8192])
+        messages = [{"role": "user", "content": text}, {"role": text[:9], "content": "x"}]
+        assert request_key(spec, settings, messages) == documented_key(spec, settings, messages)
+
+
+def test_floats_and_odd_messages_are_keyed_as_json_dumps_writes_them() -> None:
+    spec = SPECS["judge"]
+    floats = [1e-05, 1e16, 1.5e300, 5e-324, 0.95, 1 / 3, 2.0**53]
+    settings = ModelSettings(temperature=1e-7, extra_body={"a": floats, "z": {"é": 1e22, "b": None}})
+    schema = {"type": "object", "minimum": 1e-9, "required": ["x"]}
+    for messages in (
+        [{"role": "user", "content": "hi"}],
+        [{"role": "user", "content": "hi", "weight": 1e16}],  # not only strings: json.dumps writes them
+        [],
+    ):
+        got = request_key(spec, settings, messages, schema, salt="repeat:1")  # type: ignore[arg-type]
+        want = documented_key(spec, settings, messages, schema, salt="repeat:1")
+        assert got == want

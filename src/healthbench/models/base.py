@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, cast, runtime_checkable
 
+from msgspec import json as _msgspec_json
 from pydantic import BaseModel, ConfigDict, Field
 
 from healthbench.defaults import DEFAULT_TIMEOUT
@@ -212,18 +213,47 @@ def request_key(
     json_schema: dict[str, Any] | None = None,
     salt: str = "",
 ) -> str:
-    """sha256 hex of the normalized request: the call-cache key. Never includes an API key or timeout."""
-    payload = {
-        "provider": spec.provider,
-        "model": spec.model,
-        "base_url": spec.url,
-        "settings": settings.model_dump(mode="json", exclude={"timeout"}),
-        "messages": messages,
-        "json_schema": json_schema,
-        "salt": salt,
-    }
-    canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    """sha256 hex of the normalized request: the call-cache key. Never includes an API key or timeout.
+
+    The normalized request is the UTF-8 of ``json.dumps(payload, sort_keys=True, separators=(",", ":"),
+    ensure_ascii=False)`` with ``payload`` = provider, model, base_url, settings (without timeout),
+    messages, json_schema and salt. It is written here part by part in that key order (the same bytes):
+    the messages, most of a request, by msgspec (which escapes every string as `json` does, ~15x
+    faster; pinned for every code point by the tests), the parts that may hold floats by `json` (msgspec
+    writes exponents differently: ``1e16`` where `json` writes ``1e+16``)."""
+    parts = (
+        b'{"base_url":',
+        _msgspec_json.encode(spec.url),
+        b',"json_schema":',
+        _canonical(json_schema),
+        b',"messages":',
+        _canonical_messages(messages),
+        b',"model":',
+        _msgspec_json.encode(spec.model),
+        b',"provider":',
+        _msgspec_json.encode(spec.provider),
+        b',"salt":',
+        _msgspec_json.encode(salt),
+        b',"settings":',
+        _canonical(settings.model_dump(mode="json", exclude={"timeout"})),
+        b"}",
+    )
+    return hashlib.sha256(b"".join(parts)).hexdigest()
+
+
+def _canonical(value: Any) -> bytes:
+    """`request_key`'s JSON of any value: sorted keys, no spaces, UTF-8."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def _canonical_messages(messages: Messages) -> bytes:
+    """`_canonical` of chat messages: by msgspec when they are dicts of strings (the same bytes),
+    else by `_canonical`."""
+    if all(
+        type(m) is dict and all(type(k) is str and type(v) is str for k, v in m.items()) for m in messages
+    ):
+        return _msgspec_json.encode(messages, order="sorted")
+    return _canonical(messages)
 
 
 @runtime_checkable
