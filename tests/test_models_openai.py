@@ -313,3 +313,33 @@ async def test_many_concurrent_calls_share_few_http_pools():
         assert [a.text for a in answers] == [fake_answer(q) for q in questions]
         assert fetch_stats(url)["max_in_flight"] == 100
         await model.aclose()
+
+
+async def test_the_body_goes_out_as_utf8_json_of_build_body():
+    from aiohttp import web
+
+    seen: list[tuple[str, bytes]] = []
+
+    async def chat(request: web.Request) -> web.Response:
+        seen.append((request.headers["Content-Type"], await request.read()))
+        return web.json_response({"choices": [{"message": {"content": "fine"}}]})
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", chat)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        settings = ModelSettings(temperature=0.5, extra_body={"stop": ["é"], "n": 1e16})
+        model = provider("qwen", settings, base_url=f"http://127.0.0.1:{port}/v1")
+        messages = [{"role": "user", "content": 'Fièvre 🩺 "39" \\ \n\u2028'}]
+        assert (await model.complete(messages)).text == "fine"
+        await model.aclose()
+    finally:
+        await runner.cleanup()
+    [(content_type, raw)] = seen
+    assert content_type == "application/json"
+    assert json.loads(raw.decode("utf-8")) == model.build_body(messages)
+    assert "Fièvre 🩺".encode() in raw  # non-ASCII as UTF-8, not \\u escapes

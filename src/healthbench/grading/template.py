@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
@@ -36,6 +36,8 @@ class GraderTemplate:
 
     text: str
     source: str = "builtin"
+    # the text before and after <<conversation>>, split once (`render` is called for every judge call)
+    _parts: tuple[str, str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for placeholder in (CONVERSATION, RUBRIC_ITEM):
@@ -44,6 +46,8 @@ class GraderTemplate:
                     f"grader template {self.source}: must contain {placeholder} exactly once "
                     f"(found {self.text.count(placeholder)})"
                 )
+        head, tail = self.text.split(CONVERSATION)
+        object.__setattr__(self, "_parts", (head, tail))
 
     @property
     def sha256(self) -> str:
@@ -54,7 +58,7 @@ class GraderTemplate:
         convo = "\n\n".join(f"{m['role']}: {m['content']}" for m in conversation)
         # Substitute the rubric item first so a conversation that happens to contain the text
         # "<<rubric_item>>" cannot be rewritten.
-        head, tail = self.text.split(CONVERSATION)
+        head, tail = self._parts
         return head.replace(RUBRIC_ITEM, rubric_item) + convo + tail.replace(RUBRIC_ITEM, rubric_item)
 
 

@@ -5,9 +5,10 @@ Only turns one request into one `Completion`; retries and limits live in `health
 
 from __future__ import annotations
 
-import json
 from typing import Any
 from urllib.parse import urlsplit
+
+import msgspec
 
 from healthbench.models.base import Completion, Messages, ModelSettings, ModelSpec, Usage
 from healthbench.models.errors import FailureKind, ProviderError
@@ -29,12 +30,13 @@ def _usage(data: dict[str, Any]) -> Usage:
 
 
 def parse_chat_response(body: str, fallback_model: str) -> Completion:
-    """A chat-completions JSON body → `Completion`; an unreadable one is TRANSIENT (servers hiccup)."""
+    """A chat-completions JSON body → `Completion`; an unreadable one is TRANSIENT (servers hiccup).
+    Decoded by msgspec (a fifth of `json.loads`'s CPU; it refuses the ``NaN`` that `json` accepts)."""
     try:
-        data = json.loads(body)
+        data = msgspec.json.decode(body)
         choice = data["choices"][0]
         message = choice.get("message") or {}
-    except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+    except (msgspec.DecodeError, ValueError, KeyError, IndexError, TypeError, AttributeError):
         raise ProviderError(
             FailureKind.TRANSIENT, f"unreadable response (no JSON choices): {body[:120]!r}"
         ) from None

@@ -8,10 +8,10 @@ connections) become TRANSIENT `ProviderError`s, which the retry policy handles.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import aiohttp
+import msgspec
 
 from healthbench.defaults import DEFAULT_MAX_CONNECTIONS
 from healthbench.models.base import Completion, Messages, ModelSettings, ModelSpec
@@ -34,10 +34,7 @@ class HttpClient:
                 limit=self._max_connections, limit_per_host=self._max_connections
             )
             self._session = aiohttp.ClientSession(
-                connector=connector,
-                timeout=self._client_timeout,
-                json_serialize=_dumps,
-                trust_env=False,
+                connector=connector, timeout=self._client_timeout, trust_env=False
             )
         return self._session
 
@@ -69,17 +66,15 @@ class HttpClient:
     ) -> str:
         """Any request (a JSON body, form ``data`` or none), with `post`'s failures: what the provider
         batch APIs need besides chat calls (file uploads, polling, result downloads). ``timeout``
-        (seconds) replaces the client's for this request (a batch file is large)."""
+        (seconds) replaces the client's for this request (a batch file is large). A JSON body is sent
+        as UTF-8 encoded by msgspec (~10x less CPU than aiohttp's ``json=``, which calls `json.dumps`)."""
         waited = timeout if timeout is not None else self._timeout
         limit = self._client_timeout if timeout is None else aiohttp.ClientTimeout(total=timeout)
+        if json is not None:
+            data, headers = encode_json(json), {**headers, "Content-Type": "application/json"}
         try:
             async with self._open().request(
-                method,
-                url,
-                json=json,
-                data=data,
-                headers=headers,
-                timeout=limit,
+                method, url, data=data, headers=headers, timeout=limit
             ) as response:
                 text = await response.text()
                 status, retry_after = response.status, response.headers.get("retry-after")
@@ -103,8 +98,10 @@ def _detail(exc: Exception, api_key: str | None) -> str:
     return redact(" ".join(str(exc).split()), api_key) or type(exc).__name__
 
 
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False)
+def encode_json(value: Any) -> bytes:
+    """A request's JSON body (UTF-8, non-ASCII unescaped, as `json.dumps` would send it but for
+    spacing and float exponents)."""
+    return msgspec.json.encode(value)
 
 
 def http_client(settings: ModelSettings, max_connections: int) -> HttpClient:
