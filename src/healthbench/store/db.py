@@ -196,19 +196,35 @@ def reason(exc: SQLAlchemyError) -> str:
 
 
 def upsert(
-    conn: Connection, table: Table, rows: Sequence[Mapping[str, Any]] | Iterable[Mapping[str, Any]]
+    conn: Connection,
+    table: Table,
+    rows: Sequence[Mapping[str, Any]] | Iterable[Mapping[str, Any]],
+    statements: dict[tuple[str, str], Any] | None = None,
 ) -> None:
-    """Insert rows, replacing any row with the same primary key (work items are idempotent)."""
+    """Insert rows, replacing any row with the same primary key (work items are idempotent).
+    ``statements``: where the statement of each (dialect, table) is kept once built (a `Store`'s:
+    a run's group commit writes the same three tables thousands of times)."""
     rows = list(rows)
     if not rows:
         return
+    where = (conn.dialect.name, table.name)
+    statement = statements.get(where) if statements is not None else None
+    if statement is None:
+        statement = upsert_statement(conn.dialect.name, table)
+        if statements is not None:
+            statements[where] = statement
+    conn.execute(statement, rows)
+
+
+def upsert_statement(dialect_name: str, table: Table) -> Any:
+    """The INSERT ... ON CONFLICT DO UPDATE of `upsert` (an immutable statement, safe to reuse)."""
     # the dialect's own insert, imported when first written with: a store read (`healthbench runs`)
     # never loads PostgreSQL's dialect for a SQLite store
-    if conn.dialect.name == "postgresql":
+    if dialect_name == "postgresql":
         from sqlalchemy.dialects import postgresql as dialect
     else:
         from sqlalchemy.dialects import sqlite as dialect  # type: ignore[no-redef]
     insert = dialect.insert(table)
     keys = [c.name for c in table.primary_key.columns]
     update = {c.name: insert.excluded[c.name] for c in table.columns if c.name not in keys}
-    conn.execute(insert.on_conflict_do_update(index_elements=keys, set_=update), rows)
+    return insert.on_conflict_do_update(index_elements=keys, set_=update)

@@ -141,6 +141,7 @@ class Store:
         $HEALTHBENCH_STORE, else the default file. ``create=False`` never creates a SQLite file."""
         self.engine: Engine = db.connect(store_url(target), create=create)
         self.url = shown(self.engine.url)  # password hidden: safe to print
+        self._upserts: dict[tuple[str, str], Any] = {}  # `db.upsert`'s statements, built once each
 
     def close(self) -> None:
         self.engine.dispose()
@@ -333,7 +334,7 @@ class Store:
                 .mappings()
                 .all()
             )
-            upsert(conn, samples, [dict(r, run_id=target_run) for r in rows])
+            upsert(conn, samples, [dict(r, run_id=target_run) for r in rows], self._upserts)
         return len(rows)
 
     def cache_lookup(self, keys: Iterable[str]) -> dict[str, CachedCall]:
@@ -384,7 +385,7 @@ class Store:
                 (db.grades, [_columns(r, stamp, run_id) for r in grades]),
                 (call_cache, [_columns(c, stamp) for c in cache]),
             ):
-                upsert(conn, table, rows)
+                upsert(conn, table, rows, self._upserts)
 
     def put_rows(self, run_id: int, rows: Rows) -> None:
         """`put` of a `Rows` batch."""
