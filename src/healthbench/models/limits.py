@@ -324,13 +324,18 @@ class ManagedModel:
         return None
 
     async def _attempt(self, connection: Connection, request: Callable[[], Awaitable[T]]) -> T | CallFailure:
-        await connection.before_request()
-        async with connection.gate:
+        if connection.requests is not None or connection.tokens is not None:
+            await connection.before_request()
+        gate = connection.gate  # (not `async with`: two coroutines less per call)
+        await gate.acquire()
+        try:
             self.stats.attempts += 1
             try:
                 result = await request()
             except ProviderError as exc:
                 return exc.failure
+        finally:
+            gate.release()
         if isinstance(result, Completion):
             connection.after_request(result.usage)
         return result

@@ -38,20 +38,6 @@ class HttpClient:
             )
         return self._session
 
-    async def post(
-        self,
-        url: str,
-        *,
-        json: Any,
-        headers: dict[str, str],
-        api_key: str | None = None,
-        key_env: str | None = None,
-    ) -> str:
-        """POST JSON and return the body of a successful answer. Every failure is a `ProviderError`
-        (key redacted): an HTTP error status classified by `http_failure`, a timeout or a dropped
-        connection TRANSIENT, a refused or unresolvable address UNREACHABLE."""
-        return await self.request("POST", url, json=json, headers=headers, api_key=api_key, key_env=key_env)
-
     async def request(
         self,
         method: str,
@@ -64,8 +50,11 @@ class HttpClient:
         key_env: str | None = None,
         timeout: float | None = None,
     ) -> str:
-        """Any request (a JSON body, form ``data`` or none), with `post`'s failures: what the provider
-        batch APIs need besides chat calls (file uploads, polling, result downloads). ``timeout``
+        """One request (a JSON body, form ``data`` or none) and the body of a successful answer: a chat
+        call, or what the provider batch APIs need besides (file uploads, polling, result downloads).
+        Every failure is a `ProviderError` (key redacted): an HTTP error status classified by
+        `http_failure`, a timeout or a dropped connection TRANSIENT, a refused or unresolvable address
+        UNREACHABLE. ``timeout``
         (seconds) replaces the client's for this request (a batch file is large). A JSON body is sent
         as UTF-8 encoded by msgspec (~10x less CPU than aiohttp's ``json=``, which calls `json.dumps`)."""
         waited = timeout if timeout is not None else self._timeout
@@ -147,9 +136,14 @@ class HttpProvider:
         return self.parse(await self.post(self.build_body(messages, json_schema)))
 
     async def post(self, body: Any) -> str:
-        """One POST of a built body; the answer's text (failures: `ProviderError`, see `HttpClient.post`)."""
-        return await self._client.post(
-            self._url, json=body, headers=self.headers(), api_key=self._api_key, key_env=self.spec.key_env
+        """One POST of a built body; the answer's text (failures: `ProviderError`, `HttpClient.request`)."""
+        return await self._client.request(
+            "POST",
+            self._url,
+            json=body,
+            headers=self.headers(),
+            api_key=self._api_key,
+            key_env=self.spec.key_env,
         )
 
     async def send(
