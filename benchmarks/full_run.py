@@ -9,7 +9,8 @@ keys is hit). Every side must give the same metrics. Prints per side and store: 
 ms per call, peak RSS after the run (and after scoring it from the store).
 
     python benchmarks/full_run.py [--conversations 5000] [--criteria 14] [--concurrency 512]
-        [--latency 0.2] [--baseline-src /tmp/NAME-base/src] [--profile N]
+        [--latency 0.2] [--baseline-src /tmp/NAME-base/src] [--process-settings default|cli]
+        [--profile N]
 """
 
 from __future__ import annotations
@@ -32,12 +33,19 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def client(
-    src: str, url: str, data: str, store: str, concurrency: int, profile: str = ""
+    src: str, url: str, data: str, store: str, concurrency: int, profile: str = "", settings: str = "default"
 ) -> dict[str, object]:
     """One run in this process (the child), with the healthbench of ``src`` (nothing of healthbench is
     imported in a client before this). ``profile``: a file to write cProfile's statistics of
-    `run_eval` to (its CPU figure then includes the profiler's overhead)."""
+    `run_eval` to (its CPU figure then includes the profiler's overhead). ``settings``: ``default``,
+    the interpreter's (a program calling the API), or ``cli``, the process settings every
+    `healthbench` command applies (`healthbench.process_settings`: the collector's thresholds, and
+    `gc.freeze` after the imports)."""
     sys.path.insert(0, src)
+    if settings == "cli":
+        from healthbench import process_settings
+
+        process_settings.apply()
     from healthbench.config import build_config
     from healthbench.results.run_results import score_stored_run
     from healthbench.runner.run import run_eval
@@ -51,6 +59,8 @@ def client(
     }
     s = Store(store)
     cfg = build_config(layer)
+    if settings == "cli":
+        process_settings.settle()
     before = resource.getrusage(resource.RUSAGE_SELF)
     profiler = cProfile.Profile() if profile else None
     # CPU seconds and collections of the cyclic collector, per generation (a few µs per collection)
@@ -92,9 +102,15 @@ def client(
 
 
 def spawn(
-    src: Path, url: str, data: Path, store: Path, concurrency: int, profile: Path | None = None
+    src: Path,
+    url: str,
+    data: Path,
+    store: Path,
+    concurrency: int,
+    profile: Path | None = None,
+    settings: str = "default",
 ) -> dict[str, object]:
-    argv = [str(src), url, str(data), str(store), str(concurrency), str(profile or "")]
+    argv = [str(src), url, str(data), str(store), str(concurrency), str(profile or ""), settings]
     out = subprocess.run(
         [sys.executable, __file__, "--client", *argv],
         check=True,
@@ -131,8 +147,8 @@ def print_profile(title: str, path: Path, result: dict[str, Any], top: int) -> N
 
 def main(argv: list[str] | None = None) -> int:
     if argv is None and len(sys.argv) > 1 and sys.argv[1] == "--client":
-        _, _, src, url, data, store, concurrency, profile = sys.argv
-        print(json.dumps(client(src, url, data, store, int(concurrency), profile)))
+        _, _, src, url, data, store, concurrency, profile, settings = sys.argv
+        print(json.dumps(client(src, url, data, store, int(concurrency), profile, settings)))
         return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--conversations", type=int, default=5000)
@@ -141,6 +157,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency", type=float, default=0.2)
     parser.add_argument("--baseline-src", type=Path, help="another tree's src/ to measure side by side")
     parser.add_argument("--stores", nargs="+", default=["empty", "prior"], choices=["empty", "prior"])
+    parser.add_argument(
+        "--process-settings",
+        choices=["default", "cli"],
+        default="default",
+        help="the clients' collector settings: the interpreter's (API use) or the CLI's (process_settings)",
+    )
     parser.add_argument(
         "--profile",
         type=int,
@@ -165,7 +187,8 @@ def main(argv: list[str] | None = None) -> int:
         other.write_text(data.read_text().replace("question ", "query "))
         print(
             f"{args.conversations} conversations x {args.criteria} criteria; fake server (own process): "
-            f"{args.latency}s per call; --max-connections {args.concurrency}; each run its own process"
+            f"{args.latency}s per call; --max-connections {args.concurrency}; each run its own process "
+            f"({args.process_settings} process settings)"
         )
         with fake_server_process("--latency", str(args.latency)) as url:
             prior = work / "prior.db"
@@ -179,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
                     if kind == "prior":
                         shutil.copy(prior, store)
                     profile = work / f"{label.replace(' ', '-')}-{kind}.prof" if args.profile else None
-                    result = spawn(src, url, data, store, args.concurrency, profile)
+                    result = spawn(src, url, data, store, args.concurrency, profile, args.process_settings)
                     rows.append((label, kind, result))
                     if profile is not None:
                         print_profile(f"{label}, {kind} store", profile, result, args.profile)
@@ -197,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     for label, kind, r in rows:
         print(
-            f"{label:>10} {kind:>6}: collector ms/call (collections) in generation 0, 1, 2: {collector_line(r)}"
+            f"{label:>10} {kind:>6}: collector ms/call (collections), generation 0, 1, 2: {collector_line(r)}"
         )
     mine = [r for label, _, r in rows if label == "this tree"]
     ok = all(
