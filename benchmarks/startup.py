@@ -4,15 +4,15 @@ Run with ``python benchmarks/startup.py [--rounds 5] [--baseline SRC]``.
 
 Each command runs in a fresh process (``python -m healthbench ...``), best of ``--rounds``: CPU =
 user + system seconds of the child (``resource.getrusage``) and wall seconds. ``runs`` lists a store
-holding one imported 50-conversation run (each tree imports it into its own store); ``results`` shows
-that run, once before the timings (untimed: a tree that remembers a run's figures in the store has
-them, as after `run` or any earlier `results`), and ``results demo-run (scores)`` shows it from a
-copy of the store as `import` left it, nothing remembered (the copy is taken again before each
-timing). The children run with compiled bytecode (an untimed warm-up first). With ``--baseline SRC``
-(e.g. the ``src`` folder of an export of ``main``: ``git archive main src | tar -x -C /tmp/main``)
-the same commands run from that source side by side. The machine is shared with other engineers'
-work: CPU seconds are the figure to read, wall seconds drift with the load. Target: < 0.3 s for
-every command's help and the read-only commands.
+holding one imported run of ``--conversations`` (50) conversations (each tree imports it into its
+own store); ``results`` shows that run, once before the timings (untimed: a tree that remembers a
+run's figures in the store has them, as after `run` or any earlier `results`), and ``results
+demo-run (scores)`` shows it from a copy of the store as `import` left it, nothing remembered (the
+copy is taken again before each timing). The children run with compiled bytecode (an untimed
+warm-up first). With ``--baseline SRC`` (e.g. the ``src`` folder of an export of ``main``: ``git
+archive main src | tar -x -C /tmp/main``) the same commands run from that source side by side. The
+machine is shared with other engineers' work: CPU seconds are the figure to read, wall seconds drift
+with the load. Target: < 0.3 s for every command's help and the read-only commands.
 """
 
 from __future__ import annotations
@@ -45,13 +45,13 @@ COMMANDS = (
 SCORED = ("results", "demo-run", "(scores)")
 
 
-def make_store(folder: Path) -> tuple[Path, Path]:
+def make_store(folder: Path, conversations: int = 50) -> tuple[Path, Path]:
     from scoring import synthesize
 
     from healthbench.results.simple_evals import write_allresults
     from healthbench.scoring.run_score import ScoringOptions, score_run
 
-    samples = synthesize(50).samples
+    samples = synthesize(conversations).samples
     file = folder / "demo_allresults.json"
     write_allresults(file, samples, score_run(samples, ScoringOptions(n_resamples=0)))
     return file, folder / "store.db"
@@ -83,10 +83,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--baseline", type=Path, help="another source tree (its src folder) to compare")
+    parser.add_argument("--conversations", type=int, default=50, help="conversations of the stored run")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        file, _ = make_store(folder)
+        file, _ = make_store(folder, args.conversations)
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
         env["PYTHONPYCACHEPREFIX"] = str(folder / "bytecode")
         python = sys.executable
@@ -109,7 +110,8 @@ def main(argv: list[str] | None = None) -> int:
                     key = (label, " ".join(command))
                     old = best.get(key, (float("inf"), float("inf")))
                     best[key] = (min(old[0], cpu), min(old[1], wall))
-        print(f"best of {args.rounds} rounds, fresh processes (CPU s / wall s)")
+        rounds = f"best of {args.rounds} rounds, fresh processes (CPU s / wall s)"
+        print(f"{args.conversations} conversations; {rounds}")
         print(f"{'command':38s}" + "".join(f"{label:>22s}" for label in trees))
         for command in (*COMMANDS, SCORED):
             name = " ".join(command)
