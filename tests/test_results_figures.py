@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import build_conversation, build_sample
+from helpers import build_conversation, build_sample, judged_run_args
 from sqlalchemy import text
 from typer.testing import CliRunner
 
@@ -227,3 +227,15 @@ def test_a_store_before_migration_0008_is_migrated_and_scored(store_target: str)
         assert s.revision(run.id) == 1
     finally:
         s.close()
+
+
+def test_a_run_remembers_the_figures_it_prints(
+    server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = tmp_path / "runs.db"
+    args = judged_run_args(server, db, "--model", "cand", "--base-url", server)
+    ran = cli.invoke(app, [*args, "--name", "r", "--limit", "3", "--n-repeats", "2"])
+    assert ran.exit_code == 0, ran.output
+    monkeypatch.setattr(RunView, "score", lambda *_, **__: pytest.fail("scored"))
+    shown, _ = results(db, "r")
+    assert "run r · judge judge" in shown and shown in ran.stdout  # the summary the run printed

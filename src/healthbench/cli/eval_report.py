@@ -46,7 +46,7 @@ def report_eval_run(
     options (`healthbench.results.figures`: no scoring, no numpy); else the run is scored and its
     figures remembered. The files that need the scores themselves always score."""
     from healthbench.cli.summary_view import render_summary
-    from healthbench.results.figures import RunFigures, figures_key, remember, remembered
+    from healthbench.results.figures import figures_key, remember, remembered
     from healthbench.results.metrics_out import metrics_document, write_metrics
     from healthbench.results.views import RunView
 
@@ -62,8 +62,7 @@ def report_eval_run(
         options = view.scoring_options(seed=bootstrap.seed, n_resamples=bootstrap.n_resamples)
         samples = view.graded_samples() if with_samples else []
         score = view.score_samples(samples, options) if with_samples else view.score(options)
-        figures = RunFigures.of(score, view.unanswered())
-        remember(view, key, figures)
+        figures = remember(view, key, score)
     judge = view.judge_spec
     missing, expected = figures.unanswered
     title = f"run {run.name} · judge {judge} · {view.describe_provenance()}"

@@ -17,6 +17,7 @@ module imports the scoring core only to score.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from dataclasses import dataclass
@@ -68,6 +69,7 @@ def figures_key(view: RunView, *, seed: int | None = None, n_resamples: int | No
     parts = {
         "format": FIGURES_FORMAT,
         "healthbench": __version__,
+        "run": [view.record.id, view.record.name, view.record.created_at],
         "config": view.record.config,
         "revision": view.store.revision(view.record.id),
         # an override equal to the stored setting is the stored setting
@@ -84,14 +86,14 @@ def remembered(view: RunView, key: str) -> RunFigures | None:
     return RunFigures.loads(body) if body is not None else None
 
 
-def remember(view: RunView, key: str, figures: RunFigures) -> bool:
-    """Remember ``figures`` under ``key``; False when the store cannot be written (a read-only
-    file: the figures are still shown, just computed again next time)."""
-    try:
+def remember(view: RunView, key: str, score: RunScore) -> RunFigures:
+    """The figures of ``score`` (the run scored with the options of ``key``), remembered under
+    ``key``; a store that cannot be written (a read-only file) keeps nothing: the figures are
+    still shown, and computed again next time."""
+    figures = RunFigures.of(score, view.unanswered())
+    with contextlib.suppress(StoreError):
         view.store.set_run_result(view.record.id, FIGURES, key, figures.dumps())
-    except StoreError:
-        return False
-    return True
+    return figures
 
 
 def run_figures(view: RunView, *, seed: int | None = None, n_resamples: int | None = None) -> RunFigures:
@@ -100,7 +102,5 @@ def run_figures(view: RunView, *, seed: int | None = None, n_resamples: int | No
     key = figures_key(view, seed=seed, n_resamples=n_resamples)
     figures = remembered(view, key)
     if figures is None:
-        score = view.score(view.scoring_options(seed=seed, n_resamples=n_resamples))
-        figures = RunFigures.of(score, view.unanswered())
-        remember(view, key, figures)
+        figures = remember(view, key, view.score(view.scoring_options(seed=seed, n_resamples=n_resamples)))
     return figures
