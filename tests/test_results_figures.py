@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 import healthbench.cli  # noqa: F401  (registers the commands)
 from healthbench.cli.app import app
 from healthbench.config import RunConfig
+from healthbench.errors import StoreError
 from healthbench.grading.template import load_template
 from healthbench.results.figures import FIGURES, RunFigures, figures_key, run_figures
 from healthbench.results.views import RunView
@@ -239,3 +240,19 @@ def test_a_run_remembers_the_figures_it_prints(
     monkeypatch.setattr(RunView, "score", lambda *_, **__: pytest.fail("scored"))
     shown, _ = results(db, "r")
     assert "run r · judge judge" in shown and shown in ran.stdout  # the summary the run printed
+
+
+def test_a_store_that_cannot_be_written_still_shows_the_figures(
+    store: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(*_: Any) -> None:
+        raise StoreError("cannot use the store: attempt to write a readonly database")
+
+    monkeypatch.setattr(Store, "set_run_result", refuse)
+    scorings: list[str] = []
+    score = RunView.score
+    monkeypatch.setattr(RunView, "score", lambda view, *a: scorings.append(view.name) or score(view, *a))
+    first, _ = results(store, "plain")
+    second, _ = results(store, "plain")
+    assert first == second and "overall_score" in first
+    assert scorings == ["plain", "plain"]  # scored again: nothing was remembered
