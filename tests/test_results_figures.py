@@ -144,6 +144,20 @@ def test_remembered_figures_print_byte_for_byte_what_scoring_prints(
         assert "criteria ungraded in 2 conversations" in printed[()][1]
 
 
+def test_numpy_numbers_among_the_figures_are_written_as_the_numbers_they_print() -> None:
+    import numpy as np
+
+    from healthbench.results.summary import Summary, SummaryRow
+
+    row = SummaryRow(
+        "overall", "overall_score", np.float64(0.25), np.float64(0.1), np.float64(0.4), np.int64(3)
+    )
+    summary = Summary((row,), 0.95, None, np.int64(3), np.int64(0), np.int64(0))  # type: ignore[arg-type]
+    figures = RunFigures(summary, {"overall_score": np.float64(0.25), "n_samples": np.int64(3)}, (0, 3))
+    again = RunFigures.loads(figures.dumps())
+    assert again.metrics == {"overall_score": 0.25, "n_samples": 3} and again.summary == summary
+
+
 def test_a_new_grade_or_sample_makes_results_score_again(store: Path) -> None:
     first, _ = results(store, "repeats")
     s = Store(store)

@@ -52,7 +52,7 @@ class RunFigures:
     def dumps(self) -> str:
         """The figures as JSON text (Python's: NaN kept, floats exact, keys in order)."""
         body = {"summary": self.summary.to_json(), "metrics": self.metrics, "unanswered": self.unanswered}
-        return json.dumps(body)
+        return json.dumps(body, default=_plain)
 
     @classmethod
     def loads(cls, text: str) -> RunFigures:
@@ -104,3 +104,12 @@ def run_figures(view: RunView, *, seed: int | None = None, n_resamples: int | No
     if figures is None:
         figures = remember(view, key, view.score(view.scoring_options(seed=seed, n_resamples=n_resamples)))
     return figures
+
+
+def _plain(value: Any) -> Any:
+    """A numpy scalar among the figures as the Python number it prints as (``json`` takes numpy
+    floats, which are floats, but not numpy integers)."""
+    item = getattr(value, "item", None)
+    if item is None:
+        raise TypeError(f"{type(value).__name__} is not a figure")
+    return item()
