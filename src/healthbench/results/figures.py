@@ -5,11 +5,11 @@
 and how many (conversation, repeat) pairs have no answer yet. They are computed by the one scoring
 path (`RunView.score`, or `RunView.score_samples` when the samples are read anyway) and remembered
 in table ``run_results`` under a key (`figures_key`): the sha256 of everything they were computed
-from, i.e. the run's record (id, name, creation time, stored settings), its revision (bumped in the transaction of every write of its
-samples or grades: a resume, a regrade, an import, a correction), the bootstrap seed and size asked
-for, the figures' format and healthbench's version. A remembered body is served only under the
-same key, so figures of another revision or other options are never shown; otherwise the run is
-scored and its figures remembered again (`run_figures`).
+from, i.e. the run's record (id, name, creation time, stored settings), its revision (bumped in the
+transaction of every write of its samples or grades: a resume, a regrade, an import, a correction),
+the bootstrap seed and size asked for, the figures' format and healthbench's version. A remembered
+body is served only under the same key, so figures of another revision or other options are never
+shown; otherwise the run is scored and its figures remembered again (`run_figures`).
 
 Reading them back needs no numpy and no pydantic (docs/benchmarks.md: `results NAME` start-up): this
 module imports the scoring core only to score.
