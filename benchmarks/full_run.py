@@ -10,7 +10,7 @@ ms per call, peak RSS after the run (and after scoring it from the store).
 
     python benchmarks/full_run.py [--conversations 5000] [--criteria 14] [--concurrency 512]
         [--latency 0.2] [--baseline-src /tmp/NAME-base/src] [--process-settings default|cli]
-        [--profile N]
+        [--floor CALLS] [--profile N]
 """
 
 from __future__ import annotations
@@ -101,6 +101,46 @@ def client(
     }
 
 
+def http_floor(src: str, url: str, calls: int, concurrency: int, settings: str) -> dict[str, object]:
+    """The floor of a model call (the child): ``calls`` POSTs of a judge-sized chat body through the
+    ``src`` tree's one request path (`HttpClient.request`: the body's encoding, aiohttp, the answer's
+    text), ``concurrency`` at once, to the same fake server, with nothing else: no engine, key,
+    prompt, parsing or store."""
+    sys.path.insert(0, src)
+    if settings == "cli":
+        from healthbench import process_settings
+
+        process_settings.apply()
+    import asyncio
+
+    from healthbench.models.transport import HttpClient
+    from healthbench.runner.loop import run_async
+
+    if settings == "cli":
+        process_settings.settle()
+    body = {"model": "bench-judge", "messages": [{"role": "user", "content": "question " * 350}]}
+
+    async def main() -> float:
+        client = HttpClient(120.0, concurrency)
+        gate = asyncio.Semaphore(concurrency)
+
+        async def one() -> None:
+            async with gate:
+                await client.request("POST", f"{url}/chat/completions", json=body, headers={})
+
+        await asyncio.gather(*(one() for _ in range(concurrency)))  # the connections opened
+        before = resource.getrusage(resource.RUSAGE_SELF)
+        await asyncio.gather(*(one() for _ in range(calls)))
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        await client.aclose()
+        return usage.ru_utime + usage.ru_stime - before.ru_utime - before.ru_stime
+
+    import healthbench
+
+    cpu = run_async(main())
+    return {"src": str(Path(healthbench.__file__).resolve().parents[1]), "cpu": cpu, "calls": calls}
+
+
 def spawn(
     src: Path,
     url: str,
@@ -146,6 +186,10 @@ def print_profile(title: str, path: Path, result: dict[str, Any], top: int) -> N
 
 
 def main(argv: list[str] | None = None) -> int:
+    if argv is None and len(sys.argv) > 1 and sys.argv[1] == "--floor-client":
+        _, _, src, url, calls, concurrency, settings = sys.argv
+        print(json.dumps(http_floor(src, url, int(calls), int(concurrency), settings)))
+        return 0
     if argv is None and len(sys.argv) > 1 and sys.argv[1] == "--client":
         _, _, src, url, data, store, concurrency, profile, settings = sys.argv
         print(json.dumps(client(src, url, data, store, int(concurrency), profile, settings)))
@@ -164,6 +208,12 @@ def main(argv: list[str] | None = None) -> int:
         help="the clients' collector settings: the interpreter's (API use) or the CLI's (process_settings)",
     )
     parser.add_argument(
+        "--floor",
+        type=int,
+        metavar="CALLS",
+        help="also measure the floor: CALLS bare requests through each tree's HttpClient.request",
+    )
+    parser.add_argument(
         "--profile",
         type=int,
         metavar="N",
@@ -179,6 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.baseline_src is not None:
         sides.append(("baseline", args.baseline_src.resolve()))
     rows = []
+    floors: list[tuple[str, dict[str, Any]]] = []
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         data = synthetic(work / "run.jsonl", n=args.conversations, criteria=args.criteria)
@@ -206,6 +257,18 @@ def main(argv: list[str] | None = None) -> int:
                     rows.append((label, kind, result))
                     if profile is not None:
                         print_profile(f"{label}, {kind} store", profile, result, args.profile)
+            if args.floor:
+                for label, src in sides:
+                    argv = [str(src), url, str(args.floor), str(args.concurrency), args.process_settings]
+                    out = subprocess.run(
+                        [sys.executable, __file__, "--floor-client", *argv],
+                        check=True,
+                        capture_output=True,
+                        text=True,
+                    )
+                    floor = json.loads(out.stdout.strip().splitlines()[-1])
+                    assert floor["src"] == str(src), floor["src"]
+                    floors.append((label, floor))
     print(f"{'side':>10} {'store':>6} {'calls':>6} {'wall s':>7} {'cpu s':>6} {'cpu ms/call':>11} "
           f"{'of it gc':>8} {'peak MB':>7} {'+ scored':>8} {'same metrics':>12}")  # fmt: skip
     reference = rows[0][2]["metrics"]
@@ -221,6 +284,11 @@ def main(argv: list[str] | None = None) -> int:
     for label, kind, r in rows:
         print(
             f"{label:>10} {kind:>6}: collector ms/call (collections), generation 0, 1, 2: {collector_line(r)}"
+        )
+    for label, floor in floors:
+        print(
+            f"{label:>10} floor: {floor['calls']} bare HttpClient.request POSTs (a 3 KB judge-sized body): "
+            f"{1000 * floor['cpu'] / floor['calls']:.3f} ms client CPU per call"
         )
     mine = [r for label, _, r in rows if label == "this tree"]
     ok = all(
