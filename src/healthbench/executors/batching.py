@@ -50,7 +50,7 @@ class BatchOptions:
     max_bytes: int | None = None  # per batch file (None: the provider's limit)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CallTag:
     """What a call answers: stored with its batch request (criterion -1: the candidate's answer)."""
 

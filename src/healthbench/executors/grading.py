@@ -50,7 +50,7 @@ class EngineOptions:
     batch_open_items: int = DEFAULT_BATCH_OPEN_ITEMS
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CallResult:
     text: str
     usage: Usage
@@ -150,7 +150,7 @@ def plan(store: Store, run_id: int, work: Sequence[WorkItem]) -> Plan:
 
 
 # -- the grading state machine --------------------------------------------------------------------
-@dataclass
+@dataclass(slots=True)
 class Grading:
     """One criterion being graded: its request, and what its attempts have added up to.
 

@@ -281,6 +281,8 @@ class _Call:
     """``async with engine._call(...) as result``: a cached answer, or a model call holding a slot
     until the caller has committed what it made of the answer."""
 
+    __slots__ = ("_holding", "engine", "key", "messages", "model", "schema", "tag")
+
     def __init__(
         self,
         engine: Engine,

@@ -44,7 +44,7 @@ ACCEPTED_FORMS = (
 Messages = list[dict[str, str]]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Usage:
     """Token counts of one call (or a sum).
 
@@ -80,7 +80,7 @@ class Usage:
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Completion:
     """One model answer."""
 
