@@ -2,13 +2,20 @@
 
 simple-evals draws ``random.Random(0).sample(examples, n)`` when ``n`` is below the number of
 examples; we do the same, after the id and theme filters, so ``--limit`` picks the same conversations.
+
+`select_pages` makes the same choice over a dataset read a page at a time (a run's set-up): a first
+read keeps of each row only what the choice looks at (its prompt_id, its example tags when themes are
+asked for, its category when categories are), `select` chooses among those keys, and a second read
+gives the chosen rows with their position in the choice. ``Random.sample`` draws indices from the
+population's length and ``k`` only, so sampling the keys picks the rows sampling the rows would.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
-from typing import Protocol, TypeVar
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
 
 from healthbench.errors import DataError
 
@@ -65,3 +72,84 @@ def select(
 def _listed(given: Sequence[str], full: set[str]) -> str:
     """What was asked for, as a user reads it: ``'emergency_referrals' (theme:emergency_referrals)``."""
     return " or ".join(repr(g) for g in dict.fromkeys(given)) + f" ({', '.join(sorted(full))})"
+
+
+Record = TypeVar("Record")
+Row = TypeVar("Row", bound=HasPromptId)
+
+
+class _Key:
+    """What the choice looks at of one row, and where the row is (its index in the file's rows)."""
+
+    __slots__ = ("category", "example_tags", "index", "prompt_id")
+
+    def __init__(self, row: HasPromptId, index: int, *, tags: bool, category: bool) -> None:
+        self.prompt_id = row.prompt_id
+        self.example_tags: tuple[str, ...] = tuple(getattr(row, "example_tags", ())) if tags else ()
+        self.category: str | None = getattr(row, "category", None) if category else None
+        self.index = index
+
+
+@dataclass(frozen=True)
+class Chosen(Generic[Row]):
+    """The rows `select_pages` chose: how many, and a second read of the dataset that gives them."""
+
+    count: int
+    _pages: Callable[[], Iterable[Sequence[Any]]]
+    _rows_of: Callable[[Any], Sequence[Row]]
+    _position: dict[int, int]  # a chosen row's index in the file's rows -> its position in the choice
+    _prompt_ids: dict[int, str]
+    _rows: int
+
+    def rows(self) -> Iterator[tuple[int, Row]]:
+        """(position in the choice, row) of every chosen row, in the file's order (reads it again). A
+        file that is not the one read before (other rows) is a `DataError` raised before the end."""
+        index = 0
+        for page in self._pages():
+            for record in page:
+                for row in self._rows_of(record):
+                    position = self._position.get(index)
+                    if position is not None:
+                        if row.prompt_id != self._prompt_ids[index]:
+                            raise _changed()
+                        yield position, row
+                    index += 1
+        if index != self._rows:
+            raise _changed()
+
+
+def _itself(record: Any) -> tuple[Any]:
+    return (record,)
+
+
+def _changed() -> DataError:
+    return DataError("the dataset file changed while it was read; nothing was stored, run it again")
+
+
+def select_pages(
+    pages: Callable[[], Iterable[Sequence[Record]]],
+    *,
+    rows_of: Callable[[Record], Sequence[Row]] | None = None,
+    limit: int | None = None,
+    ids: Sequence[str] | None = None,
+    themes: Sequence[str] | None = None,
+    categories: Sequence[str] | None = None,
+    before_choice: Callable[[int], None] | None = None,
+) -> Chosen[Row]:
+    """`select` over the rows of a dataset read a page at a time (``pages()`` reads it; ``rows_of``
+    makes a record's rows, default the record itself), holding one page and a key per row: the same
+    rows in the same order, the same errors. The whole file is read (and so checked) before this
+    returns; `Chosen.rows` reads it again for the chosen rows. ``before_choice`` (the caller's own
+    check of what was read) is called with the number of rows between the two."""
+    expand: Callable[[Any], Sequence[Row]] = rows_of or _itself
+    keys: list[_Key] = []
+    for page in pages():
+        for record in page:
+            for row in expand(record):
+                keys.append(_Key(row, len(keys), tags=bool(themes), category=bool(categories)))
+    if before_choice is not None:
+        before_choice(len(keys))
+    chosen = select(keys, limit=limit, ids=ids, themes=themes, categories=categories)
+    position = {key.index: at for at, key in enumerate(chosen)}
+    prompt_ids = {key.index: key.prompt_id for key in chosen}
+    return Chosen(len(chosen), pages, expand, position, prompt_ids, len(keys))
