@@ -109,7 +109,7 @@ def source_bytes(source: Source, name: str | None = None) -> tuple[bytes, str]:
 
 _DECODERS: dict[type[Any], msgspec.json.Decoder[Any]] = {}
 _FORMAT_OF_SHAPE: dict[type[Any], Format] = {ClassicLine: CLASSIC, ProfessionalLine: PROFESSIONAL}
-PAGE_BYTES = 1 << 20  # a page: whole lines of about this many bytes (one longer line is a page of its own)
+PAGE_BYTES = 1 << 18  # a page: whole lines of about this many bytes (one longer line is a page of its own)
 _FALLBACK_PAGE = 256  # lines per page on the line-by-line path
 
 
