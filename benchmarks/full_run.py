@@ -8,8 +8,13 @@ that already holds one full run of another synthetic file (other prompts, so non
 keys is hit). Every side must give the same metrics. Prints per side and store: calls, wall, client CPU
 ms per call, peak RSS after the run (and after scoring it from the store).
 
-    python benchmarks/full_run.py [--conversations 5000] [--criteria 14] [--concurrency 512]
-        [--latency 0.2] [--baseline-src /tmp/NAME-base/src]
+    python benchmarks/full_run.py [--conversations 5000 [2500 ...]] [--criteria 14] [--concurrency 512]
+        [--latency 0.2] [--baseline-src /tmp/NAME-base/src] [--stores empty prior] [--setup-only]
+
+Several ``--conversations`` sizes are measured one after the other (each its own file). With
+``--setup-only`` each client process only makes the run (`prepare_eval`: the dataset read, the choice
+and the run's items stored; no model call) and reports its RSS after the imports, its peak RSS and the
+set-up's CPU and wall seconds.
 """
 
 from __future__ import annotations
@@ -64,9 +69,42 @@ def client(src: str, url: str, data: str, store: str, concurrency: int) -> dict[
     }
 
 
-def spawn(src: Path, url: str, data: Path, store: Path, concurrency: int) -> dict[str, object]:
+def setup_client(src: str, url: str, data: str, store: str) -> dict[str, object]:
+    """Only the run's set-up in this process (the child), with the healthbench of ``src``."""
+    sys.path.insert(0, src)
+    from healthbench.config import build_config
+    from healthbench.runner.run import prepare_eval
+    from healthbench.store import Store
+
+    layer = {
+        "data": data,
+        "model": {"spec": "bench-candidate", "base_url": url},
+        "judge": {"spec": "bench-judge", "base_url": url},
+    }
+    s = Store(store)
+    cfg = build_config(layer)
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    t0 = time.perf_counter()
+    run = prepare_eval(s, cfg, f"bench-{Path(data).stem}")
+    wall = time.perf_counter() - t0
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    import healthbench
+
+    return {
+        "src": str(Path(healthbench.__file__).resolve().parents[1]),
+        "items": len(s.load_items(run.id)),
+        "wall": wall,
+        "cpu": usage.ru_utime + usage.ru_stime - before.ru_utime - before.ru_stime,
+        "start_mb": before.ru_maxrss / 1024,
+        "peak_mb": usage.ru_maxrss / 1024,
+    }
+
+
+def spawn(
+    src: Path, url: str, data: Path, store: Path, concurrency: int, mode: str = "--client"
+) -> dict[str, object]:
     out = subprocess.run(
-        [sys.executable, __file__, "--client", str(src), url, str(data), str(store), str(concurrency)],
+        [sys.executable, __file__, mode, str(src), url, str(data), str(store), str(concurrency)],
         check=True,
         capture_output=True,
         text=True,
@@ -81,31 +119,74 @@ def main(argv: list[str] | None = None) -> int:
         _, _, src, url, data, store, concurrency = sys.argv
         print(json.dumps(client(src, url, data, store, int(concurrency))))
         return 0
+    if argv is None and len(sys.argv) > 1 and sys.argv[1] == "--setup-client":
+        _, _, src, url, data, store, _ = sys.argv
+        print(json.dumps(setup_client(src, url, data, store)))
+        return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--conversations", type=int, default=5000)
+    parser.add_argument("--conversations", type=int, nargs="+", default=[5000])
     parser.add_argument("--criteria", type=int, default=14)
     parser.add_argument("--concurrency", type=int, default=512)
     parser.add_argument("--latency", type=float, default=0.2)
     parser.add_argument("--baseline-src", type=Path, help="another tree's src/ to measure side by side")
     parser.add_argument("--stores", nargs="+", default=["empty", "prior"], choices=["empty", "prior"])
+    parser.add_argument("--setup-only", action="store_true", help="measure the run's set-up alone")
     args = parser.parse_args(argv)
+    for conversations in args.conversations:
+        if args.setup_only:
+            measure_setup(args, conversations)
+        else:
+            measure(args, conversations)
+    return 0
+
+
+def _sides(args: argparse.Namespace) -> list[tuple[str, Path]]:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
+    sides = [("this tree", ROOT / "src")]
+    if args.baseline_src is not None:
+        sides.append(("baseline", args.baseline_src.resolve()))
+    return sides
+
+
+def measure_setup(args: argparse.Namespace, conversations: int) -> None:
+    """RSS and time of `prepare_eval` alone, each side in a fresh process, on an empty store."""
+    sides = _sides(args)
+    import support_path  # noqa: F401  (this tree's src/ and tests/ on sys.path)
+    from pipeline import synthetic  # the pipeline benchmark's synthetic dataset
+
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        data = synthetic(work / "run.jsonl", n=conversations, criteria=args.criteria)
+        size = data.stat().st_size / 1e6
+        print(f"set-up alone (prepare_eval, empty store, fresh process): {conversations} conversations x "
+              f"{args.criteria} criteria, {size:.1f} MB")  # fmt: skip
+        head = f"{'side':>10} {'items':>6} {'wall s':>7} {'cpu s':>6} {'MB before':>9} {'peak MB':>7}"
+        print(f"{head} {'+ MB':>5}")
+        for label, src in sides:
+            store = work / f"{label.replace(' ', '-')}.db"
+            r = spawn(src, "http://127.0.0.1:9/v1", data, store, 0, mode="--setup-client")
+            start, peak = float(r["start_mb"]), float(r["peak_mb"])  # type: ignore[arg-type]
+            print(
+                f"{label:>10} {int(r['items']):>6} {float(r['wall']):>7.2f} {float(r['cpu']):>6.2f} "  # type: ignore[call-overload,arg-type]
+                f"{start:>9.0f} {peak:>7.0f} {peak - start:>5.0f}"
+            )
+
+
+def measure(args: argparse.Namespace, conversations: int) -> None:
+    sides = _sides(args)
     import support_path  # noqa: F401  (this tree's src/ and tests/ on sys.path)
     from pipeline import synthetic  # the pipeline benchmark's synthetic dataset
     from support.process import fake_server_process
 
-    sides = [("this tree", ROOT / "src")]
-    if args.baseline_src is not None:
-        sides.append(("baseline", args.baseline_src.resolve()))
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        data = synthetic(work / "run.jsonl", n=args.conversations, criteria=args.criteria)
+        data = synthetic(work / "run.jsonl", n=conversations, criteria=args.criteria)
         other = work / "other.jsonl"
         # another full run: the same shape, other prompts (no call-cache key in common)
         other.write_text(data.read_text().replace("question ", "query "))
         print(
-            f"{args.conversations} conversations x {args.criteria} criteria; fake server (own process): "
+            f"{conversations} conversations x {args.criteria} criteria; fake server (own process): "
             f"{args.latency}s per call; --max-connections {args.concurrency}; each run its own process"
         )
         with fake_server_process("--latency", str(args.latency)) as url:
@@ -137,7 +218,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     print("targets (this tree: peak RSS < 200 MB in every store, <= 0.25 ms client CPU per call): "
           + ("met" if ok else "NOT met"))  # fmt: skip
-    return 0
 
 
 if __name__ == "__main__":
