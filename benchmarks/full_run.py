@@ -69,23 +69,27 @@ def client(src: str, url: str, data: str, store: str, concurrency: int) -> dict[
     }
 
 
-def setup_client(src: str, url: str, data: str, store: str) -> dict[str, object]:
-    """Only the run's set-up in this process (the child), with the healthbench of ``src``."""
+def setup_client(src: str, url: str, data: str, store: str, kind: str) -> dict[str, object]:
+    """Only the run's set-up (``kind`` eval or meta-eval) in this process (the child), with the
+    healthbench of ``src``."""
     sys.path.insert(0, src)
     from healthbench.config import build_config
+    from healthbench.runner.meta_eval import prepare_meta_eval
     from healthbench.runner.run import prepare_eval
     from healthbench.store import Store
 
-    layer = {
-        "data": data,
-        "model": {"spec": "bench-candidate", "base_url": url},
-        "judge": {"spec": "bench-judge", "base_url": url},
-    }
+    judge = {"spec": "bench-judge", "base_url": url}
+    layer: dict[str, object]
+    if kind == "eval":
+        layer = {"data": data, "model": {"spec": "bench-candidate", "base_url": url}, "judge": judge}
+    else:
+        layer = {"dataset": "meta_eval", "data": data, "model": None, "judge": judge}
     s = Store(store)
     cfg = build_config(layer)
+    prepare = prepare_eval if kind == "eval" else prepare_meta_eval
     before = resource.getrusage(resource.RUSAGE_SELF)
     t0 = time.perf_counter()
-    run = prepare_eval(s, cfg, f"bench-{Path(data).stem}")
+    run = prepare(s, cfg, f"bench-{Path(data).stem}")
     wall = time.perf_counter() - t0
     usage = resource.getrusage(resource.RUSAGE_SELF)
     import healthbench
@@ -101,10 +105,11 @@ def setup_client(src: str, url: str, data: str, store: str) -> dict[str, object]
 
 
 def spawn(
-    src: Path, url: str, data: Path, store: Path, concurrency: int, mode: str = "--client"
+    src: Path, url: str, data: Path, store: Path, option: object, mode: str = "--client"
 ) -> dict[str, object]:
+    """A client process (``mode``): ``option`` is the run's concurrency, or the set-up's kind."""
     out = subprocess.run(
-        [sys.executable, __file__, mode, str(src), url, str(data), str(store), str(concurrency)],
+        [sys.executable, __file__, mode, str(src), url, str(data), str(store), str(option)],
         check=True,
         capture_output=True,
         text=True,
@@ -120,8 +125,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(client(src, url, data, store, int(concurrency))))
         return 0
     if argv is None and len(sys.argv) > 1 and sys.argv[1] == "--setup-client":
-        _, _, src, url, data, store, _ = sys.argv
-        print(json.dumps(setup_client(src, url, data, store)))
+        _, _, src, url, data, store, kind = sys.argv
+        print(json.dumps(setup_client(src, url, data, store, kind)))
         return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--conversations", type=int, nargs="+", default=[5000])
@@ -131,6 +136,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline-src", type=Path, help="another tree's src/ to measure side by side")
     parser.add_argument("--stores", nargs="+", default=["empty", "prior"], choices=["empty", "prior"])
     parser.add_argument("--setup-only", action="store_true", help="measure the run's set-up alone")
+    parser.add_argument(
+        "--fragments",
+        action="store_true",
+        help="--setup-only on dataset_read.py's files (real fragments cycled; 29,511 meta-eval rows)",
+    )
     args = parser.parse_args(argv)
     for conversations in args.conversations:
         if args.setup_only:
@@ -156,20 +166,25 @@ def measure_setup(args: argparse.Namespace, conversations: int) -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        data = synthetic(work / "run.jsonl", n=conversations, criteria=args.criteria)
-        size = data.stat().st_size / 1e6
-        print(f"set-up alone (prepare_eval, empty store, fresh process): {conversations} conversations x "
-              f"{args.criteria} criteria, {size:.1f} MB")  # fmt: skip
-        head = f"{'side':>10} {'items':>6} {'wall s':>7} {'cpu s':>6} {'MB before':>9} {'peak MB':>7}"
-        print(f"{head} {'+ MB':>5}")
-        for label, src in sides:
-            store = work / f"{label.replace(' ', '-')}.db"
-            r = spawn(src, "http://127.0.0.1:9/v1", data, store, 0, mode="--setup-client")
-            start, peak = float(r["start_mb"]), float(r["peak_mb"])  # type: ignore[arg-type]
-            print(
-                f"{label:>10} {int(r['items']):>6} {float(r['wall']):>7.2f} {float(r['cpu']):>6.2f} "  # type: ignore[call-overload,arg-type]
-                f"{start:>9.0f} {peak:>7.0f} {peak - start:>5.0f}"
-            )
+        if args.fragments:
+            from dataset_read import write_inputs  # the reading benchmark's files from the real fragments
+
+            files = write_inputs(work, conversations)
+        else:
+            files = {"eval": synthetic(work / "run.jsonl", n=conversations, criteria=args.criteria)}
+        for kind, data in files.items():
+            size = data.stat().st_size / 1e6
+            print(f"set-up alone ({kind}, empty store, fresh process): {data.name}, {size:.1f} MB")
+            head = f"{'side':>10} {'items':>6} {'wall s':>7} {'cpu s':>6} {'MB before':>9} {'peak MB':>7}"
+            print(f"{head} {'+ MB':>5}")
+            for label, src in sides:
+                store = work / f"{label.replace(' ', '-')}-{kind}.db"
+                r = spawn(src, "http://127.0.0.1:9/v1", data, store, kind, mode="--setup-client")
+                start, peak = float(r["start_mb"]), float(r["peak_mb"])  # type: ignore[arg-type]
+                print(
+                    f"{label:>10} {int(r['items']):>6} {float(r['wall']):>7.2f} {float(r['cpu']):>6.2f} "  # type: ignore[call-overload,arg-type]
+                    f"{start:>9.0f} {peak:>7.0f} {peak - start:>5.0f}"
+                )
 
 
 def measure(args: argparse.Namespace, conversations: int) -> None:
