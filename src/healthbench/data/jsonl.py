@@ -3,11 +3,13 @@ each line is read as its shape in `healthbench.data.shapes` and checked by the r
 (`line_problem`); ids must be unique in a file (`identity`).
 
 A source is a path, or the file's bytes with a ``name`` for messages (the service reads uploads
-without writing them to disk). A valid file is decoded in one typed batch (`msgspec.json.Decoder.
-decode_lines`); anything unusual sends the file to the line-by-line path, which decodes each line
-with ``json`` (so decode errors read as Python's, with their column) and converts it to the same
-struct: every failure is a `DataError` naming the file, the line and the field. Both paths return
-the same structs; `healthbench.data.schema` builds the typed records callers use from them.
+without writing them to disk). A file is read a page at a time (`read_pages`: whole lines of about
+`PAGE_BYTES`; a path is never read whole), each page decoded in one typed batch (`msgspec.json.
+Decoder.decode_lines`); anything unusual sends the file to the line-by-line path, which decodes each
+line with ``json`` (so decode errors read as Python's, with their column) and converts it to the
+same struct: every failure is a `DataError` naming the file, the line and the field, the one the
+whole file gives. Both paths return the same structs; `read_lines` gathers the pages, and
+`healthbench.data.schema` builds the typed records callers use from them.
 
 No pydantic is imported here: readers that only need the decoded lines (`rubric_index`, the
 ``_allresults.json`` reader) stay light.
