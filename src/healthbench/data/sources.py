@@ -10,11 +10,11 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Generic
 
 import platformdirs
 
@@ -171,7 +171,16 @@ def read_records(source: Source, record_type: type[Record], *, name: str | None 
     return [record for page in record_pages(source, record_type, name=name) for record in page]
 
 
-Pages = Callable[[], Iterator[list[Record]]]  # a dataset's records a page at a time; each call reads it again
+@dataclass(frozen=True)
+class Pages(Generic[Record]):
+    """A dataset file's records a page at a time: each call reads the file again. `lines` reads the
+    same pages as decoded lines, without building records (what a run's choice of rows looks at)."""
+
+    records: Callable[[], Iterator[list[Record]]]
+    lines: Callable[[], Iterable[Sequence[Any]]]
+
+    def __call__(self) -> Iterator[list[Record]]:
+        return self.records()
 
 
 def open_conversations(
@@ -185,8 +194,11 @@ def open_conversations(
     HealthBench Professional, and its conversations a page at a time (`conversation_pages`)."""
     if variant in META_VARIANTS:
         raise DataError(f"{variant!r} is a meta-eval dataset; use `healthbench meta-eval`")
+    from healthbench.data.jsonl import read_eval_pages  # (as in `record_pages`)
+
     source = resolve(variant, data=data, cache=cache, progress=progress)
-    return source, functools.partial(conversation_pages, source.path)
+    lines = functools.partial(lambda path: read_eval_pages(path)[1], source.path)
+    return source, Pages(functools.partial(conversation_pages, source.path), lines)
 
 
 def load_conversations(
@@ -234,8 +246,12 @@ def open_meta_eval(
     progress: DownloadProgress | None = None,
 ) -> tuple[DatasetFile, Pages[MetaEvalRecord]]:
     """The meta-eval file and its rows a page at a time (`record_pages`)."""
+    from healthbench.data.jsonl import read_pages  # (as in `record_pages`)
+    from healthbench.data.shapes import MetaLine
+
     source = resolve(variant, data=data, cache=cache, progress=progress)
-    return source, functools.partial(record_pages, source.path, MetaEvalRecord)
+    lines = functools.partial(read_pages, source.path, MetaLine)
+    return source, Pages(functools.partial(record_pages, source.path, MetaEvalRecord), lines)
 
 
 def load_meta_eval(

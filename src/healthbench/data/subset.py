@@ -12,6 +12,7 @@ population's length and ``k`` only, so sampling the keys picks the rows sampling
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -135,21 +136,26 @@ def select_pages(
     themes: Sequence[str] | None = None,
     categories: Sequence[str] | None = None,
     before_choice: Callable[[int], None] | None = None,
+    keys: Callable[[], Iterable[Sequence[Any]]] | None = None,
 ) -> Chosen[Row]:
     """`select` over the rows of a dataset read a page at a time (``pages()`` reads it; ``rows_of``
     makes a record's rows, default the record itself), holding one page and a key per row: the same
     rows in the same order, the same errors. The whole file is read (and so checked) before this
     returns; `Chosen.rows` reads it again for the chosen rows. ``before_choice`` (the caller's own
-    check of what was read) is called with the number of rows between the two."""
+    check of what was read) is called with the number of rows between the two. ``keys``, when the rows
+    are the records themselves, reads the same rows for the first read without building records (the
+    file's decoded lines: anything with the attributes the choice looks at)."""
+    if keys is not None and rows_of is not None:
+        raise ValueError("keys reads the records as rows: it cannot be given with rows_of")
     expand: Callable[[Any], Sequence[Row]] = rows_of or _itself
-    keys: list[_Key] = []
-    for page in pages():
-        for record in page:
-            for row in expand(record):
-                keys.append(_Key(row, len(keys), tags=bool(themes), category=bool(categories)))
+    if keys is not None:
+        rows: Iterable[Any] = itertools.chain.from_iterable(keys())
+    else:
+        rows = (row for page in pages() for record in page for row in expand(record))
+    found = [_Key(row, i, tags=bool(themes), category=bool(categories)) for i, row in enumerate(rows)]
     if before_choice is not None:
-        before_choice(len(keys))
-    chosen = select(keys, limit=limit, ids=ids, themes=themes, categories=categories)
+        before_choice(len(found))
+    chosen = select(found, limit=limit, ids=ids, themes=themes, categories=categories)
     position = {key.index: at for at, key in enumerate(chosen)}
     prompt_ids = {key.index: key.prompt_id for key in chosen}
-    return Chosen(len(chosen), pages, expand, position, prompt_ids, len(keys))
+    return Chosen(len(chosen), pages, expand, position, prompt_ids, len(found))
