@@ -126,6 +126,18 @@ def test_a_valid_line_only_the_line_by_line_path_takes_on_page_two(
     assert got == [f"p-{i:05d}" for i in range(40)]
 
 
+def test_keys_of_one_hash_only_cost_the_line_by_line_path(
+    small_pages: int, write_file: WriteFile, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pages remember the hashes of the keys they saw, not the keys (a meta-eval key holds a
+    criterion's text): keys that share a hash are read line by line, where the keys are compared."""
+    path = write_file("data.jsonl", _jsonl(_rows(40)))
+    expected = jsonl.read_lines(path, ClassicLine)
+    monkeypatch.setattr(jsonl, "hash", lambda key: 7, raising=False)
+    assert jsonl._decode_valid(path.read_bytes(), ClassicLine) is None  # every key "collides"
+    assert jsonl.read_lines(path, ClassicLine) == expected
+
+
 # --- a bad line on a later page: the whole-file reader's error, and no run ----------------------
 
 BAD_LINES: dict[str, Callable[[list[str]], None]] = {

@@ -123,7 +123,7 @@ def read_pages(source: Source, shape: type[Line], *, name: str | None = None) ->
     whole file there (the pages already given are not given again), so the error is the one the
     file would give read whole (bad UTF-8 anywhere first, then the first bad line)."""
     label = name or ("<bytes>" if isinstance(source, bytes) else str(source))
-    seen: set[str] = set()
+    seen: set[int] = set()
     given = 0
     for number, page in enumerate(_byte_pages(source, label)):
         if number and page.startswith(codecs.BOM_UTF8):
@@ -188,9 +188,11 @@ def _whole_lines(blocks: Iterable[bytes]) -> Iterator[bytes]:
         yield b"".join(parts)
 
 
-def _decode_valid(data: bytes, shape: type[Line], seen: set[str] | None = None) -> list[Line] | None:
+def _decode_valid(data: bytes, shape: type[Line], seen: set[int] | None = None) -> list[Line] | None:
     """The lines of a valid file (or page of one) in one typed batch; None when anything is unusual
-    (the line-by-line path then names it). ``seen``: the keys of the pages before (updated)."""
+    (the line-by-line path then names it). ``seen``: the hashes of the keys of the pages before
+    (updated; a meta-eval key holds its criterion's text, a hash does not: two keys of one hash only
+    send the file to the line-by-line path, which compares the keys themselves)."""
     decoder = _DECODERS.get(shape)
     if decoder is None:
         decoder = _DECODERS[shape] = msgspec.json.Decoder(shape)
@@ -205,7 +207,7 @@ def _decode_valid(data: bytes, shape: type[Line], seen: set[str] | None = None) 
         return None
     if any(map(line_problem, lines)):
         return None
-    keys = {identity(line)[1] for line in lines}
+    keys = {hash(identity(line)[1]) for line in lines}
     if len(keys) != len(lines) or (seen is not None and not keys.isdisjoint(seen)):
         return None
     if seen is not None:
