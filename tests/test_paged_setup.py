@@ -4,6 +4,7 @@ peak memory that does not hold every record."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import tracemalloc
@@ -334,6 +335,7 @@ def test_an_eval_set_up_stores_the_chosen_conversations_in_sample_order(
     expected = select(records, limit=config.limit, ids=config.ids, themes=config.themes)
     assert _items(store, "r") == [(c.prompt_id, c.model_dump(mode="json")) for c in expected]
     assert run.config["dataset"]["conversations"] == len(expected)
+    assert run.config["dataset"]["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def test_a_meta_eval_set_up_stores_the_chosen_rows_in_sample_order(small_pages: int, tmp_path: Path) -> None:
