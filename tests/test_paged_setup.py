@@ -279,8 +279,8 @@ def test_select_pages_is_select_on_the_real_fragment(
     if "limit" in filters and filters["limit"] < len(records) and set(filters) == {"limit"}:
         assert expected == random.Random(0).sample(records, filters["limit"])  # simple-evals' draw
     assert [c.prompt_id for c in _chosen_in_order(pages, **filters)] == [c.prompt_id for c in expected]
-    # the first read on the decoded lines only (as a run's set-up does): the same rows, as records
-    assert _chosen_in_order(pages, keys=pages.lines, **filters) == expected
+    # on the decoded lines, records built of the chosen only (as a run's set-up does): the same
+    assert _chosen_in_order(pages.lines, build=pages.build, **filters) == expected
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -20,7 +20,7 @@ import platformdirs
 
 from healthbench.atomic import atomic_writer
 from healthbench.data.formats import Source
-from healthbench.data.professional import conversation_pages, read_conversations
+from healthbench.data.professional import read_conversations
 from healthbench.data.schema import Conversation, MetaEvalRecord, Record, conversations_of, meta_records_of
 from healthbench.errors import DataError, DownloadError
 
@@ -173,14 +173,14 @@ def read_records(source: Source, record_type: type[Record], *, name: str | None 
 
 @dataclass(frozen=True)
 class Pages(Generic[Record]):
-    """A dataset file's records a page at a time: each call reads the file again. `lines` reads the
-    same pages as decoded lines, without building records (what a run's choice of rows looks at)."""
+    """A dataset file a page at a time, each call reading it again: as decoded lines (`lines`, what
+    a run's choice of rows looks at), or as records (calling it: `build` of each page of lines)."""
 
-    records: Callable[[], Iterator[list[Record]]]
-    lines: Callable[[], Iterable[Sequence[Any]]]
+    lines: Callable[[], Iterator[list[Any]]]
+    build: Callable[[list[Any]], list[Record]]
 
     def __call__(self) -> Iterator[list[Record]]:
-        return self.records()
+        return map(self.build, self.lines())
 
 
 def open_conversations(
@@ -191,14 +191,14 @@ def open_conversations(
     progress: DownloadProgress | None = None,
 ) -> tuple[DatasetFile, Pages[Conversation]]:
     """The file of an eval variant (full, hard, consensus, demo) or a local file, classic or
-    HealthBench Professional, and its conversations a page at a time (`conversation_pages`)."""
+    HealthBench Professional, and its conversations a page at a time (`Pages` of `read_eval_pages`'s
+    lines, built by `conversations_of`)."""
     if variant in META_VARIANTS:
         raise DataError(f"{variant!r} is a meta-eval dataset; use `healthbench meta-eval`")
     from healthbench.data.jsonl import read_eval_pages  # (as in `record_pages`)
 
     source = resolve(variant, data=data, cache=cache, progress=progress)
-    lines = functools.partial(lambda path: read_eval_pages(path)[1], source.path)
-    return source, Pages(functools.partial(conversation_pages, source.path), lines)
+    return source, Pages(lambda: read_eval_pages(source.path)[1], conversations_of)
 
 
 def load_conversations(
@@ -250,8 +250,7 @@ def open_meta_eval(
     from healthbench.data.shapes import MetaLine
 
     source = resolve(variant, data=data, cache=cache, progress=progress)
-    lines = functools.partial(read_pages, source.path, MetaLine)
-    return source, Pages(functools.partial(record_pages, source.path, MetaEvalRecord), lines)
+    return source, Pages(functools.partial(read_pages, source.path, MetaLine), meta_records_of)
 
 
 def load_meta_eval(

@@ -12,7 +12,6 @@ population's length and ``k`` only, so sampling the keys picks the rows sampling
 
 from __future__ import annotations
 
-import itertools
 import random
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -77,6 +76,7 @@ def _listed(given: Sequence[str], full: set[str]) -> str:
 
 Record = TypeVar("Record")
 Row = TypeVar("Row", bound=HasPromptId)
+Built = TypeVar("Built")
 
 
 class _Key:
@@ -92,29 +92,36 @@ class _Key:
 
 
 @dataclass(frozen=True)
-class Chosen(Generic[Row]):
+class Chosen(Generic[Built]):
     """The rows `select_pages` chose: how many, and a second read of the dataset that gives them."""
 
     count: int
     _pages: Callable[[], Iterable[Sequence[Any]]]
-    _rows_of: Callable[[Any], Sequence[Row]]
+    _rows_of: Callable[[Any], Sequence[Any]]
+    _build: Callable[[list[Any]], list[Built]] | None
     _position: dict[int, int]  # a chosen row's index in the file's rows -> its position in the choice
     _prompt_ids: dict[int, str]
     _rows: int
 
-    def rows(self) -> Iterator[tuple[int, Row]]:
-        """(position in the choice, row) of every chosen row, in the file's order (reads it again). A
-        file that is not the one read before (other rows) is a `DataError` raised before the end."""
+    def rows(self) -> Iterator[tuple[int, Built]]:
+        """(position in the choice, row) of every chosen row, in the file's order (reads it again; with
+        ``build``, the rows it builds of a page's chosen rows). A file that is not the one read
+        before (other rows) is a `DataError` raised before the end."""
         index = 0
         for page in self._pages():
+            positions: list[int] = []
+            picked: list[Any] = []
             for record in page:
                 for row in self._rows_of(record):
                     position = self._position.get(index)
                     if position is not None:
                         if row.prompt_id != self._prompt_ids[index]:
                             raise _changed()
-                        yield position, row
+                        positions.append(position)
+                        picked.append(row)
                     index += 1
+            if picked:
+                yield from zip(positions, picked if self._build is None else self._build(picked), strict=True)
         if index != self._rows:
             raise _changed()
 
@@ -131,31 +138,26 @@ def select_pages(
     pages: Callable[[], Iterable[Sequence[Record]]],
     *,
     rows_of: Callable[[Record], Sequence[Row]] | None = None,
+    build: Callable[[list[Row]], list[Built]] | None = None,
     limit: int | None = None,
     ids: Sequence[str] | None = None,
     themes: Sequence[str] | None = None,
     categories: Sequence[str] | None = None,
     before_choice: Callable[[int], None] | None = None,
-    keys: Callable[[], Iterable[Sequence[Any]]] | None = None,
-) -> Chosen[Row]:
+) -> Chosen[Any]:
     """`select` over the rows of a dataset read a page at a time (``pages()`` reads it; ``rows_of``
     makes a record's rows, default the record itself), holding one page and a key per row: the same
     rows in the same order, the same errors. The whole file is read (and so checked) before this
-    returns; `Chosen.rows` reads it again for the chosen rows. ``before_choice`` (the caller's own
-    check of what was read) is called with the number of rows between the two. ``keys``, when the rows
-    are the records themselves, reads the same rows for the first read without building records (the
-    file's decoded lines: anything with the attributes the choice looks at)."""
-    if keys is not None and rows_of is not None:
-        raise ValueError("keys reads the records as rows: it cannot be given with rows_of")
-    expand: Callable[[Any], Sequence[Row]] = rows_of or _itself
-    if keys is not None:
-        rows: Iterable[Any] = itertools.chain.from_iterable(keys())
-    else:
-        rows = (row for page in pages() for record in page for row in expand(record))
+    returns; `Chosen.rows` reads it again for the chosen rows, and ``build`` (when given) makes what
+    is stored of a page's chosen rows (records of decoded lines: only the chosen are built).
+    ``before_choice`` (the caller's own check of what was read) is called with the number of rows
+    between the two reads."""
+    expand: Callable[[Any], Sequence[Any]] = rows_of or _itself
+    rows = (row for page in pages() for record in page for row in expand(record))
     found = [_Key(row, i, tags=bool(themes), category=bool(categories)) for i, row in enumerate(rows)]
     if before_choice is not None:
         before_choice(len(found))
     chosen = select(found, limit=limit, ids=ids, themes=themes, categories=categories)
     position = {key.index: at for at, key in enumerate(chosen)}
     prompt_ids = {key.index: key.prompt_id for key in chosen}
-    return Chosen(len(chosen), pages, expand, position, prompt_ids, len(found))
+    return Chosen(len(chosen), pages, expand, build, position, prompt_ids, len(found))

@@ -41,7 +41,7 @@ def prepare_meta_eval(store: Store, config: RunConfig, name: str, **hooks: Unpac
         config.dataset, data=config.data, cache=config.cache_dir, progress=hooks.get("download_progress")
     )
     chosen: Chosen[MetaEvalRecord] = select_pages(
-        pages, keys=pages.lines, limit=config.limit, ids=config.ids, categories=config.categories
+        pages.lines, build=pages.build, limit=config.limit, ids=config.ids, categories=config.categories
     )
     dataset = dataset_record(config, source, rows=chosen.count)
     template = load_template(config.grader_template, config.cache_dir)

@@ -150,7 +150,7 @@ def prepare_eval(store: Store, config: RunConfig, name: str, **hooks: Unpack[Run
         config.dataset, data=config.data, cache=config.cache_dir, progress=hooks.get("download_progress")
     )
     chosen: Chosen[Conversation] = select_pages(
-        pages, keys=pages.lines, limit=config.limit, ids=config.ids, themes=config.themes
+        pages.lines, build=pages.build, limit=config.limit, ids=config.ids, themes=config.themes
     )
     dataset = dataset_record(config, source, conversations=chosen.count)
     record = stored_record(config, kind="eval", dataset=dataset, template_sha=template.sha256)
