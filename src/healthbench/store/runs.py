@@ -153,12 +153,14 @@ class Store:
         name: str,
         kind: str,
         config: Mapping[str, Any],
-        records: Iterable[tuple[str, Mapping[str, Any]]],
+        records: Iterable[tuple[str, Mapping[str, Any]] | tuple[str, Mapping[str, Any], int]],
         *,
         parent_run: str | None = None,
     ) -> RunRecord:
-        """Store a new run with its items; ``records`` may be a generator: they are inserted
-        ``INSERT_CHUNK`` at a time, never all held at once."""
+        """Store a new run with its items in one transaction; ``records`` may be a generator: they are
+        inserted ``INSERT_CHUNK`` at a time, never all held at once, and an exception it raises
+        leaves no run. An item is stored at its place in ``records``, or at the position given as
+        its third element (records read in file order, stored in the order a sample chose them)."""
         stamp = db.now()
         try:
             with self.engine.begin() as conn:
@@ -178,8 +180,11 @@ class Store:
                 assert inserted is not None
                 run_id = inserted[0]
                 rows: list[dict[str, Any]] = []
-                for i, (item_id, record) in enumerate(records):
-                    rows.append({"run_id": run_id, "position": i, "item_id": item_id, "record": dict(record)})
+                for i, (item_id, record, *at) in enumerate(records):
+                    position = at[0] if at else i
+                    rows.append(
+                        {"run_id": run_id, "position": position, "item_id": item_id, "record": dict(record)}
+                    )
                     if len(rows) == INSERT_CHUNK:
                         conn.execute(items.insert(), rows)
                         rows = []
