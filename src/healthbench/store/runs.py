@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import Any, TypeVar
 
-from sqlalchemy import Engine, Table, and_, func, select, update
+from sqlalchemy import Engine, Select, Table, and_, func, select, update
 from sqlalchemy.exc import IntegrityError
 
 from healthbench.errors import RunError, RunExistsError
@@ -125,6 +125,16 @@ class UsageRow:
     cost: float | None
     cached: bool
     failed: bool
+
+
+@dataclass(frozen=True)
+class RunProgress:
+    """A run's size and what it has done, counted by the store (`Store.run_progress`)."""
+
+    items: int
+    criteria: int  # over all items, for one repeat
+    samples_done: int  # successful samples
+    grades_done: int  # final grades (met or not met)
 
 
 @dataclass(frozen=True)
@@ -268,12 +278,9 @@ class Store:
     ) -> list[CallRowT]:
         """The rows of ``table`` (samples or grades) of a run, read into ``row_type``'s fields."""
         query = select(*(table.c[f.name] for f in fields(row_type))).where(table.c.run_id == run_id)
-        if item_ids is not None:
-            query = query.where(table.c.item_id.in_(list(item_ids)))
-        if repeat is not None:
-            query = query.where(table.c.repeat == repeat)
         with self.engine.connect() as conn:
-            return [row_type(**r) for r in conn.execute(query).mappings().all()]
+            rows = conn.execute(_narrowed(query, table, item_ids, repeat)).mappings().all()
+        return [row_type(**r) for r in rows]
 
     def load_verdicts(
         self, run_id: int, *, item_ids: Collection[str], repeat: int
@@ -303,25 +310,63 @@ class Store:
                 for row in result:
                     yield UsageRow(role, row.usage, row.cost, bool(row.cached), row.error is not None)
 
-    def sample_progress(self, run_id: int) -> dict[tuple[str, int], str]:
-        """The completions of a run's successful samples (what the engine needs to plan)."""
+    def sample_progress(
+        self, run_id: int, *, item_ids: Collection[str] | None = None, repeat: int | None = None
+    ) -> dict[tuple[str, int], str]:
+        """The completions of a run's successful samples (what the engine needs to plan); ``item_ids``
+        and ``repeat`` narrow the read (a plan reads those of one page of work at a time)."""
+        query = select(samples.c.item_id, samples.c.repeat, samples.c.completion).where(
+            and_(samples.c.run_id == run_id, samples.c.error.is_(None))
+        )
         with self.engine.connect() as conn:
-            rows = conn.execute(
-                select(samples.c.item_id, samples.c.repeat, samples.c.completion).where(
-                    and_(samples.c.run_id == run_id, samples.c.error.is_(None))
-                )
-            ).all()
+            rows = conn.execute(_narrowed(query, samples, item_ids, repeat)).all()
         return {(r.item_id, r.repeat): r.completion for r in rows}
 
-    def grade_progress(self, run_id: int) -> dict[tuple[str, int, int], tuple[str, int]]:
-        """(status, attempts) of every stored grade of a run."""
+    def grade_progress(
+        self, run_id: int, *, item_ids: Collection[str] | None = None, repeat: int | None = None
+    ) -> dict[tuple[str, int, int], tuple[str, int]]:
+        """(status, attempts) of every stored grade of a run; ``item_ids`` and ``repeat`` narrow the read."""
+        query = select(
+            grades.c.item_id, grades.c.repeat, grades.c.criterion, grades.c.status, grades.c.attempts
+        ).where(grades.c.run_id == run_id)
         with self.engine.connect() as conn:
-            rows = conn.execute(
-                select(
-                    grades.c.item_id, grades.c.repeat, grades.c.criterion, grades.c.status, grades.c.attempts
-                ).where(grades.c.run_id == run_id)
-            ).all()
+            rows = conn.execute(_narrowed(query, grades, item_ids, repeat)).all()
         return {(r.item_id, r.repeat, r.criterion): (r.status, r.attempts) for r in rows}
+
+    def run_progress(self, run_id: int, n_repeats: int, criteria_field: str | None) -> RunProgress:
+        """What a run holds, counted by the database (nothing is read row by row): its items, their
+        criteria (the length of each item record's list ``criteria_field``; None: one per item), and
+        its successful samples and final (met or not met) grades of the items' first ``n_repeats``."""
+        of_run = select(items.c.item_id).where(items.c.run_id == run_id)
+        if criteria_field is None:
+            criteria: Any = func.count()
+        elif self.engine.dialect.name == "postgresql":
+            criteria = func.sum(
+                func.json_array_length(func.json_extract_path(items.c.record, criteria_field))
+            )
+        else:
+            criteria = func.sum(func.json_array_length(items.c.record, f"$.{criteria_field}"))
+        done = {
+            table.name: select(func.count())
+            .select_from(table)
+            .where(
+                and_(table.c.run_id == run_id, table.c.repeat < n_repeats, table.c.item_id.in_(of_run), ok)
+            )
+            for table, ok in (
+                (samples, samples.c.error.is_(None)),
+                (grades, grades.c.status != GradeStatus.UNGRADED),
+            )
+        }
+        with self.engine.connect() as conn:
+            n_items, n_criteria = conn.execute(
+                select(func.count(), criteria).select_from(items).where(items.c.run_id == run_id)
+            ).one()
+            return RunProgress(
+                items=int(n_items),
+                criteria=int(n_criteria or 0),
+                samples_done=int(conn.execute(done["samples"]).scalar_one()),
+                grades_done=int(conn.execute(done["grades"]).scalar_one()),
+            )
 
     def copy_samples(self, source_run: int, target_run: int) -> int:
         """Reuse another run's successful samples (regrading without re-sampling)."""
@@ -389,6 +434,17 @@ class Store:
     def put_rows(self, run_id: int, rows: Rows) -> None:
         """`put` of a `Rows` batch."""
         self.put(run_id, samples=rows.samples, grades=rows.grades, cache=rows.cache)
+
+
+def _narrowed(
+    query: Select[Any], table: Table, item_ids: Collection[str] | None, repeat: int | None
+) -> Select[Any]:
+    """``query`` of a call table narrowed to ``item_ids`` (when given) and ``repeat`` (when given)."""
+    if item_ids is not None:
+        query = query.where(table.c.item_id.in_(list(item_ids)))
+    if repeat is not None:
+        query = query.where(table.c.repeat == repeat)
+    return query
 
 
 def _columns(row: CallRow | CacheEntry, stamp: str, run_id: int | None = None) -> dict[str, Any]:
