@@ -13,6 +13,7 @@ from healthbench.store.runs import RunRecord, Store
 
 # the list of a stored conversation's criteria (`Conversation.rubrics`), counted by the store for a plan
 CRITERIA_FIELD = "rubrics"
+PLAN_PAGE = 500  # stored items per page of a plan's work (their work items, samples and grades)
 
 
 def eval_work(
@@ -65,7 +66,7 @@ def stored_plan(store: Store, run: RunRecord, config: RunConfig) -> Plan:
 
     def work() -> Iterator[list[WorkItem]]:
         for r in range(n):
-            for page in store.iter_item_pages(run.id):
+            for page in store.iter_item_pages(run.id, PLAN_PAGE):
                 yield _page_work(run, page, r)
 
     return Plan(
