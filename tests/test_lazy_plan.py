@@ -6,7 +6,6 @@ Every test runs on both back ends (a SQLite file, then a PostgreSQL database).""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -115,14 +114,14 @@ def test_the_plan_reads_one_page_at_a_time_in_repeat_then_item_order(
     store.put(run.id, grades=stored)
 
     reads: list[int] = []
-    pages_of = store.iter_item_pages
+    page_of = store.item_page
 
-    def counted(run_id: int, page_size: int = 500) -> Iterator[list[tuple[str, dict[str, Any]]]]:
-        for page in pages_of(run_id, page_size):
-            reads.append(len(page))
-            yield page
+    def counted(run_id: int, start: int, page_size: int) -> tuple[list[tuple[str, dict[str, Any]]], int]:
+        page, after = page_of(run_id, start, page_size)
+        reads.append(len(page))
+        return page, after
 
-    monkeypatch.setattr(store, "iter_item_pages", counted)
+    monkeypatch.setattr(store, "item_page", counted)
     plan = stored_plan(store, run, config(n_repeats=2))
     assert reads == []  # counted by the store: no item read yet
     assert (plan.samples_total, plan.samples_done) == (16, 4)
@@ -132,7 +131,7 @@ def test_the_plan_reads_one_page_at_a_time_in_repeat_then_item_order(
     first = next(pages)
     assert reads == [PAGE]  # one page of items read, not the run
     todo: list[Todo] = [*first, *(t for page in pages for t in page)]
-    assert reads == [3, 3, 2, 3, 3, 2]  # each repeat reads the items again, a page at a time
+    assert reads == [3, 3, 2, 0, 3, 3, 2, 0]  # each repeat reads the items again, a page at a time
 
     want = []
     for r in range(2):

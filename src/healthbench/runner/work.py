@@ -13,7 +13,9 @@ from healthbench.store.runs import RunRecord, Store
 
 # the list of a stored conversation's criteria (`Conversation.rubrics`), counted by the store for a plan
 CRITERIA_FIELD = "rubrics"
-PLAN_PAGE = 500  # stored items per page of a plan's work (their work items, samples and grades)
+# stored items per page of a plan's work (their work items, samples and grades): read on the event loop
+# when an item can be opened, a page is a short pause (~50 ms here) and a few MB
+PLAN_PAGE = 250
 
 
 def eval_work(
@@ -66,8 +68,14 @@ def stored_plan(store: Store, run: RunRecord, config: RunConfig) -> Plan:
 
     def work() -> Iterator[list[WorkItem]]:
         for r in range(n):
-            for page in store.iter_item_pages(run.id, PLAN_PAGE):
-                yield _page_work(run, page, r)
+            start = 0
+            while True:
+                page, start = store.item_page(run.id, start, PLAN_PAGE)
+                if not page:
+                    break
+                made = _page_work(run, page, r)
+                del page  # the stored records are not kept while their work items are done
+                yield made
 
     return Plan(
         store,

@@ -242,17 +242,25 @@ class Store:
         """A run's items in order, ``page_size`` at a time (a page is read when the previous one is used)."""
         start = 0
         while True:
-            with self.engine.connect() as conn:
-                rows = conn.execute(
-                    select(items.c.position, items.c.item_id, items.c.record)
-                    .where(and_(items.c.run_id == run_id, items.c.position >= start))
-                    .order_by(items.c.position)
-                    .limit(page_size)
-                ).all()
-            if not rows:
+            page, start = self.item_page(run_id, start, page_size)
+            if not page:
                 return
-            yield [(row.item_id, row.record) for row in rows]
-            start = rows[-1].position + 1
+            yield page
+
+    def item_page(
+        self, run_id: int, start: int, page_size: int
+    ) -> tuple[list[tuple[str, dict[str, Any]]], int]:
+        """Up to ``page_size`` of a run's items from position ``start`` on, in order, and the position
+        the next page starts from (`iter_item_pages`; a caller that must not keep a page alive while it
+        uses what it made of it reads them one by one)."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(items.c.position, items.c.item_id, items.c.record)
+                .where(and_(items.c.run_id == run_id, items.c.position >= start))
+                .order_by(items.c.position)
+                .limit(page_size)
+            ).all()
+        return [(row.item_id, row.record) for row in rows], rows[-1].position + 1 if rows else start
 
     def load_samples(
         self, run_id: int, *, item_ids: Collection[str] | None = None, repeat: int | None = None
