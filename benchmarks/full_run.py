@@ -9,10 +9,16 @@ keys is hit). "regrade": each side regrades a copy of a store holding a full run
 tree) with another judge (every criterion asked anew, every answer read from the store). Every side must
 give the same metrics. Prints per side and store: calls, wall, client CPU ms per call, peak RSS after the
 run (and after scoring it from the store), and the plateau: the highest RSS sampled (every 50 ms) once the
-engine has started, i.e. the run's calls without its set-up.
+engine has started, until the run ends, i.e. the run's calls without its set-up.
 
-    python benchmarks/full_run.py [--conversations 5000] [--criteria 14] [--concurrency 512]
+    python benchmarks/full_run.py [--conversations 5000 [2500 ...]] [--criteria 14] [--concurrency 512]
         [--latency 0.2] [--baseline-src /tmp/NAME-base/src] [--stores empty prior regrade]
+        [--setup-only]
+
+Several ``--conversations`` sizes are measured one after the other (each its own file). With
+``--setup-only`` each client process only makes the run (`prepare_eval`: the dataset read, the choice
+and the run's items stored; no model call) and reports its RSS after the imports, its peak RSS and the
+set-up's CPU and wall seconds.
 """
 
 from __future__ import annotations
@@ -110,21 +116,49 @@ def client(src: str, url: str, data: str, store: str, concurrency: int, action: 
     }
 
 
+def setup_client(src: str, url: str, data: str, store: str, kind: str) -> dict[str, object]:
+    """Only the run's set-up (``kind`` eval or meta-eval) in this process (the child), with the
+    healthbench of ``src``."""
+    sys.path.insert(0, src)
+    from healthbench.config import build_config
+    from healthbench.runner.meta_eval import prepare_meta_eval
+    from healthbench.runner.run import prepare_eval
+    from healthbench.store import Store
+
+    judge = {"spec": "bench-judge", "base_url": url}
+    layer: dict[str, object]
+    if kind == "eval":
+        layer = {"data": data, "model": {"spec": "bench-candidate", "base_url": url}, "judge": judge}
+    else:
+        layer = {"dataset": "meta_eval", "data": data, "model": None, "judge": judge}
+    s = Store(store)
+    cfg = build_config(layer)
+    prepare = prepare_eval if kind == "eval" else prepare_meta_eval
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    t0 = time.perf_counter()
+    run = prepare(s, cfg, f"bench-{Path(data).stem}")
+    wall = time.perf_counter() - t0
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    import healthbench
+
+    return {
+        "src": str(Path(healthbench.__file__).resolve().parents[1]),
+        "items": len(s.load_items(run.id)),
+        "wall": wall,
+        "cpu": usage.ru_utime + usage.ru_stime - before.ru_utime - before.ru_stime,
+        "start_mb": before.ru_maxrss / 1024,
+        "peak_mb": usage.ru_maxrss / 1024,
+    }
+
+
 def spawn(
-    src: Path, url: str, data: Path, store: Path, concurrency: int, action: str = "run"
+    src: Path, url: str, data: Path, store: Path, option: object, mode: str = "--client", action: str = "run"
 ) -> dict[str, object]:
+    """A client process (``mode``): ``option`` is the run's concurrency (``action``: run, or regrade
+    the store's run), or the set-up's kind."""
+    extra = [action] if mode == "--client" else []
     out = subprocess.run(
-        [
-            sys.executable,
-            __file__,
-            "--client",
-            str(src),
-            url,
-            str(data),
-            str(store),
-            str(concurrency),
-            action,
-        ],
+        [sys.executable, __file__, mode, str(src), url, str(data), str(store), str(option), *extra],
         check=True,
         capture_output=True,
         text=True,
@@ -139,8 +173,12 @@ def main(argv: list[str] | None = None) -> int:
         _, _, src, url, data, store, concurrency, action = sys.argv
         print(json.dumps(client(src, url, data, store, int(concurrency), action)))
         return 0
+    if argv is None and len(sys.argv) > 1 and sys.argv[1] == "--setup-client":
+        _, _, src, url, data, store, kind = sys.argv
+        print(json.dumps(setup_client(src, url, data, store, kind)))
+        return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--conversations", type=int, default=5000)
+    parser.add_argument("--conversations", type=int, nargs="+", default=[5000])
     parser.add_argument("--criteria", type=int, default=14)
     parser.add_argument("--concurrency", type=int, default=512)
     parser.add_argument("--latency", type=float, default=0.2)
@@ -148,24 +186,73 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--stores", nargs="+", default=["empty", "prior"], choices=["empty", "prior", "regrade"]
     )
+    parser.add_argument("--setup-only", action="store_true", help="measure the run's set-up alone")
+    parser.add_argument(
+        "--fragments",
+        action="store_true",
+        help="--setup-only on dataset_read.py's files (real fragments cycled; 29,511 meta-eval rows)",
+    )
     args = parser.parse_args(argv)
+    for conversations in args.conversations:
+        if args.setup_only:
+            measure_setup(args, conversations)
+        else:
+            measure(args, conversations)
+    return 0
+
+
+def _sides(args: argparse.Namespace) -> list[tuple[str, Path]]:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
+    sides = [("this tree", ROOT / "src")]
+    if args.baseline_src is not None:
+        sides.append(("baseline", args.baseline_src.resolve()))
+    return sides
+
+
+def measure_setup(args: argparse.Namespace, conversations: int) -> None:
+    """RSS and time of `prepare_eval` alone, each side in a fresh process, on an empty store."""
+    sides = _sides(args)
+    import support_path  # noqa: F401  (this tree's src/ and tests/ on sys.path)
+    from pipeline import synthetic  # the pipeline benchmark's synthetic dataset
+
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        if args.fragments:
+            from dataset_read import write_inputs  # the reading benchmark's files from the real fragments
+
+            files = write_inputs(work, conversations)
+        else:
+            files = {"eval": synthetic(work / "run.jsonl", n=conversations, criteria=args.criteria)}
+        for kind, data in files.items():
+            size = data.stat().st_size / 1e6
+            print(f"set-up alone ({kind}, empty store, fresh process): {data.name}, {size:.1f} MB")
+            head = f"{'side':>10} {'items':>6} {'wall s':>7} {'cpu s':>6} {'MB before':>9} {'peak MB':>7}"
+            print(f"{head} {'+ MB':>5}")
+            for label, src in sides:
+                store = work / f"{label.replace(' ', '-')}-{kind}.db"
+                r = spawn(src, "http://127.0.0.1:9/v1", data, store, kind, mode="--setup-client")
+                start, peak = float(r["start_mb"]), float(r["peak_mb"])  # type: ignore[arg-type]
+                print(
+                    f"{label:>10} {int(r['items']):>6} {float(r['wall']):>7.2f} {float(r['cpu']):>6.2f} "  # type: ignore[call-overload,arg-type]
+                    f"{start:>9.0f} {peak:>7.0f} {peak - start:>5.0f}"
+                )
+
+
+def measure(args: argparse.Namespace, conversations: int) -> None:
+    sides = _sides(args)
     import support_path  # noqa: F401  (this tree's src/ and tests/ on sys.path)
     from pipeline import synthetic  # the pipeline benchmark's synthetic dataset
     from support.process import fake_server_process
 
-    sides = [("this tree", ROOT / "src")]
-    if args.baseline_src is not None:
-        sides.append(("baseline", args.baseline_src.resolve()))
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        data = synthetic(work / "run.jsonl", n=args.conversations, criteria=args.criteria)
+        data = synthetic(work / "run.jsonl", n=conversations, criteria=args.criteria)
         other = work / "other.jsonl"
         # another full run: the same shape, other prompts (no call-cache key in common)
         other.write_text(data.read_text().replace("question ", "query "))
         print(
-            f"{args.conversations} conversations x {args.criteria} criteria; fake server (own process): "
+            f"{conversations} conversations x {args.criteria} criteria; fake server (own process): "
             f"{args.latency}s per call; --max-connections {args.concurrency}; each run its own process"
         )
         with fake_server_process("--latency", str(args.latency)) as url:
@@ -185,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
                     if kind != "empty":
                         shutil.copy(prior if kind == "prior" else source, store)
                     action = "regrade" if kind == "regrade" else "run"
-                    rows.append((label, kind, spawn(src, url, data, store, args.concurrency, action)))
+                    rows.append((label, kind, spawn(src, url, data, store, args.concurrency, action=action)))
     print(f"{'side':>10} {'store':>7} {'calls':>6} {'wall s':>7} {'cpu s':>6} {'cpu ms/call':>11} "
           f"{'peak MB':>7} {'+ scored':>8} {'plateau MB':>10} {'same metrics':>12}")  # fmt: skip
     reference = rows[0][2]["metrics"]
@@ -204,7 +291,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     print("targets (this tree: peak RSS < 200 MB in every store, <= 0.25 ms client CPU per call): "
           + ("met" if ok else "NOT met"))  # fmt: skip
-    return 0
 
 
 if __name__ == "__main__":

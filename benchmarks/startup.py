@@ -4,17 +4,22 @@ Run with ``python benchmarks/startup.py [--rounds 5] [--baseline SRC]``.
 
 Each command runs in a fresh process (``python -m healthbench ...``), best of ``--rounds``: CPU =
 user + system seconds of the child (``resource.getrusage``) and wall seconds. ``runs`` lists a store
-holding one imported 50-conversation run; ``results`` shows that run. The children run with compiled
-bytecode (an untimed warm-up first). With ``--baseline SRC`` (e.g. the ``src`` folder of an export of
-``main``: ``git archive main src | tar -x -C /tmp/main``) the same commands run from that source side
-by side. The machine is shared with other engineers' work: CPU seconds are the figure to read, wall
-seconds drift with the load. Target: < 0.3 s for every command's help and the read-only commands.
+holding one imported run of ``--conversations`` (50) conversations (each tree imports it into its
+own store); ``results`` shows that run, once before the timings (untimed: a tree that remembers a
+run's figures in the store has them, as after `run` or any earlier `results`), and ``results
+demo-run (scores)`` shows it from a copy of the store as `import` left it, nothing remembered (the
+copy is taken again before each timing). The children run with compiled bytecode (an untimed
+warm-up first). With ``--baseline SRC`` (e.g. the ``src`` folder of an export of ``main``: ``git
+archive main src | tar -x -C /tmp/main``) the same commands run from that source side by side. The
+machine is shared with other engineers' work: CPU seconds are the figure to read, wall seconds drift
+with the load. Target: < 0.3 s for every command's help and the read-only commands.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -35,58 +40,85 @@ COMMANDS = (
     ("runs",),
     ("results", "demo-run"),
 )
+# `results demo-run` on a copy of the store as `import` left it, taken again before each timing:
+# nothing remembered, so it scores the run (and remembers its figures in the copy)
+SCORED = ("results", "demo-run", "(scores)")
 
 
-def make_store(folder: Path) -> tuple[Path, Path]:
+def make_store(folder: Path, conversations: int = 50) -> tuple[Path, Path]:
     from scoring import synthesize
 
     from healthbench.results.simple_evals import write_allresults
     from healthbench.scoring.run_score import ScoringOptions, score_run
 
-    samples = synthesize(50).samples
+    samples = synthesize(conversations).samples
     file = folder / "demo_allresults.json"
     write_allresults(file, samples, score_run(samples, ScoringOptions(n_resamples=0)))
     return file, folder / "store.db"
+
+
+def copy_store(source: Path, target: Path) -> None:
+    """Copy a SQLite store with its write-ahead log (what a process left there is part of it)."""
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{target}{suffix}").unlink(missing_ok=True)
+        if Path(f"{source}{suffix}").exists():
+            shutil.copyfile(f"{source}{suffix}", f"{target}{suffix}")
+
+
+def tree_stores(python: str, file: Path, folder: Path, label: str, env: dict[str, str]) -> tuple[Path, Path]:
+    """(store, pristine copy) of one tree: `demo-run` imported by that tree (a store written by a
+    newer tree is refused by an older one); the store is then shown once, untimed, so that a tree
+    that remembers figures has them."""
+    store = folder / f"{label.replace(' ', '-')}.db"
+    cpu_of(
+        [python, "-m", "healthbench", "import", str(file), "--store", str(store), "--name", "demo-run"], env
+    )
+    pristine = store.with_suffix(".pristine.db")
+    copy_store(store, pristine)
+    cpu_of([python, "-m", "healthbench", "results", "demo-run", "--store", str(store)], env)
+    return store, pristine
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--baseline", type=Path, help="another source tree (its src folder) to compare")
+    parser.add_argument("--conversations", type=int, default=50, help="conversations of the stored run")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        file, store = make_store(folder)
+        file, _ = make_store(folder, args.conversations)
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
         env["PYTHONPYCACHEPREFIX"] = str(folder / "bytecode")
         python = sys.executable
         trees = {"this tree": ROOT / "src", **({"baseline": args.baseline} if args.baseline else {})}
-        cpu_of(
-            [python, "-m", "healthbench", "import", str(file), "--store", str(store), "--name", "demo-run"],
-            env,
-        )
+        envs = {label: {**env, "PYTHONPATH": str(src)} for label, src in trees.items()}
+        stores = {label: tree_stores(python, file, folder, label, envs[label]) for label in trees}
         best: dict[tuple[str, str], tuple[float, float]] = {}
         for _ in range(args.rounds):
-            for label, src in trees.items():
-                tree_env = {**env, "PYTHONPATH": str(src)}
-                for command in COMMANDS:
-                    words = (
-                        [*command, "--store", str(store)] if command[0] in ("runs", "results") else command
-                    )
-                    if "--help" in words:
-                        words = command
-                    cpu, wall, _ = cpu_of([python, "-m", "healthbench", *words], tree_env)
+            for label in trees:
+                store, pristine = stores[label]
+                for command in (*COMMANDS, SCORED):
+                    words = list(command)
+                    if command == SCORED:
+                        scratch = folder / "scored.db"
+                        copy_store(pristine, scratch)
+                        words = [*command[:2], "--store", str(scratch)]
+                    elif command[0] in ("runs", "results") and "--help" not in command:
+                        words = [*command, "--store", str(store)]
+                    cpu, wall, _ = cpu_of([python, "-m", "healthbench", *words], envs[label])
                     key = (label, " ".join(command))
                     old = best.get(key, (float("inf"), float("inf")))
                     best[key] = (min(old[0], cpu), min(old[1], wall))
-        print(f"best of {args.rounds} rounds, fresh processes (CPU s / wall s)")
-        print(f"{'command':28s}" + "".join(f"{label:>22s}" for label in trees))
-        for command in COMMANDS:
+        rounds = f"best of {args.rounds} rounds, fresh processes (CPU s / wall s)"
+        print(f"{args.conversations} conversations; {rounds}")
+        print(f"{'command':38s}" + "".join(f"{label:>22s}" for label in trees))
+        for command in (*COMMANDS, SCORED):
             name = " ".join(command)
             cells = "".join(
                 f"{best[label, name][0]:10.2f} / {best[label, name][1]:6.2f} s" for label in trees
             )
-            print(f"healthbench {name:16s}{cells}")
+            print(f"healthbench {name:26s}{cells}")
     return 0
 
 

@@ -685,11 +685,11 @@ def test_results_of_a_run_missing_answers_label_the_score_partial(server: str, t
     db = tmp_path / "s.db"
     result = runner.invoke(app, [*model_args(server), "--store", str(db), "--name", "r", "--limit", "2"])
     assert result.exit_code == 0, result.output
-    with sqlite3.connect(db) as conn:  # one answer lost, as after a failed sample
-        conn.execute(
-            "UPDATE samples SET completion = NULL, error = 'boom' "
-            "WHERE rowid = (SELECT MIN(rowid) FROM samples)"
-        )
+    store = Store(db)  # one answer lost, as after a failed sample (written as the engine writes one)
+    run = store.require_run("r")
+    first = min(store.load_samples(run.id).values(), key=lambda row: row.item_id)
+    store.put(run.id, samples=[SampleRow(first.item_id, 0, None, None, False, "boom", None, None)])
+    store.close()
     shown = runner.invoke(app, ["results", "r", "--store", str(db)], env={"COLUMNS": "300"})
     assert "PARTIAL: 1 of 2 conversations answered" in shown.output
 

@@ -88,7 +88,8 @@ def _loaded(modules: set[str], names: tuple[str, ...]) -> list[str]:
 def test_read_only_commands_import_only_what_they_read(tmp_path: Path, fixtures_dir: Path) -> None:
     # `runs` reads the store through RunView without parsing any run's settings: no pydantic (not
     # even typer's coercion of --store), no numpy, no config; `results` scores (numpy, the config)
-    # but loads no engine, model client, file writer it was not asked for, nor PostgreSQL's dialect
+    # but loads no engine, model client, file writer it was not asked for, nor PostgreSQL's dialect;
+    # shown again, it loads no more than `runs` does
     store = tmp_path / "runs.db"
     command = ["import", str(fixtures_dir / "small_allresults.json"), "--n-resamples", "0"]
     subprocess.run(
@@ -119,6 +120,13 @@ def test_read_only_commands_import_only_what_they_read(tmp_path: Path, fixtures_
         "msgspec",
     )
     assert _loaded(results, (*never, *unasked, "healthbench.runner")) == []
+    # shown again: the figures the first `results` remembered in the store are printed as they are,
+    # without the scoring core, numpy, pydantic (not even typer's coercion of unset options), the
+    # run config or the dataset records (docs/benchmarks.md: `results NAME` start-up)
+    again = healthbench_imports("results", "r", "--store", str(store))
+    assert "healthbench.results.figures" in again
+    scoring = ("healthbench.scoring.rubric", "healthbench.scoring.run_score", "healthbench.scoring.stats")
+    assert _loaded(again, (*light, *never, *unasked, *scoring)) == []
 
 
 def test_summaries_are_the_commands_own_first_paragraph() -> None:

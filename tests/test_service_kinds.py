@@ -55,6 +55,8 @@ def test_regrade_job_grades_the_source_answers_again(
         final = completed_job(client, "re")
         stats = fetch_stats(fake)
         metrics = jobs.results.metrics.download(name="re")
+        # the second download reads the figures the first remembered in the store: the same document
+        assert jobs.results.metrics.download(name="re") == metrics
         rows = list(jobs.results.row_scores.download(name="re"))
     criteria = sum(len(s.verdicts) for s in samples)
     assert stats["candidate"] == 0 and stats["judge"] == criteria  # graded again, never re-sampled

@@ -107,8 +107,9 @@ class LightCommand(TyperCommand):
     """Every command of `app`: parsing its command line loads no pydantic where none is needed.
     typer (0.24 on) coerces each parameter through a pydantic TypeAdapter built on first use, which
     imports pydantic (~0.04 CPU-s: most of what `healthbench runs --store PATH` would load beside
-    the store): its ``--help`` defaults to False (a bool needs no coercion) and its text parameters
-    take text as it is (`_TextAsIs`)."""
+    the store): its ``--help`` defaults to False (a bool needs no coercion), and a single-valued
+    parameter left unset (None) or given as text to a text parameter is taken as it is
+    (`_TakenAsIs`): typer's coercion is built only for a value that needs it."""
 
     def get_help_option(self, ctx: ClickContext) -> Any:
         return _off_by_default(super().get_help_option(ctx))
@@ -117,26 +118,25 @@ class LightCommand(TyperCommand):
         for param in self.params:
             descriptor = getattr(param, "type_descriptor", None)
             single = param.nargs == 1 and not getattr(param, "multiple", False)
-            text = (
-                descriptor is not None
-                and descriptor.annotation is str
-                and descriptor.parameter_info.parser is None
-            )
-            if single and text and getattr(param, "_runtime_param", False) is None:
-                # typer's lazily built coercion, taken before typer builds its own
-                setattr(param, "_runtime_param", _TextAsIs(param))  # noqa: B010
+            if descriptor is None or not single or getattr(param, "_runtime_param", False) is not None:
+                continue
+            text = descriptor.annotation is str and descriptor.parameter_info.parser is None
+            # typer's lazily built coercion, taken before typer builds its own
+            setattr(param, "_runtime_param", _TakenAsIs(param, text=text))  # noqa: B010
         return super().parse_args(ctx, args)
 
 
-class _TextAsIs:
-    """The coercion of a single text parameter: a value that is text is itself; anything else goes
-    to typer's own coercion (built then)."""
+class _TakenAsIs:
+    """The coercion of a single-valued parameter: None (unset) is None, as typer's own coercion
+    makes it, and text given to a text parameter is itself; any other value goes to typer's own
+    coercion (built then)."""
 
-    def __init__(self, param: Any) -> None:
+    def __init__(self, param: Any, *, text: bool) -> None:
         self._param = param
+        self._text = text
 
     def coerce(self, value: Any, param: Any, ctx: ClickContext) -> Any:
-        if value is None or isinstance(value, str):
+        if value is None or (self._text and isinstance(value, str)):
             return value
         self._param._runtime_param = None
         return self._param.get_runtime_param().coerce(value, param=param, ctx=ctx)

@@ -13,8 +13,10 @@ from healthbench.cli.option_groups import Bootstrap, ScoreFiles
 from healthbench.errors import RunError
 
 if TYPE_CHECKING:
+    from healthbench.results.figures import RunFigures
+    from healthbench.results.views import RunView
     from healthbench.runner.run import RunOutcome
-    from healthbench.scoring.run_score import RunScore
+    from healthbench.scoring.run_score import GradedSample, RunScore
     from healthbench.store import RunRecord, Store
 
 SMOKE_WARNING = (
@@ -37,35 +39,78 @@ def report_eval_run(
     extra_metrics: Mapping[str, Any] | None = None,
     inspect_log_out: Path | None = None,
     mlflow: bool = False,
-) -> RunScore:
+) -> RunFigures:
     """Print the run's scores (marked PARTIAL while conversations lack an answer), write the files
-    asked for, and warn about (or, ``strict``, refuse) ungraded criteria."""
+    asked for, and warn about (or, ``strict``, refuse) ungraded criteria. The figures shown are the
+    ones remembered in the store when they were computed from the run as it is now, with the same
+    options (`healthbench.results.figures`: no scoring, no numpy); else the run is scored and its
+    figures remembered. The files that need the scores themselves always score."""
     from healthbench.cli.summary_view import render_summary
+    from healthbench.results.figures import figures_key, remember, remembered
     from healthbench.results.metrics_out import metrics_document, write_metrics
     from healthbench.results.views import RunView
 
     view = RunView.of(store, run).require_kind("eval")
     bootstrap = bootstrap or Bootstrap()  # the run's stored settings
-    options = view.scoring_options(seed=bootstrap.seed, n_resamples=bootstrap.n_resamples)
+    key = figures_key(view, seed=bootstrap.seed, n_resamples=bootstrap.n_resamples)  # before scoring
     # the graded samples (every answer's text) only for the files that carry them; else read as columns
     with_samples = files.allresults_out is not None or aggregate_out is not None or mlflow
-    samples = view.graded_samples() if with_samples else []
-    score = view.score_samples(samples, options) if with_samples else view.score(options)
+    figures = None if with_samples or inspect_log_out is not None else remembered(view, key)
+    samples: list[GradedSample] = []
+    score: RunScore | None = None
+    if figures is None:
+        options = view.scoring_options(seed=bootstrap.seed, n_resamples=bootstrap.n_resamples)
+        samples = view.graded_samples() if with_samples else []
+        score = view.score_samples(samples, options) if with_samples else view.score(options)
+        figures = remember(view, key, score)
     judge = view.judge_spec
-    missing, expected = view.unanswered()
+    missing, expected = figures.unanswered
     title = f"run {run.name} · judge {judge} · {view.describe_provenance()}"
     if missing:  # never shown as if it were the run's score
         title = f"PARTIAL: {expected - missing} of {expected} conversations answered, not the run's score · {title}"
-    render_summary(score, title=title, console=console)
+    render_summary(figures.summary, title=title, console=console)
     if counters_line:
         say(counters_line)
     if judge.startswith("local/"):
         say(f"note: {SMOKE_WARNING}", style="yellow", stderr=True)
     extra = [extra_metrics] if extra_metrics is not None else []
-    metrics = metrics_document(score.metrics(), *extra, provenance=view.provenance())
+    metrics = metrics_document(figures.metrics, *extra, provenance=view.provenance())
     if files.metrics_out is not None:
         write_metrics(files.metrics_out, metrics)
         say(f"metrics written to {files.metrics_out}")
+    if score is not None:  # (the files below were asked for, so the run was scored)
+        _write_score_files(view, samples, score, metrics, files, aggregate_out, inspect_log_out, mlflow)
+    if row_scores_out is not None:
+        from healthbench.results.rows import iter_row_scores, write_row_scores
+
+        del samples  # the rows stream from the store
+        options = view.scoring_options(seed=bootstrap.seed, n_resamples=bootstrap.n_resamples)
+        _, count = write_row_scores(row_scores_out, iter_row_scores(store, run.name, options))
+        say(f"{count} row scores written to {row_scores_out}")
+    summary = figures.summary
+    if summary.ungraded_criteria:
+        message = (
+            f"{summary.ungraded_criteria} criteria ungraded in {summary.ungraded_samples} conversations "
+            f"(left out of the scores); `healthbench run --resume {run.name}` grades them"
+        )
+        if strict:
+            raise RunError(f"--strict: {message}")
+        say(f"warning: {message}", style="yellow", stderr=True)
+    return figures
+
+
+def _write_score_files(
+    view: RunView,
+    samples: list[GradedSample],
+    score: RunScore,
+    metrics: dict[str, Any],
+    files: ScoreFiles,
+    aggregate_out: Path | None,
+    inspect_log_out: Path | None,
+    mlflow: bool,
+) -> None:
+    """The files of `report_eval_run` that are written from the scores and samples themselves."""
+    run = view.record
     if files.allresults_out is not None:
         from healthbench.results.simple_evals import write_allresults
 
@@ -87,27 +132,12 @@ def report_eval_run(
         from healthbench.results.mlflow_log import log_to_mlflow
 
         report = build_report(
-            [stored_run(view, samples)], options=options, title=f"HealthBench run {run.name}"
+            [stored_run(view, samples)], options=score.options, title=f"HealthBench run {run.name}"
         )
         logged = log_to_mlflow(view, samples, score, metrics, report=report)
         say(
             f"logged to MLflow: run {logged.run_id} in experiment {logged.experiment!r} at {logged.tracking_uri}"
         )
-    if row_scores_out is not None:
-        from healthbench.results.rows import iter_row_scores, write_row_scores
-
-        del samples  # the rows stream from the store
-        _, count = write_row_scores(row_scores_out, iter_row_scores(store, run.name, options))
-        say(f"{count} row scores written to {row_scores_out}")
-    if score.ungraded_criteria:
-        message = (
-            f"{score.ungraded_criteria} criteria ungraded in {score.ungraded_samples} conversations "
-            f"(left out of the scores); `healthbench run --resume {run.name}` grades them"
-        )
-        if strict:
-            raise RunError(f"--strict: {message}")
-        say(f"warning: {message}", style="yellow", stderr=True)
-    return score
 
 
 def finish_eval(
@@ -124,13 +154,12 @@ def finish_eval(
     ``bootstrap`` None: the run's stored settings), and an error naming the command that continues a run left incomplete (it never exits 0)."""
     from healthbench.cli.continuable import resume_command
     from healthbench.cli.run_flow import calls_line
-    from healthbench.results.views import RunView
 
     line = calls_line(outcome.counters)
-    report_eval_run(
+    figures = report_eval_run(
         store, outcome.run, files, bootstrap=bootstrap, strict=strict, counters_line=line, mlflow=mlflow
     )
-    missing, expected = RunView.of(store, outcome.run).unanswered()
+    missing, expected = figures.unanswered
     if missing:
         raise RunError(
             f"run {outcome.run.name!r} is incomplete: {missing} of {expected} conversations have no "

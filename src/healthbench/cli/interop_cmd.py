@@ -21,6 +21,7 @@ from healthbench.cli.summary_view import render_summary
 from healthbench.defaults import DEFAULT_RESAMPLES, DEFAULT_SEED
 from healthbench.errors import ConfigError
 from healthbench.results.rescore import rescore_allresults
+from healthbench.results.summary import summary_of
 from healthbench.scoring.run_score import ScoringOptions
 from healthbench.store.location import store_file
 
@@ -99,7 +100,7 @@ def import_allresults(
             with_samples=export is not None or store is not None,
         )
         run_score, a = rescored.run_score, rescored.agreement
-        render_summary(run_score, title=f"{file.name} (re-scored)", console=console)
+        render_summary(summary_of(run_score), title=f"{file.name} (re-scored)", console=console)
     say(
         f"agreement with the file: {a.equal}/{a.compared} means and n_samples equal, top-level score "
         f"{'equal' if a.same_score else 'differs'} (bootstrap std not compared: it is random)"

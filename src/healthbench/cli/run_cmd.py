@@ -227,7 +227,7 @@ def _baselines(
             Text(
                 f"{result.outcome.run.name}: {cfg.completions} completions of {group.name} "
                 f"({group.short_name}): {result.outcome.run.config['dataset']['conversations']} graded of "
-                f"{len(selection.rows)} completions from {selection.matching} rows; "
+                f"{selection.completions} completions from {selection.matching} rows; "
                 f"{selection.skipped} rows of the group have none (skipped)"
             )
         )

@@ -1,5 +1,6 @@
-"""The terminal rendering of a run's summary (`healthbench.results.summary.summary_rows`): one rich
-table per section, then the ungraded line."""
+"""The terminal rendering of a run's summary (`healthbench.results.summary.Summary`): one rich
+table per section, then the ungraded line. It needs no scoring core (no numpy): a summary read back
+from the store prints the same bytes as the one just computed."""
 
 from __future__ import annotations
 
@@ -9,14 +10,13 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from healthbench.results.summary import SECTIONS, SummaryRow, summary_rows, ungraded_line, unit_line
-from healthbench.scoring.run_score import RunScore
+from healthbench.results.summary import SECTIONS, Summary, SummaryRow, ungraded_line
 
 
-def render_summary(run_score: RunScore, *, title: str, console: Console) -> None:
+def render_summary(summary: Summary, *, title: str, console: Console) -> None:
     """Print the summary tables and the ungraded line (red when anything is ungraded)."""
-    level = f"{run_score.options.confidence:.0%} CI"
-    rows = summary_rows(run_score)
+    level = f"{summary.confidence:.0%} CI"
+    rows = summary.rows
     if not rows:
         console.print(Text(f"{title}: no graded samples, so no score", style="bold"))
     for section, heading in (("overall", title), *((name, heading) for _, name, heading in SECTIONS)):
@@ -31,11 +31,10 @@ def render_summary(run_score: RunScore, *, title: str, console: Console) -> None
         for row in chosen:
             table.add_row(Text(row.label), f"{row.mean:.4f}", _interval(row), str(row.n_samples))
         console.print(table)
-    unit = unit_line(run_score)
-    if unit is not None:
-        console.print(Text(unit))
-    style = "bold red" if run_score.ungraded_criteria > 0 else "green"
-    console.print(Text(ungraded_line(run_score), style=style))
+    if summary.unit is not None:
+        console.print(Text(summary.unit))
+    style = "bold red" if summary.ungraded_criteria > 0 else "green"
+    console.print(Text(ungraded_line(summary), style=style))
 
 
 def _interval(row: SummaryRow) -> str:

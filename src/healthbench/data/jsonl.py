@@ -3,11 +3,13 @@ each line is read as its shape in `healthbench.data.shapes` and checked by the r
 (`line_problem`); ids must be unique in a file (`identity`).
 
 A source is a path, or the file's bytes with a ``name`` for messages (the service reads uploads
-without writing them to disk). A valid file is decoded in one typed batch (`msgspec.json.Decoder.
-decode_lines`); anything unusual sends the file to the line-by-line path, which decodes each line
-with ``json`` (so decode errors read as Python's, with their column) and converts it to the same
-struct: every failure is a `DataError` naming the file, the line and the field. Both paths return
-the same structs; `healthbench.data.schema` builds the typed records callers use from them.
+without writing them to disk). A file is read a page at a time (`read_pages`: whole lines of about
+`PAGE_BYTES`; a path is never read whole), each page decoded in one typed batch (`msgspec.json.
+Decoder.decode_lines`); anything unusual sends the file to the line-by-line path, which decodes each
+line with ``json`` (so decode errors read as Python's, with their column) and converts it to the
+same struct: every failure is a `DataError` naming the file, the line and the field, the one the
+whole file gives. Both paths return the same structs; `read_lines` gathers the pages, and
+`healthbench.data.schema` builds the typed records callers use from them.
 
 No pydantic is imported here: readers that only need the decoded lines (`rubric_index`, the
 ``_allresults.json`` reader) stay light.
@@ -16,11 +18,12 @@ No pydantic is imported here: readers that only need the decoded lines (`rubric_
 from __future__ import annotations
 
 import codecs
+import itertools
 import json
 import math
 import operator
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -108,27 +111,88 @@ def source_bytes(source: Source, name: str | None = None) -> tuple[bytes, str]:
 
 _DECODERS: dict[type[Any], msgspec.json.Decoder[Any]] = {}
 _FORMAT_OF_SHAPE: dict[type[Any], Format] = {ClassicLine: CLASSIC, ProfessionalLine: PROFESSIONAL}
+PAGE_BYTES = 1 << 18  # a page: whole lines of about this many bytes (one longer line is a page of its own)
+_FALLBACK_PAGE = 256  # lines per page on the line-by-line path
+
+
+def read_pages(source: Source, shape: type[Line], *, name: str | None = None) -> Iterator[list[Line]]:
+    """The lines of a JSONL file as ``shape``, a page (`PAGE_BYTES` of whole lines) at a time, in file
+    order (blank lines skipped): each checked by `line_problem` and unique by `identity` in the whole
+    file. A path is read a page at a time, never whole. Every failure is the `DataError` the
+    line-by-line path names (file, line, field): the first page the batch decode refuses sends the
+    whole file there (the pages already given are not given again), so the error is the one the
+    file would give read whole (bad UTF-8 anywhere first, then the first bad line)."""
+    label = name or ("<bytes>" if isinstance(source, bytes) else str(source))
+    seen: set[int] = set()
+    given = 0
+    for number, page in enumerate(_byte_pages(source, label)):
+        if number and page.startswith(codecs.BOM_UTF8):
+            break  # a BOM inside the file: the line-by-line path names it
+        lines = _decode_valid(page, shape, seen)
+        if lines is None:
+            break
+        given += len(lines)
+        if lines:
+            yield lines
+    else:
+        if given:
+            return
+    rest = itertools.islice(_lines_one_by_one(source_bytes(source, label)[0], shape, label), given, None)
+    while chunk := list(itertools.islice(rest, _FALLBACK_PAGE)):
+        yield chunk
 
 
 def read_lines(source: Source, shape: type[Line], *, name: str | None = None) -> list[Line]:
-    """Every line of a JSONL file as ``shape`` (blank lines skipped), each checked by `line_problem`
-    and unique by `identity`; any failure is a `DataError` naming the file, the line and the field."""
-    data, label = source_bytes(source, name)
-    fast = _decode_valid(data, shape)
-    return fast if fast is not None else _read_line_by_line(data, shape, label)
+    """Every line of a JSONL file as ``shape`` (`read_pages`, gathered)."""
+    return [line for page in read_pages(source, shape, name=name) for line in page]
+
+
+def read_eval_pages(source: Source, *, name: str | None = None) -> tuple[Format, Iterator[list[ClassicLine]]]:
+    """An eval file of either format (detected from its first row) as pages of classic lines."""
+    if file_format(source) == PROFESSIONAL:
+        pages = read_pages(source, ProfessionalLine, name=name)
+        return PROFESSIONAL, ([task.as_classic() for task in page] for page in pages)
+    return CLASSIC, read_pages(source, ClassicLine, name=name)
 
 
 def read_eval(source: Source, *, name: str | None = None) -> tuple[Format, list[ClassicLine]]:
     """An eval file of either format (detected from its first row) as classic lines."""
-    data, label = source_bytes(source, name)
-    if file_format(data) == PROFESSIONAL:
-        return PROFESSIONAL, [t.as_classic() for t in read_lines(data, ProfessionalLine, name=label)]
-    return CLASSIC, read_lines(data, ClassicLine, name=label)
+    found, pages = read_eval_pages(source, name=name)
+    return found, [line for page in pages for line in page]
 
 
-def _decode_valid(data: bytes, shape: type[Line]) -> list[Line] | None:
-    """The lines of a valid file in one typed batch; None when anything is unusual (the line-by-line
-    path then names it)."""
+def _byte_pages(source: Source, label: str) -> Iterator[bytes]:
+    """The bytes of a source in pages of whole lines (the last may lack its newline)."""
+    if isinstance(source, bytes):
+        blocks: Iterable[bytes] = (source[i : i + PAGE_BYTES] for i in range(0, len(source), PAGE_BYTES))
+        yield from _whole_lines(blocks)
+        return
+    try:
+        with Path(source).open("rb") as handle:
+            yield from _whole_lines(iter(lambda: handle.read(PAGE_BYTES), b""))
+    except OSError as exc:
+        raise DataError(exc.strerror or "cannot read file", path=label) from None
+
+
+def _whole_lines(blocks: Iterable[bytes]) -> Iterator[bytes]:
+    """Blocks of bytes regrouped to end at a newline."""
+    parts: list[bytes] = []
+    for block in blocks:
+        cut = block.rfind(b"\n") + 1
+        if not cut:
+            parts.append(block)
+            continue
+        yield b"".join([*parts, block[:cut]])
+        parts = [block[cut:]] if cut < len(block) else []
+    if parts:
+        yield b"".join(parts)
+
+
+def _decode_valid(data: bytes, shape: type[Line], seen: set[int] | None = None) -> list[Line] | None:
+    """The lines of a valid file (or page of one) in one typed batch; None when anything is unusual
+    (the line-by-line path then names it). ``seen``: the hashes of the keys of the pages before
+    (updated; a meta-eval key holds its criterion's text, a hash does not: two keys of one hash only
+    send the file to the line-by-line path, which compares the keys themselves)."""
     decoder = _DECODERS.get(shape)
     if decoder is None:
         decoder = _DECODERS[shape] = msgspec.json.Decoder(shape)
@@ -137,16 +201,27 @@ def _decode_valid(data: bytes, shape: type[Line]) -> list[Line] | None:
         lines: list[Line] = decoder.decode_lines(data)
     except (ValueError, RecursionError):  # (msgspec's DecodeError and ValidationError, bad UTF-8)
         return None
-    if not lines or len(lines) != sum(1 for text in data.split(b"\n") if text.strip()):
+    if len(lines) != sum(1 for text in data.split(b"\n") if text.strip()):
         return None  # (two objects on one line, or a line only Python calls blank)
+    if seen is None and not lines:
+        return None
     if any(map(line_problem, lines)):
         return None
-    keys = [identity(line)[1] for line in lines]
-    return lines if len(set(keys)) == len(keys) else None
+    keys = {hash(identity(line)[1]) for line in lines}
+    if len(keys) != len(lines) or (seen is not None and not keys.isdisjoint(seen)):
+        return None
+    if seen is not None:
+        seen |= keys
+    return lines
 
 
 def _read_line_by_line(data: bytes, shape: type[Line], source: str) -> list[Line]:
-    lines: list[Line] = []
+    return list(_lines_one_by_one(data, shape, source))
+
+
+def _lines_one_by_one(data: bytes, shape: type[Line], source: str) -> Iterator[Line]:
+    """The lines of a whole file decoded one at a time (`parse_line`), in order; the first problem is
+    a `DataError` naming file, line and field."""
     seen: dict[str, int] = {}
     for number, text in enumerate(decode_lines(data, source=source), start=1):
         if not text.strip():
@@ -158,10 +233,9 @@ def _read_line_by_line(data: bytes, shape: type[Line], source: str) -> list[Line
                 f"duplicate {key!r} (first seen on line {seen[key]})", path=source, line=number, field=field
             )
         seen[key] = number
-        lines.append(line)
-    if not lines:
+        yield line
+    if not seen:
         raise DataError("the file contains no records", path=source)
-    return lines
 
 
 def parse_line(text: str, shape: type[Line], *, source: str, number: int) -> Line:

@@ -14,6 +14,7 @@ are the defaults here (`professional_defaults`), each overridable.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,12 +34,17 @@ PROFESSIONAL_LENGTH_CENTER = 2000.0
 PROFESSIONAL_LENGTH_PENALTY = 0.0147
 
 
-def read_conversations(source: Source, *, name: str | None = None) -> list[Conversation]:
-    """An eval file of either format as conversations (the format is detected from its first row;
-    `healthbench.data.jsonl.read_eval`)."""
-    from healthbench.data.jsonl import read_eval  # (msgspec loads with the reader, not with config)
+def conversation_pages(source: Source, *, name: str | None = None) -> Iterator[list[Conversation]]:
+    """An eval file of either format as conversations, a page at a time (the format is detected from
+    its first row; `healthbench.data.jsonl.read_eval_pages`)."""
+    from healthbench.data.jsonl import read_eval_pages  # (msgspec loads with the reader, not with config)
 
-    return conversations_of(read_eval(source, name=name)[1])
+    return map(conversations_of, read_eval_pages(source, name=name)[1])
+
+
+def read_conversations(source: Source, *, name: str | None = None) -> list[Conversation]:
+    """An eval file of either format as conversations (`conversation_pages`, gathered)."""
+    return [record for page in conversation_pages(source, name=name) for record in page]
 
 
 def resolve_format(requested: str | None, data: Path | None) -> Format:

@@ -7,13 +7,14 @@ next to them. Nothing is downloaded at import time.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Generic
 
 import platformdirs
 
@@ -151,15 +152,53 @@ def download(
     return sha
 
 
-def read_records(source: Source, record_type: type[Record], *, name: str | None = None) -> list[Record]:
-    """A classic eval file as conversations, or a meta-eval file as its rows, from a path or bytes
-    (`healthbench.data.jsonl.read_lines`: every problem is a DataError naming file, line and field)."""
-    from healthbench.data.jsonl import read_lines  # (the reader loads msgspec: config imports this module)
+def record_pages(
+    source: Source, record_type: type[Record], *, name: str | None = None
+) -> Iterator[list[Record]]:
+    """A classic eval file as conversations, or a meta-eval file as its rows, from a path or bytes, a
+    page at a time (`healthbench.data.jsonl.read_pages`: every problem is a DataError naming file,
+    line and field)."""
+    from healthbench.data.jsonl import read_pages  # (the reader loads msgspec: config imports this module)
     from healthbench.data.shapes import ClassicLine, MetaLine
 
     if record_type is MetaEvalRecord:
-        return meta_records_of(read_lines(source, MetaLine, name=name))  # type: ignore[return-value]
-    return conversations_of(read_lines(source, ClassicLine, name=name))  # type: ignore[return-value]
+        return map(meta_records_of, read_pages(source, MetaLine, name=name))  # type: ignore[arg-type]
+    return map(conversations_of, read_pages(source, ClassicLine, name=name))  # type: ignore[arg-type]
+
+
+def read_records(source: Source, record_type: type[Record], *, name: str | None = None) -> list[Record]:
+    """`record_pages`, gathered."""
+    return [record for page in record_pages(source, record_type, name=name) for record in page]
+
+
+@dataclass(frozen=True)
+class Pages(Generic[Record]):
+    """A dataset file a page at a time, each call reading it again: as decoded lines (`lines`, what
+    a run's choice of rows looks at), or as records (calling it: `build` of each page of lines)."""
+
+    lines: Callable[[], Iterator[list[Any]]]
+    build: Callable[[list[Any]], list[Record]]
+
+    def __call__(self) -> Iterator[list[Record]]:
+        return map(self.build, self.lines())
+
+
+def open_conversations(
+    variant: str = "full",
+    *,
+    data: str | os.PathLike[str] | None = None,
+    cache: str | os.PathLike[str] | None = None,
+    progress: DownloadProgress | None = None,
+) -> tuple[DatasetFile, Pages[Conversation]]:
+    """The file of an eval variant (full, hard, consensus, demo) or a local file, classic or
+    HealthBench Professional, and its conversations a page at a time (`Pages` of `read_eval_pages`'s
+    lines, built by `conversations_of`)."""
+    if variant in META_VARIANTS:
+        raise DataError(f"{variant!r} is a meta-eval dataset; use `healthbench meta-eval`")
+    from healthbench.data.jsonl import read_eval_pages  # (as in `record_pages`)
+
+    source = resolve(variant, data=data, cache=cache, progress=progress)
+    return source, Pages(lambda: read_eval_pages(source.path)[1], conversations_of)
 
 
 def load_conversations(
@@ -169,11 +208,9 @@ def load_conversations(
     cache: str | os.PathLike[str] | None = None,
     progress: DownloadProgress | None = None,
 ) -> tuple[DatasetFile, list[Conversation]]:
-    """The conversations of an eval variant (full, hard, consensus, demo) or of a local file."""
-    if variant in META_VARIANTS:
-        raise DataError(f"{variant!r} is a meta-eval dataset; use `healthbench meta-eval`")
-    source = resolve(variant, data=data, cache=cache, progress=progress)
-    return source, read_conversations(source.path)  # classic or HealthBench Professional
+    """The conversations of an eval variant or of a local file (`open_conversations`, gathered)."""
+    source, pages = open_conversations(variant, data=data, cache=cache, progress=progress)
+    return source, [record for page in pages() for record in page]
 
 
 def join_datasets(
@@ -201,6 +238,21 @@ def join_datasets(
     return join_by_prompt_id(loaded)
 
 
+def open_meta_eval(
+    variant: str = "meta_eval",
+    *,
+    data: str | os.PathLike[str] | None = None,
+    cache: str | os.PathLike[str] | None = None,
+    progress: DownloadProgress | None = None,
+) -> tuple[DatasetFile, Pages[MetaEvalRecord]]:
+    """The meta-eval file and its rows a page at a time (`record_pages`)."""
+    from healthbench.data.jsonl import read_pages  # (as in `record_pages`)
+    from healthbench.data.shapes import MetaLine
+
+    source = resolve(variant, data=data, cache=cache, progress=progress)
+    return source, Pages(functools.partial(read_pages, source.path, MetaLine), meta_records_of)
+
+
 def load_meta_eval(
     variant: str = "meta_eval",
     *,
@@ -208,5 +260,6 @@ def load_meta_eval(
     cache: str | os.PathLike[str] | None = None,
     progress: DownloadProgress | None = None,
 ) -> tuple[DatasetFile, list[MetaEvalRecord]]:
-    source = resolve(variant, data=data, cache=cache, progress=progress)
-    return source, read_records(source.path, MetaEvalRecord)
+    """The rows of the meta-eval file (`open_meta_eval`, gathered)."""
+    source, pages = open_meta_eval(variant, data=data, cache=cache, progress=progress)
+    return source, [record for page in pages() for record in page]

@@ -1,14 +1,18 @@
 """The content of a run's summary: overall score with its CI, then themes, then axes (then
-HealthBench Professional's task tags), then the ungraded count, as plain rows (`summary_rows`). The
-terminal rendering is `healthbench.cli.summary_view.render_summary`."""
+HealthBench Professional's task tags), then the ungraded count, as plain rows (`summary_rows`), all
+of it in a `Summary` (`summary_of`). The terminal rendering is
+`healthbench.cli.summary_view.render_summary`.
+
+Importing this module loads no numpy: a `Summary` read back from the store
+(`healthbench.results.figures`) is printed without the scoring core."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from healthbench.scoring.rubric import OVERALL
-from healthbench.scoring.run_score import ERROR_RATE, LENGTH_ADJUSTED, RunScore
+if TYPE_CHECKING:
+    from healthbench.scoring.run_score import RunScore
 
 Section = Literal["overall", "theme", "axis", "use_case", "type", "difficulty", "specialty"]
 # sections after the overall rows, by key prefix; the last four are HealthBench Professional's task tags
@@ -41,6 +45,9 @@ class SummaryRow:
 def summary_rows(run_score: RunScore) -> list[SummaryRow]:
     """Overall score (plus length-adjusted score and error rate when computed), then ``theme:*``,
     ``axis:*`` and HealthBench Professional's task-tag keys, each section sorted by name."""
+    from healthbench.scoring.rubric import OVERALL
+    from healthbench.scoring.run_score import ERROR_RATE, LENGTH_ADJUSTED
+
     rows: list[SummaryRow] = []
     for key in (OVERALL, LENGTH_ADJUSTED):
         stats = run_score.stats.get(key)
@@ -81,6 +88,8 @@ def ci_unit(n_answers: int, n_conversations: int) -> str:
 def unit_line(run_score: RunScore) -> str | None:
     """``CIs over 80 conversations × 3 answers (...)`` when some conversation has several graded
     answers (repeats), else None (the CI is over answers, which are the conversations)."""
+    from healthbench.scoring.rubric import OVERALL
+
     overall = run_score.stats.get(OVERALL)
     if overall is None or overall.n_conversations == overall.n_samples:
         return None
@@ -90,8 +99,60 @@ def unit_line(run_score: RunScore) -> str | None:
     )
 
 
-def ungraded_line(run_score: RunScore) -> str:
+def ungraded_line(run_score: RunScore | Summary) -> str:
     return (
         f"ungraded: {run_score.ungraded_criteria} criteria in {run_score.ungraded_samples} of "
         f"{run_score.n_samples} samples (left out of every score)"
+    )
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Everything a run's summary shows: its rows (`summary_rows`), the CI level, what the CIs are
+    over (`unit_line`) and the ungraded counts. Plain values: `to_json` / `from_json` give it back
+    exactly through Python's JSON (floats keep every bit; NaN, a CI without resamples, is written
+    ``NaN``, which Python's JSON reads back)."""
+
+    rows: tuple[SummaryRow, ...]
+    confidence: float
+    unit: str | None
+    n_samples: int
+    ungraded_criteria: int
+    ungraded_samples: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "rows": [[r.section, r.key, r.mean, r.ci_lower, r.ci_upper, r.n_samples] for r in self.rows],
+            "confidence": self.confidence,
+            "unit": self.unit,
+            "n_samples": self.n_samples,
+            "ungraded_criteria": self.ungraded_criteria,
+            "ungraded_samples": self.ungraded_samples,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Summary:
+        rows = tuple(
+            SummaryRow(section, key, float(mean), float(lower), float(upper), int(n))
+            for section, key, mean, lower, upper, n in data["rows"]
+        )
+        return cls(
+            rows=rows,
+            confidence=float(data["confidence"]),
+            unit=data["unit"],
+            n_samples=int(data["n_samples"]),
+            ungraded_criteria=int(data["ungraded_criteria"]),
+            ungraded_samples=int(data["ungraded_samples"]),
+        )
+
+
+def summary_of(run_score: RunScore) -> Summary:
+    """The `Summary` of a scored run."""
+    return Summary(
+        rows=tuple(summary_rows(run_score)),
+        confidence=run_score.options.confidence,
+        unit=unit_line(run_score),
+        n_samples=run_score.n_samples,
+        ungraded_criteria=run_score.ungraded_criteria,
+        ungraded_samples=run_score.ungraded_samples,
     )

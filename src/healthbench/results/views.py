@@ -107,8 +107,10 @@ class RunView:
 
     @property
     def profile(self) -> str | None:
-        """The reference profile the run was made under (None: our defaults; docs/profiles.md)."""
-        return self.config.profile
+        """The reference profile the run was made under (None: our defaults; docs/profiles.md); read
+        as `model_spec` is, without parsing the config."""
+        profile = self.record.config["run"].get("profile")
+        return str(profile) if profile is not None else None
 
     def provenance(self) -> dict[str, str | None]:
         """How the verdicts were asked for: profile and grader prompt sha256 (in every export)."""

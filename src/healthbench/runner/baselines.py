@@ -13,14 +13,15 @@ per group: ``<name>-<short group name>`` when no ``--group`` is given.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Unpack
 
 from healthbench.config import RunConfig
 from healthbench.data.schema import Conversation
-from healthbench.data.sources import DatasetFile, load_conversations
-from healthbench.data.subset import select
+from healthbench.data.sources import DatasetFile, Pages, load_conversations, open_conversations
+from healthbench.data.subset import Chosen, select, select_pages
 from healthbench.errors import ConfigError, DataError, RunError
 from healthbench.executors.grading import Todo, fresh_todo
 from healthbench.grading.template import load_template
@@ -42,6 +43,7 @@ from healthbench.store.runs import RunRecord, SampleRow, Store
 PHYSICIAN = "physician"
 REFERENCES = "references"
 REFERENCES_PER_ROW = 4  # simple-evals asserts four reference completions per row
+_SAMPLES_PAGE = 500  # completions written to the store at a time
 
 
 @dataclass(frozen=True)
@@ -88,9 +90,10 @@ class BaselineRow:
 
 @dataclass(frozen=True)
 class Selection:
-    rows: list[BaselineRow]
+    rows: list[BaselineRow]  # the completions (empty after a run's set-up, which only counts them)
     matching: int  # dataset rows of the group
     skipped: int  # dataset rows without completions for the group
+    completions: int  # completions of the group (before --limit, --ids, --theme)
 
 
 def baseline_rows(conversations: Sequence[Conversation], mode: str, group: Group) -> Selection:
@@ -117,7 +120,7 @@ def baseline_rows(conversations: Sequence[Conversation], mode: str, group: Group
                 if isinstance(text, str)
             )
     kept = {row.prompt_id for row in rows}
-    return Selection(rows, len(matching), len(matching) - len(kept))
+    return Selection(rows, len(matching), len(matching) - len(kept), len(rows))
 
 
 def _group_of(conversation: Conversation) -> str | None:
@@ -126,7 +129,7 @@ def _group_of(conversation: Conversation) -> str | None:
     return group if isinstance(group, str) else None
 
 
-def groups_to_run(config: RunConfig, conversations: Sequence[Conversation]) -> list[Group]:
+def groups_to_run(config: RunConfig, conversations: Iterable[Conversation]) -> list[Group]:
     """``--group`` if given; else every group present in the data that can run in this mode."""
     if config.group is not None:
         return [find_group(config.group)]
@@ -139,49 +142,80 @@ def groups_to_run(config: RunConfig, conversations: Sequence[Conversation]) -> l
     return usable
 
 
+class _Counted:
+    """A record's completions of a group (`baseline_rows`), counted as the file is read."""
+
+    def __init__(self, mode: str, group: Group) -> None:
+        self.mode, self.group = mode, group
+        self.matching = self.skipped = self.completions = 0
+
+    def __call__(self, conversation: Conversation) -> list[BaselineRow]:
+        selection = baseline_rows((conversation,), self.mode, self.group)
+        self.matching += selection.matching
+        self.skipped += selection.skipped
+        self.completions += selection.completions
+        return selection.rows
+
+
 def prepare_baseline(
     store: Store,
     config: RunConfig,
     name: str,
     group: Group,
-    dataset_file: tuple[DatasetFile, Sequence[Conversation]],
+    dataset_file: tuple[DatasetFile, Pages[Conversation]],
 ) -> tuple[RunRecord, Selection]:
-    """The baseline run ``name`` for ``group`` of the loaded ``dataset_file``: created with its
-    completions, or the existing one (same settings)."""
+    """The baseline run ``name`` for ``group`` of ``dataset_file`` (read a page at a time, as
+    `prepare_eval` reads it: `select_pages`): created with its completions, or the existing one (same
+    settings)."""
     assert config.completions is not None
-    source, conversations = dataset_file
-    selection = baseline_rows(conversations, config.completions, group)
-    if not selection.rows:
-        raise DataError(
-            f"no row has {config.completions} completions for {group.name} ({group.short_name})",
-            path=str(source.path),
-        )
-    chosen = select(selection.rows, limit=config.limit, ids=config.ids, themes=config.themes)
+    source, pages = dataset_file
+    baseline_rows((), config.completions, group)  # (a mode the group cannot run in: before any read)
+    counted = _Counted(config.completions, group)
+
+    def no_completions(_: int) -> None:
+        if not counted.completions:
+            raise DataError(
+                f"no row has {config.completions} completions for {group.name} ({group.short_name})",
+                path=str(source.path),
+            )
+
+    chosen = select_pages(
+        pages,
+        rows_of=counted,
+        limit=config.limit,
+        ids=config.ids,
+        themes=config.themes,
+        before_choice=no_completions,
+    )
+    selection = Selection([], counted.matching, counted.skipped, counted.completions)
     existing = store.get_run(name)
     if existing is not None:
         check_same_settings(existing, config)
-        if len(store.sample_progress(existing.id)) < len(chosen) * config.n_repeats:  # stopped when created
+        if len(store.sample_progress(existing.id)) < chosen.count * config.n_repeats:  # stopped when created
             _write_completions(store, existing.id, chosen, config.n_repeats)
         return existing, selection
     dataset = dataset_record(
         config,
         source,
-        conversations=len(chosen),
+        conversations=chosen.count,
         completions=config.completions,
         group=group.name,
         rows_without_completions=selection.skipped,
     )
     template = load_template(config.grader_template)
     record = stored_record(config, kind="eval", dataset=dataset, template_sha=template.sha256)
-    items = [(row.item_id, row.conversation.model_dump(mode="json")) for row in chosen]
+    items = ((row.item_id, row.conversation.model_dump(mode="json"), at) for at, row in chosen.rows())
     run = store.create_run(name, "eval", record, items)
     _write_completions(store, run.id, chosen, config.n_repeats)
     return run, selection
 
 
-def _write_completions(store: Store, run_id: int, rows: Sequence[BaselineRow], n_repeats: int) -> None:
-    """The completions to grade, stored as the run's samples (upserts: writing twice changes nothing)."""
-    store.put(run_id, samples=[_sample_row(row, r) for r in range(n_repeats) for row in rows])
+def _write_completions(store: Store, run_id: int, chosen: Chosen[BaselineRow], n_repeats: int) -> None:
+    """The completions to grade, stored as the run's samples a page at a time (upserts: writing twice
+    changes nothing)."""
+    rows = (row for _, row in chosen.rows())
+    while page := list(itertools.islice(rows, _SAMPLES_PAGE)):
+        store.put(run_id, samples=[_sample_row(row, r) for r in range(n_repeats) for row in page])
 
 
 def _sample_row(row: BaselineRow, repeat: int) -> SampleRow:
@@ -206,10 +240,10 @@ def run_baselines(
     # no candidate (the completions are given); the group by its canonical name, however it was written
     group_name = find_group(config.group).name if config.group is not None else None
     config = config.model_copy(update={"model": None, "group": group_name})
-    loaded = load_conversations(
+    loaded = open_conversations(
         config.dataset, data=config.data, cache=config.cache_dir, progress=hooks.get("download_progress")
     )
-    groups = groups_to_run(config, loaded[1])
+    groups = groups_to_run(config, itertools.chain.from_iterable(loaded[1]()))
     base = name or new_run_name(mode)
     outcomes: list[BaselineOutcome] = []
     with on_cluster(config):

@@ -7,9 +7,9 @@ from collections.abc import Mapping
 from typing import Any, Unpack
 
 from healthbench.config import RunConfig
-from healthbench.data.schema import row_id
-from healthbench.data.sources import load_meta_eval
-from healthbench.data.subset import select
+from healthbench.data.schema import MetaEvalRecord, row_id
+from healthbench.data.sources import load_meta_eval, open_meta_eval
+from healthbench.data.subset import Chosen, select, select_pages
 from healthbench.errors import RunError, a_kind
 from healthbench.executors.grading import fresh_todo
 from healthbench.grading.template import load_template
@@ -30,7 +30,7 @@ from healthbench.store.runs import RunRecord, Store
 
 def prepare_meta_eval(store: Store, config: RunConfig, name: str, **hooks: Unpack[RunHooks]) -> RunRecord:
     """The meta-eval run ``name``: created with its rows (the judge is the only model), or the existing
-    one with the same settings."""
+    one with the same settings. The file is read a page at a time (`select_pages`, as `prepare_eval`)."""
     config = config.model_copy(update={"model": None})
     existing = store.get_run(name)
     if existing is not None:
@@ -38,16 +38,18 @@ def prepare_meta_eval(store: Store, config: RunConfig, name: str, **hooks: Unpac
             raise RunError(f"run {name!r} is {a_kind(existing.kind)} run, not a meta-eval run")
         check_same_settings(existing, config)
         return existing
-    source, records = load_meta_eval(
+    source, pages = open_meta_eval(
         config.dataset, data=config.data, cache=config.cache_dir, progress=hooks.get("download_progress")
     )
-    chosen = select(records, limit=config.limit, ids=config.ids, categories=config.categories)
-    dataset = dataset_record(config, source, rows=len(chosen))
+    chosen: Chosen[MetaEvalRecord] = select_pages(
+        pages.lines, build=pages.build, limit=config.limit, ids=config.ids, categories=config.categories
+    )
+    dataset = dataset_record(config, source, rows=chosen.count)
     template = load_template(config.grader_template, config.cache_dir)
     record = stored_record(config, kind="meta_eval", dataset=dataset, template_sha=template.sha256)
     check_models(config, with_candidate=False, environ=hooks.get("environ"))
     return store.create_run(
-        name, "meta_eval", record, [(row_id(r), r.model_dump(mode="json")) for r in chosen]
+        name, "meta_eval", record, ((row_id(r), r.model_dump(mode="json"), at) for at, r in chosen.rows())
     )
 
 

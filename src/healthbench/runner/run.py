@@ -15,8 +15,9 @@ from datetime import UTC, datetime
 from typing import Any, Protocol, TypedDict, Unpack
 
 from healthbench.config import HOW_FIELDS, ModelConfig, RunConfig, validate_config
-from healthbench.data.sources import DatasetFile, DownloadProgress, load_conversations
-from healthbench.data.subset import select
+from healthbench.data.schema import Conversation
+from healthbench.data.sources import DatasetFile, DownloadProgress, load_conversations, open_conversations
+from healthbench.data.subset import Chosen, select, select_pages
 from healthbench.errors import RunError, RunExistsError, a_kind
 from healthbench.executors.batching import BatchCaller, BatchOptions
 from healthbench.executors.grading import EngineOptions, Plan, Todo, fresh_todo
@@ -127,7 +128,9 @@ def check_models(
 
 # -- eval runs -------------------------------------------------------------------------------------
 def prepare_eval(store: Store, config: RunConfig, name: str, **hooks: Unpack[RunHooks]) -> RunRecord:
-    """The run called ``name``: created with its conversations, or the existing one if compatible."""
+    """The run called ``name``: created with its conversations, or the existing one if compatible. The
+    dataset is read a page at a time, twice (`select_pages`): the whole file is checked and the
+    conversations chosen before anything is stored, then the chosen ones are streamed into the run."""
     existing = store.get_run(name)
     template = load_template(config.grader_template, config.cache_dir)
     if existing is not None:
@@ -135,16 +138,18 @@ def prepare_eval(store: Store, config: RunConfig, name: str, **hooks: Unpack[Run
         return existing
     if config.model is None:
         raise RunError("an eval run needs a candidate model (--model)")
-    source, conversations = load_conversations(
+    source, pages = open_conversations(
         config.dataset, data=config.data, cache=config.cache_dir, progress=hooks.get("download_progress")
     )
-    chosen = select(conversations, limit=config.limit, ids=config.ids, themes=config.themes)
-    dataset = dataset_record(config, source, conversations=len(chosen))
+    chosen: Chosen[Conversation] = select_pages(
+        pages.lines, build=pages.build, limit=config.limit, ids=config.ids, themes=config.themes
+    )
+    dataset = dataset_record(config, source, conversations=chosen.count)
     record = stored_record(config, kind="eval", dataset=dataset, template_sha=template.sha256)
     check_models(config, environ=hooks.get("environ"))
     try:
         return store.create_run(
-            name, "eval", record, ((c.prompt_id, c.model_dump(mode="json")) for c in chosen)
+            name, "eval", record, ((c.prompt_id, c.model_dump(mode="json"), at) for at, c in chosen.rows())
         )
     except RunExistsError:  # another process created it a moment ago: continue it as an existing run
         return prepare_eval(store, config, name, **hooks)

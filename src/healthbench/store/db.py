@@ -55,6 +55,9 @@ runs = Table(
     Column("lease_pid", Integer),
     Column("lease_since", String(40)),
     Column("lease_expires", Float),  # epoch seconds
+    # bumped in the transaction of every write of the run's samples or grades (Store.put,
+    # copy_samples): what a remembered figure (run_results) was computed from
+    Column("revision", Integer, nullable=False, default=0, server_default="0"),
 )
 
 items = Table(
@@ -109,6 +112,19 @@ call_cache = Table(
     Column("text", Text, nullable=False),
     Column("usage", JSON),
     Column("created_at", String(40), nullable=False),
+)
+
+
+# figures derived from a run, remembered (results/figures.py): ``key`` is a sha256 of everything they
+# were computed from (the run's settings and revision, the scoring options, the code's version),
+# ``body`` their JSON text (written by us: NaN survives, which a JSON column would refuse on PostgreSQL)
+run_results = Table(
+    "run_results",
+    metadata,
+    Column("run_id", Integer, ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
+    Column("name", String(40), primary_key=True),  # which figures: "figures"
+    Column("key", String(64), nullable=False),
+    Column("body", Text, nullable=False),
 )
 
 

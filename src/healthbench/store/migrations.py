@@ -256,6 +256,23 @@ def _0007_job_results(conn: Connection) -> None:
     metadata.tables["job_results"].create(conn)
 
 
+def _0008_run_results(conn: Connection) -> None:
+    """A run's revision (bumped by every write of its samples or grades) and its remembered figures
+    (table ``run_results``, see db.py and docs/results.md)."""
+    conn.execute(text("ALTER TABLE runs ADD COLUMN revision INTEGER NOT NULL DEFAULT 0"))
+    metadata = MetaData()
+    Table("runs", metadata, Column("id", Integer, primary_key=True))  # for the foreign key
+    Table(
+        "run_results",
+        metadata,
+        Column("run_id", Integer, ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
+        Column("name", String(40), primary_key=True),
+        Column("key", String(64), nullable=False),
+        Column("body", Text, nullable=False),
+    )
+    metadata.tables["run_results"].create(conn)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration("0001_initial", _0001_initial),
     Migration("0002_drop_unused_jobs", _0002_drop_unused_jobs),
@@ -263,6 +280,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("0004_benchmark_jobs", _0004_benchmark_jobs),
     Migration("0006_provider_batches", _0006_provider_batches),
     Migration("0007_job_results", _0007_job_results),
+    Migration("0008_run_results", _0008_run_results),
 )
 
 
