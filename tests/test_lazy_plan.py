@@ -301,3 +301,26 @@ def test_resumed_and_regraded_runs_store_exactly_the_expected_rows(store: Store)
             k: from_cache(v) if k in lost else v for k, v in other_judge.items()
         }
         assert raw_rows(store, samples, re.run.id) == parent_samples
+
+
+def test_the_engine_reads_a_page_only_when_an_item_can_be_opened(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(work_module, "PLAN_PAGE", 1)  # one conversation per page
+    answered_at_read: list[int] = []
+    page_of = store.item_page
+
+    def counted(run_id: int, start: int, page_size: int) -> tuple[list[tuple[str, dict[str, Any]]], int]:
+        answered_at_read.append(len(store.sample_progress(run_id)))
+        return page_of(run_id, start, page_size)
+
+    monkeypatch.setattr(store, "item_page", counted)
+    with fake_server_process() as url:
+        # 2 connections: 4 conversations open at once, so page k is read once k - 4 are done
+        outcome = run_eval(config(url, max_connections=2), store=store, name="window")
+    assert outcome.run.status == "finished"
+    reads = answered_at_read[: len(demo())]  # then one empty read: the end of the items
+    assert len(answered_at_read) == len(demo()) + 1
+    assert reads[:4] == [0, 0, 0, 0]  # the window fills without waiting
+    assert all(answered >= k - 4 for k, answered in enumerate(reads))
+    assert reads[-1] >= len(demo()) - 4  # the last page waited for its place: not read up front
