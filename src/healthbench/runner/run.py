@@ -533,9 +533,7 @@ def prepare_regrade(
     record = stored_record(
         config, kind="eval", dataset=parent.config["dataset"], template_sha=template.sha256
     )
-    run = store.create_run(name, "eval", record, store.load_items(parent.id), parent_run=parent.name)
-    store.copy_samples(parent.id, run.id)
-    return run
+    return store.create_run(name, "eval", record, (), parent_run=parent.name, copy_of=parent.id)
 
 
 def dry_run(store: Store, config: RunConfig, name: str | None) -> tuple[int, list[RoleEstimate]]:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Engine, Select, Table, and_, bindparam, func, select, update
+from sqlalchemy import Connection, Engine, Select, Table, and_, bindparam, func, literal, select, update
 from sqlalchemy.exc import IntegrityError
 
 from healthbench.errors import RunError, RunExistsError
@@ -165,11 +165,14 @@ class Store:
         records: Iterable[tuple[str, Mapping[str, Any]] | tuple[str, Mapping[str, Any], int]],
         *,
         parent_run: str | None = None,
+        copy_of: int | None = None,
     ) -> RunRecord:
         """Store a new run with its items in one transaction; ``records`` may be a generator: they are
         inserted ``INSERT_CHUNK`` at a time, never all held at once, and an exception it raises
         leaves no run. An item is stored at its place in ``records``, or at the position given as
-        its third element (records read in file order, stored in the order a sample chose them)."""
+        its third element (records read in file order, stored in the order a sample chose them).
+        ``copy_of`` (a regrade, with no ``records``): the items and successful samples of that run
+        are copied by the database in the same transaction, none of them read into memory."""
         stamp = db.now()
         try:
             with self.engine.begin() as conn:
@@ -199,6 +202,10 @@ class Store:
                         rows = []
                 if rows:
                     conn.execute(items.insert(), rows)
+                if copy_of is not None:
+                    _copy_rows(conn, items, copy_of, run_id)
+                    _copy_rows(conn, samples, copy_of, run_id, samples.c.error.is_(None))
+                    _touch(conn, run_id)
         except IntegrityError:  # another process created it between our check and our insert
             raise RunExistsError(f"a run named {name!r} already exists") from None
         run = self.get_run(name)
@@ -403,20 +410,6 @@ class Store:
                 grades_done=int(conn.execute(done["grades"]).scalar_one()),
             )
 
-    def copy_samples(self, source_run: int, target_run: int) -> int:
-        """Reuse another run's successful samples (regrading without re-sampling)."""
-        with self.engine.begin() as conn:
-            rows = (
-                conn.execute(
-                    select(samples).where(and_(samples.c.run_id == source_run, samples.c.error.is_(None)))
-                )
-                .mappings()
-                .all()
-            )
-            upsert(conn, samples, [dict(r, run_id=target_run) for r in rows])
-            _touch(conn, target_run)
-        return len(rows)
-
     def cache_lookup(self, keys: Iterable[str]) -> dict[str, CachedCall]:
         """The call cache's answers to ``keys`` (those it holds), read ``CACHE_CHUNK`` keys per query:
         what a run reads of the cache is bounded by its own requests, never by the store's age."""
@@ -489,6 +482,14 @@ def _narrowed(
 
 # built once: building the statement for each commit cost 3x what executing it costs (~0.15 ms)
 _BUMP_REVISION = update(runs).where(runs.c.id == bindparam("run_id")).values(revision=runs.c.revision + 1)
+
+
+def _copy_rows(conn: Connection, table: Table, source: int, target: int, *where: Any) -> None:
+    """Copy ``table``'s rows of run ``source`` (those matching ``where``) to run ``target``, in SQL."""
+    names = [c.name for c in table.columns]
+    picked = [literal(target).label("run_id") if n == "run_id" else table.c[n] for n in names]
+    chosen = select(*picked).where(table.c.run_id == source, *where)
+    conn.execute(table.insert().from_select(names, chosen))
 
 
 def _touch(conn: Connection, run_id: int) -> None:
