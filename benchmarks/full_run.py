@@ -5,12 +5,15 @@ A synthetic HealthBench file (N conversations x C criteria; never the shared dat
 `healthbench fake-server --latency L` in its own process at ``--concurrency``; each run is a client
 process of its own (so its peak RSS is its own, `getrusage`). "prior" runs start from a copy of a store
 that already holds one full run of another synthetic file (other prompts, so none of its call-cache
-keys is hit). Every side must give the same metrics. Prints per side and store: calls, wall, client CPU
-ms per call, peak RSS after the run (and after scoring it from the store).
+keys is hit). "regrade": each side regrades a copy of a store holding a full run of the file (made by this
+tree) with another judge (every criterion asked anew, every answer read from the store). Every side must
+give the same metrics. Prints per side and store: calls, wall, client CPU ms per call, peak RSS after the
+run (and after scoring it from the store), and the plateau: the highest RSS sampled (every 50 ms) once the
+engine has started, until the run ends, i.e. the run's calls without its set-up.
 
     python benchmarks/full_run.py [--conversations 5000 [2500 ...]] [--criteria 14] [--concurrency 512]
-        [--latency 0.2] [--baseline-src /tmp/NAME-base/src] [--stores empty prior] [--setup-only]
-        [--process-settings default|cli] [--floor CALLS] [--profile N]
+        [--latency 0.2] [--baseline-src /tmp/NAME-base/src] [--stores empty prior regrade]
+        [--setup-only] [--process-settings default|cli] [--floor CALLS] [--profile N]
 
 Several ``--conversations`` sizes are measured one after the other (each its own file). With
 ``--setup-only`` each client process only makes the run (`prepare_eval`: the dataset read, the choice
@@ -30,6 +33,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -37,24 +41,66 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 
 
+class RssSampler:
+    """The process's resident set size every ``every`` seconds (from /proc), in a daemon thread; the
+    highest between `mark` and `stop` is the plateau."""
+
+    def __init__(self, every: float = 0.05) -> None:
+        self.every, self.since, self.until, self.plateau = every, float("inf"), float("inf"), 0
+        self._page = resource.getpagesize()
+        threading.Thread(target=self._sample, daemon=True).start()
+
+    def _sample(self) -> None:
+        while True:
+            with open("/proc/self/statm") as handle:
+                rss = int(handle.read().split()[1]) * self._page
+            if self.since <= time.perf_counter() <= self.until:
+                self.plateau = max(self.plateau, rss)
+            time.sleep(self.every)
+
+    def mark(self) -> None:
+        self.since = min(self.since, time.perf_counter())
+
+    def stop(self) -> None:
+        time.sleep(2 * self.every)  # a last sample
+        self.until = time.perf_counter()
+
+
 def client(
-    src: str, url: str, data: str, store: str, concurrency: int, profile: str = "", settings: str = "default"
+    src: str,
+    url: str,
+    data: str,
+    store: str,
+    concurrency: int,
+    action: str,
+    profile: str = "",
+    settings: str = "default",
 ) -> dict[str, object]:
-    """One run in this process (the child), with the healthbench of ``src`` (nothing of healthbench is
-    imported in a client before this). ``profile``: a file to write cProfile's statistics of
-    `run_eval` to (its CPU figure then includes the profiler's overhead). ``settings``: ``default``,
-    the interpreter's (a program calling the API), or ``cli``, the process settings every
-    `healthbench` command applies (`healthbench.process_settings`: the collector's thresholds, and
-    `gc.freeze` after the imports)."""
+    """One run (``action`` "run", or "regrade" of the store's run) in this process (the child), with the
+    healthbench of ``src`` (nothing of healthbench is imported in a client before this). ``profile``: a
+    file to write cProfile's statistics of the run to (its CPU figure then includes the profiler's
+    overhead). ``settings``: ``default``, the interpreter's (a program calling the API), or ``cli``,
+    the process settings every `healthbench` command applies (`healthbench.process_settings`: the
+    collector's thresholds, and `gc.freeze` after the imports)."""
     sys.path.insert(0, src)
     if settings == "cli":
         from healthbench import process_settings
 
         process_settings.apply()
     from healthbench.config import build_config
+    from healthbench.executors.local import Engine
     from healthbench.results.run_results import score_stored_run
-    from healthbench.runner.run import run_eval
+    from healthbench.runner.run import regrade, run_eval
     from healthbench.store import Store
+
+    sampler = RssSampler()
+    engine_run = Engine.run
+
+    async def marked(self: Engine, *args: object, **kwargs: object) -> object:
+        sampler.mark()  # set-up done (the run stored, its plan made): the plateau starts here
+        return await engine_run(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    Engine.run = marked  # type: ignore[method-assign,assignment]
 
     layer = {
         "data": data,
@@ -83,12 +129,18 @@ def client(
     t0 = time.perf_counter()
     if profiler is not None:
         profiler.enable()
-    outcome = run_eval(cfg, store=s, name=f"bench-{Path(data).stem}")
+    if action == "regrade":
+        judge = {"spec": "bench-judge-2", "base_url": url}
+        overrides = {"max_connections": concurrency}
+        outcome = regrade(f"bench-{Path(data).stem}", judge, store=s, name="regrade", overrides=overrides)
+    else:
+        outcome = run_eval(cfg, store=s, name=f"bench-{Path(data).stem}")
     if profiler is not None:
         profiler.disable()
         profiler.dump_stats(profile)
     wall = time.perf_counter() - t0
     gc.callbacks.remove(collector)
+    sampler.stop()
     usage = resource.getrusage(resource.RUSAGE_SELF)
     cpu = usage.ru_utime + usage.ru_stime - before.ru_utime - before.ru_stime
     metrics = score_stored_run(s, outcome.run).metrics()
@@ -102,6 +154,7 @@ def client(
         "gc": collected,
         "peak_mb": usage.ru_maxrss / 1024,
         "peak_scored_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "plateau_mb": sampler.plateau / 2**20,
         "metrics": {k: round(v, 12) for k, v in sorted(metrics.items()) if isinstance(v, float)},
     }
 
@@ -188,13 +241,16 @@ def spawn(
     store: Path,
     option: object,
     mode: str = "--client",
-    extra: tuple[str, ...] = ("", "default"),
+    action: str = "run",
+    profile: Path | None = None,
+    settings: str = "default",
 ) -> dict[str, object]:
-    """A client process (``mode``): ``option`` is the run's concurrency, or the set-up's kind;
-    ``extra``: a run client's profile file ("" for none) and process settings."""
-    more = extra if mode == "--client" else ()
+    """A client process (``mode``): ``option`` is the run's concurrency (``action``: run, or regrade
+    the store's run; ``profile``: its cProfile file; ``settings``: its process settings), or the
+    set-up's kind."""
+    extra = [action, str(profile or ""), settings] if mode == "--client" else []
     out = subprocess.run(
-        [sys.executable, __file__, mode, str(src), url, str(data), str(store), str(option), *more],
+        [sys.executable, __file__, mode, str(src), url, str(data), str(store), str(option), *extra],
         check=True,
         capture_output=True,
         text=True,
@@ -229,8 +285,8 @@ def print_profile(title: str, path: Path, result: dict[str, Any], top: int) -> N
 
 def main(argv: list[str] | None = None) -> int:
     if argv is None and len(sys.argv) > 1 and sys.argv[1] == "--client":
-        _, _, src, url, data, store, concurrency, profile, settings = sys.argv
-        print(json.dumps(client(src, url, data, store, int(concurrency), profile, settings)))
+        _, _, src, url, data, store, concurrency, action, profile, settings = sys.argv
+        print(json.dumps(client(src, url, data, store, int(concurrency), action, profile, settings)))
         return 0
     if argv is None and len(sys.argv) > 1 and sys.argv[1] == "--floor-client":
         _, _, src, url, calls, concurrency, settings = sys.argv
@@ -246,7 +302,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=512)
     parser.add_argument("--latency", type=float, default=0.2)
     parser.add_argument("--baseline-src", type=Path, help="another tree's src/ to measure side by side")
-    parser.add_argument("--stores", nargs="+", default=["empty", "prior"], choices=["empty", "prior"])
+    parser.add_argument(
+        "--stores", nargs="+", default=["empty", "prior"], choices=["empty", "prior", "regrade"]
+    )
     parser.add_argument("--setup-only", action="store_true", help="measure the run's set-up alone")
     parser.add_argument(
         "--fragments",
@@ -342,11 +400,17 @@ def measure(args: argparse.Namespace, conversations: int) -> None:
                 t0 = time.perf_counter()
                 spawn(ROOT / "src", url, other, prior, args.concurrency)
                 print(f"(prior store: one full run of another file, {time.perf_counter() - t0:.0f} s)")
+            source = work / "source.db"
+            if "regrade" in args.stores:
+                t0 = time.perf_counter()
+                spawn(ROOT / "src", url, data, source, args.concurrency)
+                print(f"(regrade store: one full run of the file, {time.perf_counter() - t0:.0f} s)")
             for label, src in sides:
                 for kind in args.stores:
                     store = work / f"{label.replace(' ', '-')}-{kind}.db"
-                    if kind == "prior":
-                        shutil.copy(prior, store)
+                    if kind != "empty":
+                        shutil.copy(prior if kind == "prior" else source, store)
+                    action = "regrade" if kind == "regrade" else "run"
                     profile = work / f"{label.replace(' ', '-')}-{kind}.prof" if args.profile else None
                     result = spawn(
                         src,
@@ -354,7 +418,9 @@ def measure(args: argparse.Namespace, conversations: int) -> None:
                         data,
                         store,
                         args.concurrency,
-                        extra=(str(profile or ""), args.process_settings),
+                        action=action,
+                        profile=profile,
+                        settings=args.process_settings,
                     )
                     rows.append((label, kind, result))
                     if profile is not None:
@@ -371,21 +437,23 @@ def measure(args: argparse.Namespace, conversations: int) -> None:
                     floor = json.loads(out.stdout.strip().splitlines()[-1])
                     assert floor["src"] == str(src), floor["src"]
                     floors.append((label, floor))
-    print(f"{'side':>10} {'store':>6} {'calls':>6} {'wall s':>7} {'cpu s':>6} {'cpu ms/call':>11} "
-          f"{'of it gc':>8} {'peak MB':>7} {'+ scored':>8} {'same metrics':>12}")  # fmt: skip
+    print(f"{'side':>10} {'store':>7} {'calls':>6} {'wall s':>7} {'cpu s':>6} {'cpu ms/call':>11} "
+          f"{'of it gc':>8} {'peak MB':>7} {'+ scored':>8} {'plateau MB':>10} "
+          f"{'same metrics':>12}")  # fmt: skip
     reference = rows[0][2]["metrics"]
     for label, kind, r in rows:
         calls = int(r["calls"])  # type: ignore[call-overload]
         cpu = float(r["cpu"])  # type: ignore[arg-type]
         collector = sum(r["gc"]["seconds"])  # type: ignore[index]
         print(
-            f"{label:>10} {kind:>6} {calls:>6} {r['wall']:>7.1f} {cpu:>6.1f} {1000 * cpu / calls:>11.3f} "
+            f"{label:>10} {kind:>7} {calls:>6} {r['wall']:>7.1f} {cpu:>6.1f} {1000 * cpu / calls:>11.3f} "
             f"{1000 * collector / calls:>8.3f} "
-            f"{r['peak_mb']:>7.0f} {r['peak_scored_mb']:>8.0f} {r['metrics'] == reference!s:>12}"
+            f"{r['peak_mb']:>7.0f} {r['peak_scored_mb']:>8.0f} {r['plateau_mb']:>10.0f} "
+            f"{r['metrics'] == reference!s:>12}"
         )
     for label, kind, r in rows:
         print(
-            f"{label:>10} {kind:>6}: collector ms/call (collections), generation 0, 1, 2: {collector_line(r)}"
+            f"{label:>10} {kind:>7}: collector ms/call (collections), generation 0, 1, 2: {collector_line(r)}"
         )
     for label, floor in floors:
         print(

@@ -194,14 +194,18 @@ def test_a_write_of_calls_only_or_of_another_run_leaves_the_revision(store: Path
     s.close()
 
 
-def test_a_regrade_copying_samples_bumps_the_revision(store_target: str) -> None:
+def test_a_regrade_made_by_copying_its_parent_in_sql(store_target: str) -> None:
     s = Store(store_target)
     try:
         store_run(s, "source", graded_samples(3))
-        store_run(s, "target", graded_samples(2, seed=5))
-        target = s.require_run("target")
-        assert s.copy_samples(s.require_run("source").id, target.id) == 3
-        assert s.revision(target.id) == target.revision + 1
+        source = s.require_run("source")
+        s.put(source.id, samples=[SampleRow("failed", 0, None, None, False, "HTTP 500", None, [])])
+        target = s.create_run("target", "eval", source.config, (), parent_run="source", copy_of=source.id)
+        assert target.revision == 1  # its copied answers count as a write of its samples
+        assert s.load_items(target.id) == s.load_items(source.id)
+        answered = {k: r for k, r in s.load_samples(source.id).items() if r.error is None}
+        assert len(answered) == 3 and s.load_samples(target.id) == answered  # the failed one is asked again
+        assert s.load_grades(target.id) == {}
     finally:
         s.close()
 

@@ -1,15 +1,16 @@
 """The grading state machine both executors run (executors/local.py's async engine and executors/ray.py).
 
 What a run pass does is the same whichever executor calls the models: the work items and the plan
-(`plan`: what the store already holds), the requests (`sample_request`, `judge_messages`, `judge_key`),
-and what each answer becomes (`Ledger`: cache lookups, call counting and pricing, sample rows;
-`Grading`: one criterion's attempts, verdict, usage, cost and re-asks, and its grade row). An executor
-only decides how and when calls are made and commits the typed `Rows` these hand it (`Store.put`).
+(`Plan`: what the store already holds, read a page at a time), the requests (`sample_request`,
+`judge_messages`, `judge_key`), and what each answer becomes (`Ledger`: cache lookups, call counting and
+pricing, sample rows; `Grading`: one criterion's attempts, verdict, usage, cost and re-asks, and its
+grade row). An executor only decides how and when calls are made and commits the typed `Rows` these hand
+it (`Store.put`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,13 +59,23 @@ class CallResult:
     cached: bool
 
 
+Todo = tuple[WorkItem, str | None, list[tuple[int, int]]]  # a work item, its completion, criteria to grade
+
+
 @dataclass(frozen=True)
 class Plan:
-    """What is left to do in a run: per work item, its completion (if known) and the criteria still
-    to grade with the attempt to start from (an ungraded criterion is asked anew, not answered from
-    the cached answers that left it ungraded)."""
+    """What is left to do in a run: its counts (what is done of what, counted by the store), and its
+    pending work read lazily, a page at a time (`pages`, `todo`): per work item, its completion (if
+    known) and the criteria still to grade with the attempt to start from (an ungraded criterion is
+    asked anew, not answered from the cached answers that left it ungraded). Nothing of the run's
+    work is held by the plan itself: an executor keeps only the pages it has taken and not finished.
 
-    todo: list[tuple[WorkItem, str | None, list[tuple[int, int]]]]
+    ``work`` gives the run's work items a page at a time, in (repeat, item) order, each time it is
+    called (`runner.work.stored_plan` reads them from the store)."""
+
+    store: Store
+    run_id: int
+    work: Callable[[], Iterable[Sequence[WorkItem]]]
     samples_total: int
     samples_done: int
     criteria_total: int
@@ -72,7 +83,28 @@ class Plan:
 
     @property
     def empty(self) -> bool:
-        return not self.todo
+        """Nothing left: every sample taken and every criterion finally graded."""
+        return self.samples_done >= self.samples_total and self.criteria_done >= self.criteria_total
+
+    def pages(self) -> Iterator[list[Todo]]:
+        """The pending work, one page of work items at a time (pages with nothing left are skipped);
+        a page is read when the previous one has been taken."""
+        for work in self.work():
+            todo = page_todo(self.store, self.run_id, work)
+            if todo:
+                yield todo
+
+    def todo(self) -> Iterator[Todo]:
+        """The pending work item by item, in (repeat, item) order (read a page at a time)."""
+        for page in self.pages():
+            yield from page
+
+
+def fresh_todo(work: Iterable[WorkItem]) -> Iterator[Todo]:
+    """The pending work of work items nothing is stored for yet (a dry run of a run not made yet):
+    each with its given completion, if any, and every criterion from its first attempt."""
+    for w in work:
+        yield w, w.fixed_completion, [(i, 0) for i in range(len(w.criteria))]
 
 
 # -- requests: built here once, for both executors ------------------------------------------------
@@ -127,12 +159,17 @@ def cache_entry(key: str, spec: ModelSpec, result: CallResult) -> CacheEntry:
     return CacheEntry(key, spec.provider, spec.model, result.text, result.usage.as_dict())
 
 
-def plan(store: Store, run_id: int, work: Sequence[WorkItem]) -> Plan:
-    """Compare the work with what the store already holds for the run."""
-    samples = store.sample_progress(run_id)
-    grades = store.grade_progress(run_id)
-    todo: list[tuple[WorkItem, str | None, list[tuple[int, int]]]] = []
-    samples_done = criteria_done = 0
+def page_todo(store: Store, run_id: int, work: Sequence[WorkItem]) -> list[Todo]:
+    """What is left of ``work`` (one page of a plan): compared with the samples and grades the store
+    holds for these items only."""
+    ids = list(dict.fromkeys(w.item_id for w in work))
+    repeats = {w.repeat for w in work}
+    repeat = next(iter(repeats)) if len(repeats) == 1 else None
+    samples: Mapping[tuple[str, int], str] = {}
+    if any(w.fixed_completion is None for w in work):
+        samples = store.sample_progress(run_id, item_ids=ids, repeat=repeat)
+    grades = store.grade_progress(run_id, item_ids=ids, repeat=repeat)
+    todo: list[Todo] = []
     for w in work:
         completion = w.fixed_completion
         if completion is None:
@@ -142,11 +179,9 @@ def plan(store: Store, run_id: int, work: Sequence[WorkItem]) -> Plan:
             status, attempts = grades.get((w.item_id, w.repeat, i), (GradeStatus.UNGRADED, 0))
             if status == GradeStatus.UNGRADED:  # never graded, or ungraded: asked (again)
                 missing.append((i, attempts))
-        criteria_done += len(w.criteria) - len(missing)
-        samples_done += completion is not None
         if completion is None or missing:
             todo.append((w, completion, missing))
-    return Plan(todo, len(work), samples_done, sum(len(w.criteria) for w in work), criteria_done)
+    return todo
 
 
 # -- the grading state machine --------------------------------------------------------------------

@@ -1,14 +1,15 @@
 """The Ray executor: a run's model calls as Ray Data pipelines built with `ray.data.llm` processors.
 
 The same work as the local engine (`healthbench.executors.local`), executed another way. The driver plans
-from the store (`plan`), builds every request with the engine's functions (`sample_request`,
-`judge_messages`, `judge_key`), answers what it can from the call cache, and sends the rest through a
-`ray.data.llm` processor (`executors.ray_calls`: HTTP with Ray's qps and retries, or vLLM for a
-``vllm/`` candidate). Results stream back to the driver, which parses verdicts with `parse_verdict` and
-commits each call (call cache + sample or grade row) through the same `Store` API; the pipeline gets more
-work only once what came back is committed, so killing the driver repeats at most ``in_flight`` calls
-on ``--resume`` (reported as `RunCounters.repeat_bound`). Stage 1 samples, stage 2 grades each criterion
-(its own request); unparseable verdicts are re-asked in further rounds, up to ``judge_retries``.
+from the store a page of work at a time (`Plan.pages`), builds every request with the engine's functions
+(`sample_request`, `judge_messages`, `judge_key`), answers what it can from the call cache, and sends the
+rest through a `ray.data.llm` processor (`executors.ray_calls`: HTTP with Ray's qps and retries, or vLLM
+for a ``vllm/`` candidate). Results stream back to the driver, which parses verdicts with `parse_verdict`
+and commits each call (call cache + sample or grade row) through the same `Store` API; the pipeline gets
+more work only once what came back is committed, so killing the driver repeats at most ``in_flight``
+calls on ``--resume`` (reported as `RunCounters.repeat_bound`). Stage 1 samples, stage 2 grades each
+criterion (its own request); unparseable verdicts are re-asked in further rounds, up to
+``judge_retries``.
 
 A call that fails after the retries is stored like the local engine stores it (a failed sample, an
 ungraded criterion); a fatal failure (wrong key) or a model that fails without ever answering stops the
@@ -37,6 +38,7 @@ from healthbench.executors.grading import (
     Ledger,
     Messages,
     Plan,
+    Todo,
     WorkItem,
     no_candidate,
     run_stopped,
@@ -125,19 +127,24 @@ class RayExecutor:
         c = self.ledger.start(work_plan, repeat_bound=lost)
         self.progress.update(c)
         try:
-            completions = self._sample_all([(w, done) for w, done, _ in work_plan.todo])
-            grading = [
-                Grading.start(w, completion, index, first, self.options)
-                for (w, _, missing), completion in zip(work_plan.todo, completions, strict=True)
-                if completion is not None
-                for index, first in missing
-            ]
-            while grading:
-                grading = self._grade_round(grading)
+            for page in work_plan.pages():  # a page of work at a time: sampled, then graded
+                self._page(page)
         finally:
             self._flush()
             self.progress.update(c)
         return c
+
+    def _page(self, page: Sequence[Todo]) -> None:
+        """One page of the plan: its samples (stage 1), then its criteria, re-asked in rounds (stage 2)."""
+        completions = self._sample_all([(w, done) for w, done, _ in page])
+        grading = [
+            Grading.start(w, completion, index, first, self.options)
+            for (w, _, missing), completion in zip(page, completions, strict=True)
+            if completion is not None
+            for index, first in missing
+        ]
+        while grading:
+            grading = self._grade_round(grading)
 
     # -- stage 1: samples --------------------------------------------------------------------
     def _sample_all(self, items: Sequence[tuple[WorkItem, str | None]]) -> list[str | None]:

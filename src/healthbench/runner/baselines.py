@@ -23,6 +23,7 @@ from healthbench.data.schema import Conversation
 from healthbench.data.sources import DatasetFile, Pages, load_conversations, open_conversations
 from healthbench.data.subset import Chosen, select, select_pages
 from healthbench.errors import ConfigError, DataError, RunError
+from healthbench.executors.grading import Todo, fresh_todo
 from healthbench.grading.template import load_template
 from healthbench.runner.estimate import RoleEstimate
 from healthbench.runner.run import (
@@ -36,8 +37,8 @@ from healthbench.runner.run import (
     on_cluster,
     stored_record,
 )
-from healthbench.runner.work import eval_work
-from healthbench.store.runs import GradeStatus, RunRecord, SampleRow, Store
+from healthbench.runner.work import eval_work, stored_plan
+from healthbench.store.runs import RunRecord, SampleRow, Store
 
 PHYSICIAN = "physician"
 REFERENCES = "references"
@@ -275,15 +276,16 @@ def estimate_baselines(store: Store, config: RunConfig, name: str | None) -> lis
         rows = baseline_rows(conversations, mode, group).rows
         chosen = select(rows, limit=config.limit, ids=config.ids, themes=config.themes) if rows else []
         existing = store.get_run(run_name)
-        done = store.grade_progress(existing.id) if existing is not None else {}
-        items = eval_work(
-            [row.conversation for row in chosen], config.n_repeats, item_ids=[r.item_id for r in chosen]
-        )
-        work = [
-            replace(w, fixed_completion=row.completion)
-            for w, row in zip(items, list(chosen) * config.n_repeats, strict=True)
-        ]
-        graded = {key for key, (status, _) in done.items() if status != GradeStatus.UNGRADED}
-        estimates = judge_estimate(work, config, done_grades=graded)
+        if existing is not None:  # what is left of it, as the run itself would plan it
+            todo: Iterable[Todo] = stored_plan(store, existing, config).todo()
+        else:
+            items = eval_work(
+                [row.conversation for row in chosen], config.n_repeats, item_ids=[r.item_id for r in chosen]
+            )
+            todo = fresh_todo(
+                replace(w, fixed_completion=row.completion)
+                for w, row in zip(items, list(chosen) * config.n_repeats, strict=True)
+            )
+        estimates = judge_estimate(todo, config)
         out.append(BaselineEstimate(run_name, len(chosen), estimates))
     return out

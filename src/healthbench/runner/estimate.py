@@ -1,17 +1,18 @@
 """``--dry-run``: how many calls and tokens a run still needs and what they should cost, before any call.
 
 Token counts are estimated from characters (about 4 per token); the candidate's answer length is its
-``max_tokens`` when set, else an assumed 600 tokens; a judge answer is assumed to be 80 tokens. Calls
-already in the run's store are not counted. Each role's cost is given online and at its provider's
-batch price (``--batch``, `PriceTable.cost`).
+``max_tokens`` when set, else an assumed 600 tokens (a stored or given answer counts with its own
+length); a judge answer is assumed to be 80 tokens. Calls already in the run's store are not counted: an
+existing run is estimated from its `Plan`, as it runs. Each role's cost is given online and at its
+provider's batch price (``--batch``, `PriceTable.cost`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
-from healthbench.executors.grading import WorkItem
+from healthbench.executors.grading import Todo
 from healthbench.grading.template import GraderTemplate
 from healthbench.models.base import ModelSpec, Usage
 from healthbench.models.pricing import PriceTable
@@ -50,30 +51,29 @@ def _tokens(text_chars: int) -> int:
 
 
 def estimate(
-    work: Sequence[WorkItem],
+    todo: Iterable[Todo],
     *,
     candidate: ModelSpec | None,
     answer_tokens: int | None,
     judge: ModelSpec,
     template: GraderTemplate,
     prices: PriceTable,
-    done_samples: set[tuple[str, int]],
-    done_grades: set[tuple[str, int, int]],
 ) -> list[RoleEstimate]:
+    """The calls ``todo`` still needs (a `Plan`'s pending work, or `fresh_todo` of work not yet stored):
+    a candidate call per item without a completion, a judge call per criterion left to grade; a known
+    completion counts with its real length."""
     answer = answer_tokens or ASSUMED_ANSWER_TOKENS
     c_calls = c_in = 0
     j_calls = j_in = 0
-    for w in work:
+    for w, completion, missing in todo:
         convo_chars = sum(len(m["content"]) + len(m["role"]) + 4 for m in w.messages)
-        if candidate is not None and w.fixed_completion is None and (w.item_id, w.repeat) not in done_samples:
+        if candidate is not None and completion is None:
             c_calls += 1
             c_in += _tokens(convo_chars)
-        answer_chars = len(w.fixed_completion) if w.fixed_completion is not None else answer * CHARS_PER_TOKEN
-        for index, criterion in enumerate(w.criteria):
-            if (w.item_id, w.repeat, index) in done_grades:
-                continue
+        answer_chars = len(completion) if completion is not None else answer * CHARS_PER_TOKEN
+        for index, _ in missing:
             j_calls += 1
-            j_in += _tokens(len(template.text) + convo_chars + answer_chars + len(criterion))
+            j_in += _tokens(len(template.text) + convo_chars + answer_chars + len(w.criteria[index]))
     out: list[RoleEstimate] = []
     if candidate is not None:
         out.append(RoleEstimate.of("candidate", candidate, c_calls, Usage(c_in, c_calls * answer), prices))

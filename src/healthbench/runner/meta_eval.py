@@ -11,6 +11,7 @@ from healthbench.data.schema import MetaEvalRecord, row_id
 from healthbench.data.sources import load_meta_eval, open_meta_eval
 from healthbench.data.subset import Chosen, select, select_pages
 from healthbench.errors import RunError, a_kind
+from healthbench.executors.grading import fresh_todo
 from healthbench.grading.template import load_template
 from healthbench.runner.estimate import RoleEstimate
 from healthbench.runner.run import (
@@ -56,7 +57,7 @@ def meta_dry_run(config: RunConfig) -> tuple[int, list[RoleEstimate]]:
     """Rows and the judge calls, tokens and cost a meta-eval run needs (no call is made)."""
     _, records = load_meta_eval(config.dataset, data=config.data, cache=config.cache_dir)
     chosen = select(records, limit=config.limit, ids=config.ids, categories=config.categories)
-    rows = judge_estimate(meta_work(chosen, config.n_repeats), config)
+    rows = judge_estimate(fresh_todo(meta_work(chosen, config.n_repeats)), config)
     return len(chosen), rows
 
 

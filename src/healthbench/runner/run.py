@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import secrets
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -20,7 +20,7 @@ from healthbench.data.sources import DatasetFile, DownloadProgress, load_convers
 from healthbench.data.subset import Chosen, select, select_pages
 from healthbench.errors import RunError, RunExistsError, a_kind
 from healthbench.executors.batching import BatchCaller, BatchOptions
-from healthbench.executors.grading import EngineOptions, Plan, WorkItem, plan
+from healthbench.executors.grading import EngineOptions, Plan, Todo, fresh_todo
 from healthbench.executors.local import Engine
 from healthbench.executors.progress import NoProgress, ProgressSink, RunCounters
 from healthbench.executors.ray import ray_session, run_plan
@@ -31,10 +31,10 @@ from healthbench.models.pricing import PriceTable
 from healthbench.results.views import RunView
 from healthbench.runner.estimate import RoleEstimate, estimate
 from healthbench.runner.loop import run_async
-from healthbench.runner.work import eval_work, samples_answers, stored_item_ids, stored_work
+from healthbench.runner.work import eval_work, samples_answers, stored_plan
 from healthbench.store.batches import BatchLedger
 from healthbench.store.lease import RunLease
-from healthbench.store.runs import INTERRUPTED, GradeStatus, RunRecord, RunStatus, Store
+from healthbench.store.runs import INTERRUPTED, RunRecord, RunStatus, Store
 
 
 @dataclass(frozen=True)
@@ -87,23 +87,15 @@ def dataset_record(config: RunConfig, source: DatasetFile, **counts: Any) -> dic
     }
 
 
-def judge_estimate(
-    work: Sequence[WorkItem],
-    config: RunConfig,
-    *,
-    done_samples: set[tuple[str, int]] | None = None,
-    done_grades: set[tuple[str, int, int]] | None = None,
-) -> list[RoleEstimate]:
-    """The judge calls, tokens and cost ``work`` still needs when its answers are given (no candidate)."""
+def judge_estimate(todo: Iterable[Todo], config: RunConfig) -> list[RoleEstimate]:
+    """The judge calls, tokens and cost ``todo`` still needs when its answers are given (no candidate)."""
     return estimate(
-        work,
+        todo,
         candidate=None,
         answer_tokens=None,
         judge=config.judge.parsed(),
         template=load_template(config.grader_template, config.cache_dir),
         prices=PriceTable.load(config.prices),
-        done_samples=done_samples or set(),
-        done_grades=done_grades or set(),
     )
 
 
@@ -174,19 +166,19 @@ async def execute(
     store: Store,
     run: RunRecord,
     config: RunConfig,
-    work: Sequence[WorkItem],
     *,
     progress: ProgressSink | None = None,
     environ: Mapping[str, str] | None = None,
     with_candidate: bool = True,
     pool: ConnectionPool | None = None,
 ) -> RunCounters:
-    """Run the engine over ``work`` and record the run's status. Models are created (and closed) here.
-    Only one process executes a run at a time: the others get a RunError naming the holder.
+    """Run the engine over what is left of ``run`` (`stored_plan`) and record the run's status.
+    Models are created (and closed) here. Only one process executes a run at a time: the others get
+    a RunError naming the holder.
     ``pool`` shares one connection budget per endpoint with other runs on the same event loop."""
     x = _Execution(store, run, config, progress, environ, with_candidate, pool)
     async with RunLease(store, run.id, run.name).held():
-        return await _execute(x, work)
+        return await _execute(x)
 
 
 @dataclass(frozen=True)
@@ -202,9 +194,9 @@ class _Execution:
     pool: ConnectionPool | None
 
 
-async def _execute(x: _Execution, work: Sequence[WorkItem]) -> RunCounters:
+async def _execute(x: _Execution) -> RunCounters:
     store, run = x.store, x.run
-    work_plan = plan(store, run.id, work)
+    work_plan = await asyncio.to_thread(stored_plan, store, run, x.config)  # counted by the store
     if work_plan.empty:  # nothing left: no model is created, no call is made
         counters = RunCounters(
             samples_total=work_plan.samples_total,
@@ -418,11 +410,10 @@ def on_cluster(config: RunConfig) -> Iterator[None]:
 
 def finish(store: Store, run: RunRecord, config: RunConfig, **hooks: Unpack[RunHooks]) -> RunOutcome:
     """Do what is left of ``run`` (any kind) on the event loop and return the run as stored afterwards."""
-    work = stored_work(store, run, config)
     with_candidate = samples_answers(run, config)
     progress, environ = hooks.get("progress"), hooks.get("environ")
     counters = run_async(
-        execute(store, run, config, work, progress=progress, environ=environ, with_candidate=with_candidate)
+        execute(store, run, config, progress=progress, environ=environ, with_candidate=with_candidate)
     )
     return RunOutcome(store.require_run(run.name), counters)
 
@@ -496,7 +487,7 @@ def regrade_dry_run(
         dataclasses.replace(w, fixed_completion=answers.get((w.item_id, w.repeat), ""))
         for w in eval_work(conversations, config.n_repeats)
     ]
-    return config, len(conversations), judge_estimate(work, config, done_samples=set(answers))
+    return config, len(conversations), judge_estimate(fresh_todo(work), config)
 
 
 def regrade(
@@ -542,38 +533,27 @@ def prepare_regrade(
     record = stored_record(
         config, kind="eval", dataset=parent.config["dataset"], template_sha=template.sha256
     )
-    run = store.create_run(name, "eval", record, store.load_items(parent.id), parent_run=parent.name)
-    store.copy_samples(parent.id, run.id)
-    return run
+    return store.create_run(name, "eval", record, (), parent_run=parent.name, copy_of=parent.id)
 
 
 def dry_run(store: Store, config: RunConfig, name: str | None) -> tuple[int, list[RoleEstimate]]:
     """Conversations and the estimated calls, tokens and cost still needed (no call is made); an
     existing run ``name`` counts only what it has not done yet."""
     existing = store.get_run(name) if name else None
-    item_ids = None
-    if existing is not None:
-        conversations = RunView.of(store, existing).conversations()
-        item_ids = stored_item_ids(store, existing)
-        done_samples = set(store.sample_progress(existing.id))
-        done_grades = {
-            k
-            for k, (status, _) in store.grade_progress(existing.id).items()
-            if status != GradeStatus.UNGRADED
-        }
+    if existing is not None:  # what is left of it, as the run itself would plan it
+        work_plan = stored_plan(store, existing, config)
+        n_conversations, todo = work_plan.samples_total // config.n_repeats, work_plan.todo()
     else:
         _, loaded = load_conversations(config.dataset, data=config.data, cache=config.cache_dir)
         conversations = select(loaded, limit=config.limit, ids=config.ids, themes=config.themes)
-        done_samples, done_grades = set(), set()
+        n_conversations, todo = len(conversations), fresh_todo(eval_work(conversations, config.n_repeats))
     model = config.model
     rows = estimate(
-        eval_work(conversations, config.n_repeats, item_ids=item_ids),
+        todo,
         candidate=model.parsed() if model else None,
         answer_tokens=model.settings.max_tokens if model else None,
         judge=config.judge.parsed(),
         template=load_template(config.grader_template, config.cache_dir),
         prices=PriceTable.load(config.prices),
-        done_samples=done_samples,
-        done_grades=done_grades,
     )
-    return len(conversations), rows
+    return n_conversations, rows

@@ -3,24 +3,31 @@ what the run stores (its conversations, meta-eval rows or baseline completions).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 from healthbench.config import RunConfig
 from healthbench.data.schema import Conversation, MetaEvalRecord, row_id
-from healthbench.executors.grading import WorkItem
+from healthbench.executors.grading import Plan, WorkItem
 from healthbench.store.runs import RunRecord, Store
 
-
-def stored_item_ids(store: Store, run: RunRecord) -> list[str]:
-    """A run's item ids in order: the prompt ids, or one id per graded completion in a baseline run."""
-    return [item_id for item_id, _ in store.load_items(run.id)]
+# the list of a stored conversation's criteria (`Conversation.rubrics`), counted by the store for a plan
+CRITERIA_FIELD = "rubrics"
+# stored items per page of a plan's work (their work items, samples and grades): read on the event loop
+# when an item can be opened, a page is a short pause (~50 ms here) and a few MB
+PLAN_PAGE = 250
 
 
 def eval_work(
-    conversations: Sequence[Conversation], n_repeats: int, *, item_ids: Sequence[str] | None = None
+    conversations: Sequence[Conversation],
+    n_repeats: int,
+    *,
+    item_ids: Sequence[str] | None = None,
+    repeats: Iterable[int] | None = None,
 ) -> list[WorkItem]:
     """One work item per (repeat, conversation); ``item_ids`` are the stored ids when they are not the
-    prompt ids (a baseline run grades several completions of one conversation)."""
+    prompt ids (a baseline run grades several completions of one conversation); ``repeats``: only
+    these repeats (default all ``n_repeats``)."""
     ids = list(item_ids) if item_ids is not None else [c.prompt_id for c in conversations]
     return [
         WorkItem(
@@ -29,12 +36,14 @@ def eval_work(
             messages=tuple({"role": m.role, "content": m.content} for m in c.prompt),
             criteria=tuple(str(item) for item in c.rubrics),
         )
-        for r in range(n_repeats)
+        for r in (range(n_repeats) if repeats is None else repeats)
         for item_id, c in zip(ids, conversations, strict=True)
     ]
 
 
-def meta_work(records: Sequence[MetaEvalRecord], n_repeats: int) -> list[WorkItem]:
+def meta_work(
+    records: Sequence[MetaEvalRecord], n_repeats: int, *, repeats: Iterable[int] | None = None
+) -> list[WorkItem]:
     """One work item per (repeat, meta-eval row): its fixed completion graded on its one criterion."""
     return [
         WorkItem(
@@ -44,26 +53,47 @@ def meta_work(records: Sequence[MetaEvalRecord], n_repeats: int) -> list[WorkIte
             criteria=(r.rubric,),
             fixed_completion=r.completion,
         )
-        for k in range(n_repeats)
+        for k in (range(n_repeats) if repeats is None else repeats)
         for r in records
     ]
 
 
-def stored_work(store: Store, run: RunRecord, config: RunConfig) -> list[WorkItem]:
-    """Every work item of a stored run, whatever its kind (the engine's plan skips what is done), in
-    (repeat, item) order. The stored items are read a page at a time: only the work items are kept,
-    never every parsed record at once (at 5,000 conversations those are ~130 MB)."""
+def stored_plan(store: Store, run: RunRecord, config: RunConfig) -> Plan:
+    """What is left of a stored run, whatever its kind: its counts from the store, and its work items
+    built a page of stored items at a time when the plan's pages are read (`Plan`), in (repeat, item)
+    order. Neither every work item nor every parsed record is ever held at once."""
     n = config.n_repeats
-    by_repeat: list[list[WorkItem]] = [[] for _ in range(n)]
-    for page in store.iter_item_pages(run.id):
-        if run.kind == "meta_eval":
-            made = meta_work([MetaEvalRecord.model_validate(r) for _, r in page], n)
-        else:
-            conversations = [Conversation.model_validate(r) for _, r in page]
-            made = eval_work(conversations, n, item_ids=[item_id for item_id, _ in page])
-        for k in range(n):  # both builders give the page's items repeat by repeat
-            by_repeat[k].extend(made[k * len(page) : (k + 1) * len(page)])
-    return [w for part in by_repeat for w in part]
+    fixed = run.kind == "meta_eval"  # the completions are given with the rows
+    progress = store.run_progress(run.id, n, criteria_field=None if fixed else CRITERIA_FIELD)
+
+    def work() -> Iterator[list[WorkItem]]:
+        for r in range(n):
+            start = 0
+            while True:
+                page, start = store.item_page(run.id, start, PLAN_PAGE)
+                if not page:
+                    break
+                made = _page_work(run, page, r)
+                del page  # the stored records are not kept while their work items are done
+                yield made
+
+    return Plan(
+        store,
+        run.id,
+        work,
+        samples_total=progress.items * n,
+        samples_done=progress.items * n if fixed else progress.samples_done,
+        criteria_total=progress.criteria * n,
+        criteria_done=progress.grades_done,
+    )
+
+
+def _page_work(run: RunRecord, page: Sequence[tuple[str, dict[str, Any]]], repeat: int) -> list[WorkItem]:
+    """The work items of one page of a run's stored items, for one repeat."""
+    if run.kind == "meta_eval":
+        return meta_work([MetaEvalRecord.model_validate(r) for _, r in page], 1, repeats=[repeat])
+    conversations = [Conversation.model_validate(r) for _, r in page]
+    return eval_work(conversations, 1, item_ids=[item_id for item_id, _ in page], repeats=[repeat])
 
 
 def samples_answers(run: RunRecord, config: RunConfig) -> bool:

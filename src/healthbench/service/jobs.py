@@ -33,13 +33,12 @@ from healthbench.defaults import (
     DEFAULT_SERVICE_WORKERS,
 )
 from healthbench.errors import HealthBenchError, ModelError, RunBusyError
-from healthbench.executors.grading import WorkItem
 from healthbench.executors.progress import RunCounters, plain_line, resumed_note
 from healthbench.executors.ray import join_ray, leave_ray
 from healthbench.models.limits import ConnectionLimits, ConnectionPool
 from healthbench.runner.meta_eval import META_EVAL
 from healthbench.runner.run import EVAL, cancel_batches, execute, prepare_regrade
-from healthbench.runner.work import samples_answers, stored_work
+from healthbench.runner.work import samples_answers
 from healthbench.service.offline import METRICS, label_metrics, run_import
 from healthbench.service.operations import job_body, job_config, regrade_job_config
 from healthbench.service.schemas import StatusDetails
@@ -277,14 +276,13 @@ class JobWorkers:
         if kind in ("import", "meta-eval-labels"):
             await asyncio.to_thread(self._offline, job, uploads)
             return
-        run, config, work = await asyncio.to_thread(self._prepare, job, uploads)
+        run, config = await asyncio.to_thread(self._prepare, job, uploads)
         if config.executor == "ray":
             await asyncio.to_thread(self._join_ray, config.ray_address)
         counters = await execute(
             self.store,
             run,
             config,
-            work,
             progress=sink,
             environ=self.environ,
             pool=pool,
@@ -296,10 +294,8 @@ class JobWorkers:
         if counters.ungraded:
             self.jobs.log(job.id, f"{counters.ungraded} criteria ungraded")
 
-    def _prepare(
-        self, job: JobRecord, uploads: dict[str, str]
-    ) -> tuple[RunRecord, RunConfig, list[WorkItem]]:
-        """The run of an online job and its work: made, or the one an earlier attempt left (taken
+    def _prepare(self, job: JobRecord, uploads: dict[str, str]) -> tuple[RunRecord, RunConfig]:
+        """The run of an online job: made, or the one an earlier attempt left (taken
         over after a crash, or asked to resume) continued as `healthbench run --resume` continues
         it (`RunKind.continued`), with the job's connection and retry settings."""
         kind = job.spec.get("kind", "eval")
@@ -315,7 +311,7 @@ class JobWorkers:
             run = prepare_regrade(self.store, parent, config, job.run_name, environ=self.environ)
         else:
             run = run_kind.prepare(self.store, config, job.run_name, environ=self.environ)
-        return run, config, stored_work(self.store, run, config)
+        return run, config
 
     def _offline(self, job: JobRecord, uploads: dict[str, str]) -> None:
         """An offline job: no model call, so no progress to report but the end."""

@@ -56,7 +56,7 @@ runs = Table(
     Column("lease_since", String(40)),
     Column("lease_expires", Float),  # epoch seconds
     # bumped in the transaction of every write of the run's samples or grades (Store.put,
-    # copy_samples): what a remembered figure (run_results) was computed from
+    # a regrade created with its parent's answers): what a remembered figure (run_results) was computed from
     Column("revision", Integer, nullable=False, default=0, server_default="0"),
 )
 

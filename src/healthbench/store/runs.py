@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Engine, Table, and_, bindparam, func, select, update
+from sqlalchemy import Connection, Engine, Select, Table, and_, bindparam, func, literal, select, update
 from sqlalchemy.exc import IntegrityError
 
 from healthbench.errors import RunError, RunExistsError
@@ -129,6 +129,16 @@ class UsageRow:
 
 
 @dataclass(frozen=True)
+class RunProgress:
+    """A run's size and what it has done, counted by the store (`Store.run_progress`)."""
+
+    items: int
+    criteria: int  # over all items, for one repeat
+    samples_done: int  # successful samples
+    grades_done: int  # final grades (met or not met)
+
+
+@dataclass(frozen=True)
 class CachedCall:
     text: str
     usage: dict[str, int] | None
@@ -156,11 +166,14 @@ class Store:
         records: Iterable[tuple[str, Mapping[str, Any]] | tuple[str, Mapping[str, Any], int]],
         *,
         parent_run: str | None = None,
+        copy_of: int | None = None,
     ) -> RunRecord:
         """Store a new run with its items in one transaction; ``records`` may be a generator: they are
         inserted ``INSERT_CHUNK`` at a time, never all held at once, and an exception it raises
         leaves no run. An item is stored at its place in ``records``, or at the position given as
-        its third element (records read in file order, stored in the order a sample chose them)."""
+        its third element (records read in file order, stored in the order a sample chose them).
+        ``copy_of`` (a regrade, with no ``records``): the items and successful samples of that run
+        are copied by the database in the same transaction, none of them read into memory."""
         stamp = db.now()
         try:
             with self.engine.begin() as conn:
@@ -190,6 +203,10 @@ class Store:
                         rows = []
                 if rows:
                     conn.execute(items.insert(), rows)
+                if copy_of is not None:
+                    _copy_rows(conn, items, copy_of, run_id)
+                    _copy_rows(conn, samples, copy_of, run_id, samples.c.error.is_(None))
+                    _touch(conn, run_id)
         except IntegrityError:  # another process created it between our check and our insert
             raise RunExistsError(f"a run named {name!r} already exists") from None
         run = self.get_run(name)
@@ -260,17 +277,25 @@ class Store:
         """A run's items in order, ``page_size`` at a time (a page is read when the previous one is used)."""
         start = 0
         while True:
-            with self.engine.connect() as conn:
-                rows = conn.execute(
-                    select(items.c.position, items.c.item_id, items.c.record)
-                    .where(and_(items.c.run_id == run_id, items.c.position >= start))
-                    .order_by(items.c.position)
-                    .limit(page_size)
-                ).all()
-            if not rows:
+            page, start = self.item_page(run_id, start, page_size)
+            if not page:
                 return
-            yield [(row.item_id, row.record) for row in rows]
-            start = rows[-1].position + 1
+            yield page
+
+    def item_page(
+        self, run_id: int, start: int, page_size: int
+    ) -> tuple[list[tuple[str, dict[str, Any]]], int]:
+        """Up to ``page_size`` of a run's items from position ``start`` on, in order, and the position
+        the next page starts from (`iter_item_pages`; a caller that must not keep a page alive while it
+        uses what it made of it reads them one by one)."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(items.c.position, items.c.item_id, items.c.record)
+                .where(and_(items.c.run_id == run_id, items.c.position >= start))
+                .order_by(items.c.position)
+                .limit(page_size)
+            ).all()
+        return [(row.item_id, row.record) for row in rows], rows[-1].position + 1 if rows else start
 
     def load_samples(
         self, run_id: int, *, item_ids: Collection[str] | None = None, repeat: int | None = None
@@ -296,12 +321,9 @@ class Store:
     ) -> list[CallRowT]:
         """The rows of ``table`` (samples or grades) of a run, read into ``row_type``'s fields."""
         query = select(*(table.c[f.name] for f in fields(row_type))).where(table.c.run_id == run_id)
-        if item_ids is not None:
-            query = query.where(table.c.item_id.in_(list(item_ids)))
-        if repeat is not None:
-            query = query.where(table.c.repeat == repeat)
         with self.engine.connect() as conn:
-            return [row_type(**r) for r in conn.execute(query).mappings().all()]
+            rows = conn.execute(_narrowed(query, table, item_ids, repeat)).mappings().all()
+        return [row_type(**r) for r in rows]
 
     def load_verdicts(
         self, run_id: int, *, item_ids: Collection[str], repeat: int
@@ -331,39 +353,63 @@ class Store:
                 for row in result:
                     yield UsageRow(role, row.usage, row.cost, bool(row.cached), row.error is not None)
 
-    def sample_progress(self, run_id: int) -> dict[tuple[str, int], str]:
-        """The completions of a run's successful samples (what the engine needs to plan)."""
+    def sample_progress(
+        self, run_id: int, *, item_ids: Collection[str] | None = None, repeat: int | None = None
+    ) -> dict[tuple[str, int], str]:
+        """The completions of a run's successful samples (what the engine needs to plan); ``item_ids``
+        and ``repeat`` narrow the read (a plan reads those of one page of work at a time)."""
+        query = select(samples.c.item_id, samples.c.repeat, samples.c.completion).where(
+            and_(samples.c.run_id == run_id, samples.c.error.is_(None))
+        )
         with self.engine.connect() as conn:
-            rows = conn.execute(
-                select(samples.c.item_id, samples.c.repeat, samples.c.completion).where(
-                    and_(samples.c.run_id == run_id, samples.c.error.is_(None))
-                )
-            ).all()
+            rows = conn.execute(_narrowed(query, samples, item_ids, repeat)).all()
         return {(r.item_id, r.repeat): r.completion for r in rows}
 
-    def grade_progress(self, run_id: int) -> dict[tuple[str, int, int], tuple[str, int]]:
-        """(status, attempts) of every stored grade of a run."""
+    def grade_progress(
+        self, run_id: int, *, item_ids: Collection[str] | None = None, repeat: int | None = None
+    ) -> dict[tuple[str, int, int], tuple[str, int]]:
+        """(status, attempts) of every stored grade of a run; ``item_ids`` and ``repeat`` narrow the read."""
+        query = select(
+            grades.c.item_id, grades.c.repeat, grades.c.criterion, grades.c.status, grades.c.attempts
+        ).where(grades.c.run_id == run_id)
         with self.engine.connect() as conn:
-            rows = conn.execute(
-                select(
-                    grades.c.item_id, grades.c.repeat, grades.c.criterion, grades.c.status, grades.c.attempts
-                ).where(grades.c.run_id == run_id)
-            ).all()
+            rows = conn.execute(_narrowed(query, grades, item_ids, repeat)).all()
         return {(r.item_id, r.repeat, r.criterion): (r.status, r.attempts) for r in rows}
 
-    def copy_samples(self, source_run: int, target_run: int) -> int:
-        """Reuse another run's successful samples (regrading without re-sampling)."""
-        with self.engine.begin() as conn:
-            rows = (
-                conn.execute(
-                    select(samples).where(and_(samples.c.run_id == source_run, samples.c.error.is_(None)))
-                )
-                .mappings()
-                .all()
+    def run_progress(self, run_id: int, n_repeats: int, criteria_field: str | None) -> RunProgress:
+        """What a run holds, counted by the database (nothing is read row by row): its items, their
+        criteria (the length of each item record's list ``criteria_field``; None: one per item), and
+        its successful samples and final (met or not met) grades of the items' first ``n_repeats``."""
+        of_run = select(items.c.item_id).where(items.c.run_id == run_id)
+        if criteria_field is None:
+            criteria: Any = func.count()
+        elif self.engine.dialect.name == "postgresql":
+            criteria = func.sum(
+                func.json_array_length(func.json_extract_path(items.c.record, criteria_field))
             )
-            upsert(conn, samples, [dict(r, run_id=target_run) for r in rows], self._upserts)
-            _touch(conn, target_run)
-        return len(rows)
+        else:
+            criteria = func.sum(func.json_array_length(items.c.record, f"$.{criteria_field}"))
+        done = {
+            table.name: select(func.count())
+            .select_from(table)
+            .where(
+                and_(table.c.run_id == run_id, table.c.repeat < n_repeats, table.c.item_id.in_(of_run), ok)
+            )
+            for table, ok in (
+                (samples, samples.c.error.is_(None)),
+                (grades, grades.c.status != GradeStatus.UNGRADED),
+            )
+        }
+        with self.engine.connect() as conn:
+            n_items, n_criteria = conn.execute(
+                select(func.count(), criteria).select_from(items).where(items.c.run_id == run_id)
+            ).one()
+            return RunProgress(
+                items=int(n_items),
+                criteria=int(n_criteria or 0),
+                samples_done=int(conn.execute(done["samples"]).scalar_one()),
+                grades_done=int(conn.execute(done["grades"]).scalar_one()),
+            )
 
     def cache_lookup(self, keys: Iterable[str]) -> dict[str, CachedCall]:
         """The call cache's answers to ``keys`` (those it holds), read ``CACHE_CHUNK`` keys per query:
@@ -424,8 +470,27 @@ class Store:
         self.put(run_id, samples=rows.samples, grades=rows.grades, cache=rows.cache)
 
 
+def _narrowed(
+    query: Select[Any], table: Table, item_ids: Collection[str] | None, repeat: int | None
+) -> Select[Any]:
+    """``query`` of a call table narrowed to ``item_ids`` (when given) and ``repeat`` (when given)."""
+    if item_ids is not None:
+        query = query.where(table.c.item_id.in_(list(item_ids)))
+    if repeat is not None:
+        query = query.where(table.c.repeat == repeat)
+    return query
+
+
 # built once: building the statement for each commit cost 3x what executing it costs (~0.15 ms)
 _BUMP_REVISION = update(runs).where(runs.c.id == bindparam("run_id")).values(revision=runs.c.revision + 1)
+
+
+def _copy_rows(conn: Connection, table: Table, source: int, target: int, *where: Any) -> None:
+    """Copy ``table``'s rows of run ``source`` (those matching ``where``) to run ``target``, in SQL."""
+    names = [c.name for c in table.columns]
+    picked = [literal(target).label("run_id") if n == "run_id" else table.c[n] for n in names]
+    chosen = select(*picked).where(table.c.run_id == source, *where)
+    conn.execute(table.insert().from_select(names, chosen))
 
 
 def _touch(conn: Connection, run_id: int) -> None:
