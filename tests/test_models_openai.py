@@ -7,6 +7,7 @@ import random
 import socket
 
 import pytest
+from support.loopback import chat_endpoint
 
 from healthbench.errors import ConfigError, FatalModelError, ModelError
 from healthbench.models.base import ModelSettings, Usage, parse_model_spec
@@ -324,21 +325,12 @@ async def test_the_body_goes_out_as_utf8_json_of_build_body():
         seen.append((request.headers["Content-Type"], await request.read()))
         return web.json_response({"choices": [{"message": {"content": "fine"}}]})
 
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", chat)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
+    async with chat_endpoint(chat) as url:
         settings = ModelSettings(temperature=0.5, extra_body={"stop": ["é"], "n": 1e16})
-        model = provider("qwen", settings, base_url=f"http://127.0.0.1:{port}/v1")
+        model = provider("qwen", settings, base_url=url)
         messages = [{"role": "user", "content": 'Fièvre 🩺 "39" \\ \n\u2028'}]
         assert (await model.complete(messages)).text == "fine"
         await model.aclose()
-    finally:
-        await runner.cleanup()
     [(content_type, raw)] = seen
     assert content_type == "application/json"
     assert json.loads(raw.decode("utf-8")) == model.build_body(messages)

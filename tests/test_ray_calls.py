@@ -10,6 +10,7 @@ from collections import Counter
 from typing import Any
 
 from aiohttp import web
+from support.loopback import Handler, chat_endpoint
 
 from healthbench.executors.ray_calls import ERROR_FIELD, SessionFactory, answer
 from healthbench.models.base import ModelSettings, parse_model_spec
@@ -18,7 +19,7 @@ from healthbench.models.limits import RetryPolicy
 OK = {"choices": [{"message": {"content": "fine"}}]}
 
 
-async def _serve(tries: Counter[str]) -> tuple[web.AppRunner, str]:
+def _handler(tries: Counter[str]) -> Handler:
     """Answers by the first message's content: ok, garbage, key (401), busy (500), and flaky-N (429
     with Retry-After 0.2 s twice, then an answer)."""
 
@@ -35,23 +36,15 @@ async def _serve(tries: Counter[str]) -> tuple[web.AppRunner, str]:
             return web.Response(status=429, headers={"Retry-After": "0.2"}, text="slow down")
         return web.Response(text=json.dumps(OK))
 
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    return runner, f"http://127.0.0.1:{port}/v1"
+    return handle
 
 
 async def _replies(policy: RetryPolicy, contents: list[str]) -> tuple[list[Any], Counter[str], float]:
     """Post one body per content at once, as Ray's stage does; the replies, tries per content, seconds."""
     tries: Counter[str] = Counter()
-    runner, url = await _serve(tries)
-    factory = SessionFactory(parse_model_spec("judge", url), ModelSettings(), None, policy, 64)
-    started = time.monotonic()
-    try:
+    async with chat_endpoint(_handler(tries)) as url:
+        factory = SessionFactory(parse_model_spec("judge", url), ModelSettings(), None, policy, 64)
+        started = time.monotonic()
         async with factory() as session:
             bodies = [
                 json.dumps({"model": "judge", "messages": [{"role": "user", "content": c}]}) for c in contents
@@ -61,8 +54,6 @@ async def _replies(policy: RetryPolicy, contents: list[str]) -> tuple[list[Any],
             for post in posts:
                 async with await post as reply:
                     replies.append((reply.status, await reply.json()))
-    finally:
-        await runner.cleanup()
     return replies, tries, time.monotonic() - started
 
 
