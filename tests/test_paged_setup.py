@@ -80,10 +80,12 @@ def test_pages_hold_the_lines_of_the_whole_file_in_order(small_pages: int, write
     data = path.read_bytes()
     pages = _pages(path)
     assert len(pages) > 5 and all(len(page) < 60 for page in pages)
-    whole = jsonl._decode_valid(data, ClassicLine)  # the one-batch decode of the whole file
+    whole = jsonl._decode_valid(data, ClassicLine, set())  # the one-batch decode of the whole file
     assert whole is not None and len(whole) == 60
     assert (
-        [line for page in pages for line in page] == whole == jsonl._read_line_by_line(data, ClassicLine, "x")
+        [line for page in pages for line in page]
+        == whole
+        == list(jsonl._lines_one_by_one(data, ClassicLine, "x"))
     )
     assert [line for page in _pages(data) for line in page] == whole  # the same from bytes (uploads)
     assert jsonl.read_lines(path, ClassicLine) == whole
@@ -122,7 +124,7 @@ def test_a_valid_line_only_the_line_by_line_path_takes_on_page_two(
     lines = _jsonl(_rows(40)).splitlines(keepends=True)
     lines.insert(30, "\u00a0\n")
     path = write_file("data.jsonl", "".join(lines))
-    assert jsonl._decode_valid(path.read_bytes(), ClassicLine) is None
+    assert jsonl._decode_valid(path.read_bytes(), ClassicLine, set()) is None
     got = [line.prompt_id for page in _pages(path) for line in page]
     assert got == [f"p-{i:05d}" for i in range(40)]
 
@@ -135,7 +137,7 @@ def test_keys_of_one_hash_only_cost_the_line_by_line_path(
     path = write_file("data.jsonl", _jsonl(_rows(40)))
     expected = jsonl.read_lines(path, ClassicLine)
     monkeypatch.setattr(jsonl, "hash", lambda key: 7, raising=False)
-    assert jsonl._decode_valid(path.read_bytes(), ClassicLine) is None  # every key "collides"
+    assert jsonl._decode_valid(path.read_bytes(), ClassicLine, set()) is None  # every key "collides"
     assert jsonl.read_lines(path, ClassicLine) == expected
 
 
@@ -174,7 +176,7 @@ def test_a_bad_line_on_a_later_page_is_the_whole_file_error_and_stores_nothing(
     pages = jsonl.read_pages(path, ClassicLine)
     assert next(pages)  # the first page is good: the bad line is further on
     with pytest.raises(DataError) as whole:
-        jsonl._read_line_by_line(path.read_bytes(), ClassicLine, str(path))
+        list(jsonl._lines_one_by_one(path.read_bytes(), ClassicLine, str(path)))
     assert f"{path}:34" in str(whole.value)  # the line the file has it on
     with pytest.raises(DataError) as paged:
         list(pages)
@@ -197,7 +199,7 @@ def test_bad_utf8_anywhere_is_named_before_an_earlier_bad_line(
     with pytest.raises(DataError, match=r":38: not valid UTF-8 \(byte 44\)") as paged:
         jsonl.read_lines(path, ClassicLine)
     with pytest.raises(DataError) as whole:
-        jsonl._read_line_by_line(path.read_bytes(), ClassicLine, str(path))
+        list(jsonl._lines_one_by_one(path.read_bytes(), ClassicLine, str(path)))
     assert str(paged.value) == str(whole.value)
 
 
@@ -213,7 +215,7 @@ def test_a_bom_inside_the_file_on_a_page_start_is_not_dropped(
     with pytest.raises(DataError) as paged:
         jsonl.read_lines(spoiled, ClassicLine, name="up.jsonl")
     with pytest.raises(DataError) as whole:
-        jsonl._read_line_by_line(spoiled, ClassicLine, "up.jsonl")
+        list(jsonl._lines_one_by_one(spoiled, ClassicLine, "up.jsonl"))
     assert str(paged.value) == str(whole.value)
 
 
@@ -225,7 +227,7 @@ def test_a_meta_eval_bad_line_on_a_later_page_stores_nothing(
     lines[-1] = lines[-1].replace('"binary_labels"', '"binary_label"')
     path = write_file("meta.jsonl", "".join(lines))
     with pytest.raises(DataError) as whole:
-        jsonl._read_line_by_line(path.read_bytes(), MetaLine, str(path))
+        list(jsonl._lines_one_by_one(path.read_bytes(), MetaLine, str(path)))
     store = Store(tmp_path / "s.db")
     config = build_config(
         {"dataset": "meta_eval", "data": str(path), "judge": MODELS["judge"], "model": None}

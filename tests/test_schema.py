@@ -208,11 +208,11 @@ def test_bytes_read_as_the_file_and_errors_name_them(write_file: WriteFile) -> N
 )
 def test_the_batch_decode_equals_the_line_by_line_path(file: str, shape: type) -> None:
     data = (FIXTURES / file).read_bytes()
-    batch = jsonl_reader._decode_valid(data, shape)
-    assert batch is not None and batch == jsonl_reader._read_line_by_line(data, shape, file)
+    batch = jsonl_reader._decode_valid(data, shape, set())
+    assert batch is not None and batch == list(jsonl_reader._lines_one_by_one(data, shape, file))
     assert [type(r.points) for line in batch for r in getattr(line, "rubrics", [])] == [
         type(r.points)
-        for line in jsonl_reader._read_line_by_line(data, shape, file)
+        for line in list(jsonl_reader._lines_one_by_one(data, shape, file))
         for r in getattr(line, "rubrics", [])
     ]
 
@@ -225,8 +225,8 @@ def test_real_files_take_the_batch_path(shared_data: Path) -> None:
         ("meta_eval_sample5.jsonl", MetaLine),
     ):
         data = (shared_data / "eval" / name).read_bytes()
-        batch = jsonl_reader._decode_valid(data, shape)
-        assert batch is not None and batch == jsonl_reader._read_line_by_line(data, shape, name)
+        batch = jsonl_reader._decode_valid(data, shape, set())
+        assert batch is not None and batch == list(jsonl_reader._lines_one_by_one(data, shape, name))
 
 
 def test_a_file_the_batch_refuses_is_read_line_by_line(write_file: WriteFile) -> None:
@@ -235,7 +235,7 @@ def test_a_file_the_batch_refuses_is_read_line_by_line(write_file: WriteFile) ->
         '"example_tags"', '"ideal_completions_data": {"x": NaN}, "example_tags"'
     )
     path = write_file("nan.jsonl", line + "\n")
-    assert jsonl_reader._decode_valid(path.read_bytes(), ClassicLine) is None
+    assert jsonl_reader._decode_valid(path.read_bytes(), ClassicLine, set()) is None
     (record,) = read_records(path, Conversation)
     assert record.ideal_completions_data is not None and record.ideal_completions_data["x"] != 0
 

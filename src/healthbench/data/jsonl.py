@@ -188,11 +188,11 @@ def _whole_lines(blocks: Iterable[bytes]) -> Iterator[bytes]:
         yield b"".join(parts)
 
 
-def _decode_valid(data: bytes, shape: type[Line], seen: set[int] | None = None) -> list[Line] | None:
-    """The lines of a valid file (or page of one) in one typed batch; None when anything is unusual
-    (the line-by-line path then names it). ``seen``: the hashes of the keys of the pages before
-    (updated; a meta-eval key holds its criterion's text, a hash does not: two keys of one hash only
-    send the file to the line-by-line path, which compares the keys themselves)."""
+def _decode_valid(data: bytes, shape: type[Line], seen: set[int]) -> list[Line] | None:
+    """The lines of a valid page of a file in one typed batch; None when anything is unusual (the
+    line-by-line path then names it). ``seen``: the hashes of the keys of the pages before (updated;
+    a meta-eval key holds its criterion's text, a hash does not: two keys of one hash only send the
+    file to the line-by-line path, which compares the keys themselves)."""
     decoder = _DECODERS.get(shape)
     if decoder is None:
         decoder = _DECODERS[shape] = msgspec.json.Decoder(shape)
@@ -203,20 +203,13 @@ def _decode_valid(data: bytes, shape: type[Line], seen: set[int] | None = None) 
         return None
     if len(lines) != sum(1 for text in data.split(b"\n") if text.strip()):
         return None  # (two objects on one line, or a line only Python calls blank)
-    if seen is None and not lines:
-        return None
     if any(map(line_problem, lines)):
         return None
     keys = {hash(identity(line)[1]) for line in lines}
-    if len(keys) != len(lines) or (seen is not None and not keys.isdisjoint(seen)):
+    if len(keys) != len(lines) or not keys.isdisjoint(seen):
         return None
-    if seen is not None:
-        seen |= keys
+    seen |= keys
     return lines
-
-
-def _read_line_by_line(data: bytes, shape: type[Line], source: str) -> list[Line]:
-    return list(_lines_one_by_one(data, shape, source))
 
 
 def _lines_one_by_one(data: bytes, shape: type[Line], source: str) -> Iterator[Line]:
