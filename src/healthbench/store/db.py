@@ -5,6 +5,7 @@ both. The tables are created and changed only by the named migrations of migrati
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -212,28 +213,20 @@ def reason(exc: SQLAlchemyError) -> str:
 
 
 def upsert(
-    conn: Connection,
-    table: Table,
-    rows: Sequence[Mapping[str, Any]] | Iterable[Mapping[str, Any]],
-    statements: dict[tuple[str, str], Any] | None = None,
+    conn: Connection, table: Table, rows: Sequence[Mapping[str, Any]] | Iterable[Mapping[str, Any]]
 ) -> None:
-    """Insert rows, replacing any row with the same primary key (work items are idempotent).
-    ``statements``: where the statement of each (dialect, table) is kept once built (a `Store`'s:
-    a run's group commit writes the same three tables thousands of times)."""
+    """Insert rows, replacing any row with the same primary key (work items are idempotent)."""
     rows = list(rows)
     if not rows:
         return
-    where = (conn.dialect.name, table.name)
-    statement = statements.get(where) if statements is not None else None
-    if statement is None:
-        statement = upsert_statement(conn.dialect.name, table)
-        if statements is not None:
-            statements[where] = statement
-    conn.execute(statement, rows)
+    conn.execute(upsert_statement(conn.dialect.name, table), rows)
 
 
+@functools.cache
 def upsert_statement(dialect_name: str, table: Table) -> Any:
-    """The INSERT ... ON CONFLICT DO UPDATE of `upsert` (an immutable statement, safe to reuse)."""
+    """The INSERT ... ON CONFLICT DO UPDATE of `upsert`, built once per dialect and table (an
+    immutable statement: a run's group commit writes the same three tables thousands of times, and
+    building it cost more than executing it)."""
     # the dialect's own insert, imported when first written with: a store read (`healthbench runs`)
     # never loads PostgreSQL's dialect for a SQLite store
     if dialect_name == "postgresql":

@@ -152,7 +152,6 @@ class Store:
         $HEALTHBENCH_STORE, else the default file. ``create=False`` never creates a SQLite file."""
         self.engine: Engine = db.connect(store_url(target), create=create)
         self.url = shown(self.engine.url)  # password hidden: safe to print
-        self._upserts: dict[tuple[str, str], Any] = {}  # `db.upsert`'s statements, built once each
 
     def close(self) -> None:
         self.engine.dispose()
@@ -461,7 +460,7 @@ class Store:
                 (db.grades, grade_rows),
                 (call_cache, [_columns(c, stamp) for c in cache]),
             ):
-                upsert(conn, table, rows, self._upserts)
+                upsert(conn, table, rows)
             if sample_rows or grade_rows:
                 _touch(conn, run_id)
 
