@@ -99,8 +99,8 @@ class Chosen(Generic[Built]):
     _pages: Callable[[], Iterable[Sequence[Any]]]
     _rows_of: Callable[[Any], Sequence[Any]]
     _build: Callable[[list[Any]], list[Built]] | None
-    _position: dict[int, int]  # a chosen row's index in the file's rows -> its position in the choice
-    _prompt_ids: dict[int, str]
+    # a chosen row's index in the file's rows -> its position in the choice and its prompt_id
+    _chosen: dict[int, tuple[int, str]]
     _rows: int
 
     def rows(self) -> Iterator[tuple[int, Built]]:
@@ -113,9 +113,10 @@ class Chosen(Generic[Built]):
             picked: list[Any] = []
             for record in page:
                 for row in self._rows_of(record):
-                    position = self._position.get(index)
-                    if position is not None:
-                        if row.prompt_id != self._prompt_ids[index]:
+                    chosen = self._chosen.get(index)
+                    if chosen is not None:
+                        position, prompt_id = chosen
+                        if row.prompt_id != prompt_id:
                             raise _changed()
                         positions.append(position)
                         picked.append(row)
@@ -158,6 +159,5 @@ def select_pages(
     if before_choice is not None:
         before_choice(len(found))
     chosen = select(found, limit=limit, ids=ids, themes=themes, categories=categories)
-    position = {key.index: at for at, key in enumerate(chosen)}
-    prompt_ids = {key.index: key.prompt_id for key in chosen}
-    return Chosen(len(chosen), pages, expand, build, position, prompt_ids, len(found))
+    at = {key.index: (position, key.prompt_id) for position, key in enumerate(chosen)}
+    return Chosen(len(chosen), pages, expand, build, at, len(found))
