@@ -72,7 +72,7 @@ def client(
     data: str,
     store: str,
     concurrency: int,
-    action: str,
+    action: str = "run",
     profile: str = "",
     settings: str = "default",
 ) -> dict[str, object]:
@@ -234,29 +234,19 @@ def http_floor(src: str, url: str, calls: int, concurrency: int, settings: str) 
     return {"src": str(Path(healthbench.__file__).resolve().parents[1]), "cpu": cpu, "calls": calls}
 
 
-def spawn(
-    src: Path,
-    url: str,
-    data: Path,
-    store: Path,
-    option: object,
-    mode: str = "--client",
-    action: str = "run",
-    profile: Path | None = None,
-    settings: str = "default",
-) -> dict[str, object]:
-    """A client process (``mode``): ``option`` is the run's concurrency (``action``: run, or regrade
-    the store's run; ``profile``: its cProfile file; ``settings``: its process settings), or the
-    set-up's kind."""
-    extra = [action, str(profile or ""), settings] if mode == "--client" else []
+CHILDREN = {"run": client, "setup": setup_client, "floor": http_floor}  # what `spawn` can run
+
+
+def spawn(child: str, **arguments: Any) -> dict[str, object]:
+    """A child process running ``CHILDREN[child](**arguments)`` (a run, a set-up alone or the request
+    floor; arguments as JSON, paths as text) and what it printed; the child must have run the
+    ``src`` tree it was given."""
+    given = json.dumps(arguments, default=str)
     out = subprocess.run(
-        [sys.executable, __file__, mode, str(src), url, str(data), str(store), str(option), *extra],
-        check=True,
-        capture_output=True,
-        text=True,
+        [sys.executable, __file__, "--child", child, given], check=True, capture_output=True, text=True
     )
     result: dict[str, object] = json.loads(out.stdout.strip().splitlines()[-1])
-    assert result["src"] == str(src), result["src"]  # the client ran the tree it was given
+    assert result["src"] == str(arguments["src"]), result["src"]
     return result
 
 
@@ -284,17 +274,8 @@ def print_profile(title: str, path: Path, result: dict[str, Any], top: int) -> N
 
 
 def main(argv: list[str] | None = None) -> int:
-    if argv is None and len(sys.argv) > 1 and sys.argv[1] == "--client":
-        _, _, src, url, data, store, concurrency, action, profile, settings = sys.argv
-        print(json.dumps(client(src, url, data, store, int(concurrency), action, profile, settings)))
-        return 0
-    if argv is None and len(sys.argv) > 1 and sys.argv[1] == "--floor-client":
-        _, _, src, url, calls, concurrency, settings = sys.argv
-        print(json.dumps(http_floor(src, url, int(calls), int(concurrency), settings)))
-        return 0
-    if argv is None and len(sys.argv) > 1 and sys.argv[1] == "--setup-client":
-        _, _, src, url, data, store, kind = sys.argv
-        print(json.dumps(setup_client(src, url, data, store, kind)))
+    if argv is None and len(sys.argv) == 4 and sys.argv[1] == "--child":
+        print(json.dumps(CHILDREN[sys.argv[2]](**json.loads(sys.argv[3]))))
         return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--conversations", type=int, nargs="+", default=[5000])
@@ -367,7 +348,7 @@ def measure_setup(args: argparse.Namespace, conversations: int) -> None:
             print(f"{head} {'+ MB':>5}")
             for label, src in sides:
                 store = work / f"{label.replace(' ', '-')}-{kind}.db"
-                r = spawn(src, "http://127.0.0.1:9/v1", data, store, kind, mode="--setup-client")
+                r = spawn("setup", src=src, url="http://127.0.0.1:9/v1", data=data, store=store, kind=kind)
                 start, peak = float(r["start_mb"]), float(r["peak_mb"])  # type: ignore[arg-type]
                 print(
                     f"{label:>10} {int(r['items']):>6} {float(r['wall']):>7.2f} {float(r['cpu']):>6.2f} "  # type: ignore[call-overload,arg-type]
@@ -398,12 +379,12 @@ def measure(args: argparse.Namespace, conversations: int) -> None:
             prior = work / "prior.db"
             if "prior" in args.stores:
                 t0 = time.perf_counter()
-                spawn(ROOT / "src", url, other, prior, args.concurrency)
+                spawn("run", src=ROOT / "src", url=url, data=other, store=prior, concurrency=args.concurrency)
                 print(f"(prior store: one full run of another file, {time.perf_counter() - t0:.0f} s)")
             source = work / "source.db"
             if "regrade" in args.stores:
                 t0 = time.perf_counter()
-                spawn(ROOT / "src", url, data, source, args.concurrency)
+                spawn("run", src=ROOT / "src", url=url, data=data, store=source, concurrency=args.concurrency)
                 print(f"(regrade store: one full run of the file, {time.perf_counter() - t0:.0f} s)")
             for label, src in sides:
                 for kind in args.stores:
@@ -413,13 +394,14 @@ def measure(args: argparse.Namespace, conversations: int) -> None:
                     action = "regrade" if kind == "regrade" else "run"
                     profile = work / f"{label.replace(' ', '-')}-{kind}.prof" if args.profile else None
                     result = spawn(
-                        src,
-                        url,
-                        data,
-                        store,
-                        args.concurrency,
+                        "run",
+                        src=src,
+                        url=url,
+                        data=data,
+                        store=store,
+                        concurrency=args.concurrency,
                         action=action,
-                        profile=profile,
+                        profile=profile or "",
                         settings=args.process_settings,
                     )
                     rows.append((label, kind, result))
@@ -427,15 +409,14 @@ def measure(args: argparse.Namespace, conversations: int) -> None:
                         print_profile(f"{label}, {kind} store", profile, result, args.profile)
             if args.floor:
                 for label, src in sides:
-                    argv = [str(src), url, str(args.floor), str(args.concurrency), args.process_settings]
-                    out = subprocess.run(
-                        [sys.executable, __file__, "--floor-client", *argv],
-                        check=True,
-                        capture_output=True,
-                        text=True,
+                    floor = spawn(
+                        "floor",
+                        src=src,
+                        url=url,
+                        calls=args.floor,
+                        concurrency=args.concurrency,
+                        settings=args.process_settings,
                     )
-                    floor = json.loads(out.stdout.strip().splitlines()[-1])
-                    assert floor["src"] == str(src), floor["src"]
                     floors.append((label, floor))
     print(f"{'side':>10} {'store':>7} {'calls':>6} {'wall s':>7} {'cpu s':>6} {'cpu ms/call':>11} "
           f"{'of it gc':>8} {'peak MB':>7} {'+ scored':>8} {'plateau MB':>10} "

@@ -54,9 +54,9 @@ class HttpClient:
         call, or what the provider batch APIs need besides (file uploads, polling, result downloads).
         Every failure is a `ProviderError` (key redacted): an HTTP error status classified by
         `http_failure`, a timeout or a dropped connection TRANSIENT, a refused or unresolvable address
-        UNREACHABLE. ``timeout``
-        (seconds) replaces the client's for this request (a batch file is large). A JSON body is sent
-        as UTF-8 encoded by msgspec (~10x less CPU than aiohttp's ``json=``, which calls `json.dumps`)."""
+        UNREACHABLE. ``timeout`` (seconds) replaces the client's for this request (a batch file is
+        large). A JSON body is sent as UTF-8 encoded by msgspec (~10x less CPU than aiohttp's
+        ``json=``, which calls `json.dumps`)."""
         waited = timeout if timeout is not None else self._timeout
         limit = self._client_timeout if timeout is None else aiohttp.ClientTimeout(total=timeout)
         if json is not None:
