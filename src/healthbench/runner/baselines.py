@@ -280,7 +280,9 @@ def estimate_baselines(store: Store, config: RunConfig, name: str | None) -> lis
             todo: Iterable[Todo] = stored_plan(store, existing, config).todo()
         else:
             items = eval_work(
-                [row.conversation for row in chosen], config.n_repeats, item_ids=[r.item_id for r in chosen]
+                [row.conversation for row in chosen],
+                range(config.n_repeats),
+                item_ids=[r.item_id for r in chosen],
             )
             todo = fresh_todo(
                 replace(w, fixed_completion=row.completion)

@@ -57,7 +57,7 @@ def meta_dry_run(config: RunConfig) -> tuple[int, list[RoleEstimate]]:
     """Rows and the judge calls, tokens and cost a meta-eval run needs (no call is made)."""
     _, records = load_meta_eval(config.dataset, data=config.data, cache=config.cache_dir)
     chosen = select(records, limit=config.limit, ids=config.ids, categories=config.categories)
-    rows = judge_estimate(fresh_todo(meta_work(chosen, config.n_repeats)), config)
+    rows = judge_estimate(fresh_todo(meta_work(chosen, range(config.n_repeats))), config)
     return len(chosen), rows
 
 

@@ -485,7 +485,7 @@ def regrade_dry_run(
     conversations = RunView.of(store, parent).conversations()
     work = [
         dataclasses.replace(w, fixed_completion=answers.get((w.item_id, w.repeat), ""))
-        for w in eval_work(conversations, config.n_repeats)
+        for w in eval_work(conversations, range(config.n_repeats))
     ]
     return config, len(conversations), judge_estimate(fresh_todo(work), config)
 
@@ -546,7 +546,10 @@ def dry_run(store: Store, config: RunConfig, name: str | None) -> tuple[int, lis
     else:
         _, loaded = load_conversations(config.dataset, data=config.data, cache=config.cache_dir)
         conversations = select(loaded, limit=config.limit, ids=config.ids, themes=config.themes)
-        n_conversations, todo = len(conversations), fresh_todo(eval_work(conversations, config.n_repeats))
+        n_conversations, todo = (
+            len(conversations),
+            fresh_todo(eval_work(conversations, range(config.n_repeats))),
+        )
     model = config.model
     rows = estimate(
         todo,

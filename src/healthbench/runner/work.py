@@ -19,15 +19,11 @@ PLAN_PAGE = 250
 
 
 def eval_work(
-    conversations: Sequence[Conversation],
-    n_repeats: int,
-    *,
-    item_ids: Sequence[str] | None = None,
-    repeats: Iterable[int] | None = None,
+    conversations: Sequence[Conversation], repeats: Iterable[int], *, item_ids: Sequence[str] | None = None
 ) -> list[WorkItem]:
-    """One work item per (repeat, conversation); ``item_ids`` are the stored ids when they are not the
-    prompt ids (a baseline run grades several completions of one conversation); ``repeats``: only
-    these repeats (default all ``n_repeats``)."""
+    """One work item per (repeat, conversation) of ``repeats`` (``range(n_repeats)``, or the one
+    repeat of a plan's page); ``item_ids`` are the stored ids when they are not the prompt ids (a
+    baseline run grades several completions of one conversation)."""
     ids = list(item_ids) if item_ids is not None else [c.prompt_id for c in conversations]
     return [
         WorkItem(
@@ -36,15 +32,14 @@ def eval_work(
             messages=tuple({"role": m.role, "content": m.content} for m in c.prompt),
             criteria=tuple(str(item) for item in c.rubrics),
         )
-        for r in (range(n_repeats) if repeats is None else repeats)
+        for r in repeats
         for item_id, c in zip(ids, conversations, strict=True)
     ]
 
 
-def meta_work(
-    records: Sequence[MetaEvalRecord], n_repeats: int, *, repeats: Iterable[int] | None = None
-) -> list[WorkItem]:
-    """One work item per (repeat, meta-eval row): its fixed completion graded on its one criterion."""
+def meta_work(records: Sequence[MetaEvalRecord], repeats: Iterable[int]) -> list[WorkItem]:
+    """One work item per (repeat of ``repeats``, meta-eval row): its fixed completion graded on its one
+    criterion."""
     return [
         WorkItem(
             item_id=row_id(r),
@@ -53,7 +48,7 @@ def meta_work(
             criteria=(r.rubric,),
             fixed_completion=r.completion,
         )
-        for k in (range(n_repeats) if repeats is None else repeats)
+        for k in repeats
         for r in records
     ]
 
@@ -91,9 +86,9 @@ def stored_plan(store: Store, run: RunRecord, config: RunConfig) -> Plan:
 def _page_work(run: RunRecord, page: Sequence[tuple[str, dict[str, Any]]], repeat: int) -> list[WorkItem]:
     """The work items of one page of a run's stored items, for one repeat."""
     if run.kind == "meta_eval":
-        return meta_work([MetaEvalRecord.model_validate(r) for _, r in page], 1, repeats=[repeat])
+        return meta_work([MetaEvalRecord.model_validate(r) for _, r in page], [repeat])
     conversations = [Conversation.model_validate(r) for _, r in page]
-    return eval_work(conversations, 1, item_ids=[item_id for item_id, _ in page], repeats=[repeat])
+    return eval_work(conversations, [repeat], item_ids=[item_id for item_id, _ in page])
 
 
 def samples_answers(run: RunRecord, config: RunConfig) -> bool:
