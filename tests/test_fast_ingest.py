@@ -8,12 +8,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from synthetic_runs import conversations, graded
 
 from healthbench.data.rubric_index import read_rubric_index
 from healthbench.errors import DataError
-from healthbench.results.allresults_columns import read_columns
+from healthbench.results.allresults_columns import decode_allresults, read_columns
 from healthbench.results.rescore import rescore_allresults
 from healthbench.results.simple_evals import load_allresults, write_allresults
 from healthbench.scoring.run_score import ScoringOptions, score_run
@@ -107,6 +108,36 @@ def test_a_criterion_moved_to_the_previous_example_is_refused(run_files: tuple[P
     edit(file, move)
     with pytest.raises(DataError, match="differs from the dataset's"):
         rescore_allresults(file, options=OPTIONS, data=[dataset], with_samples=False)
+
+
+def test_an_empty_criterion_comes_before_any_rubric_error(run_files: tuple[Path, Path]) -> None:
+    # criteria are checked example by example while rubrics are compared; the first empty criterion
+    # of the file is still named before a rubric error of an earlier example (as in one pass)
+    file, dataset = run_files
+
+    def change(document: dict) -> None:
+        examples = document["metadata"]["example_level_metadata"]
+        examples[2]["rubric_items"][0]["criterion"] = "another criterion"
+        examples[9]["rubric_items"][1]["criterion"] = "  "
+        examples[0]["prompt_id"] = examples[1]["prompt_id"]  # a repeat with another rubric, first
+
+    edit(file, change)
+    field = "metadata.example_level_metadata[9].rubric_items[1].criterion"
+    for data in ([dataset], None):
+        for with_samples in (False, True):
+            with pytest.raises(DataError) as caught:
+                rescore_allresults(file, options=OPTIONS, data=data, with_samples=with_samples)
+            assert str(caught.value) == f"{file} field '{field}': the criterion is empty"
+
+
+def test_verdict_codes_are_the_files_criteria_met(run_files: tuple[Path, Path]) -> None:
+    file, _ = run_files
+    document = json.loads(file.read_text())
+    examples = document["metadata"]["example_level_metadata"]
+    met = [item["criteria_met"] for example in examples for item in example["rubric_items"]]
+    decoded = decode_allresults(file)
+    assert decoded.verdicts.tolist() == [{True: 0, False: 1, None: 2}[m] for m in met]
+    assert None in met and decoded.verdicts.dtype == np.int8
 
 
 def test_bad_datasets_are_named_by_the_one_reader(run_files: tuple[Path, Path], tmp_path: Path) -> None:

@@ -43,7 +43,7 @@ from healthbench.data.shapes import (
     rubric_problem,
 )
 from healthbench.errors import DataError
-from healthbench.scoring.rubric import MetricTable, Verdict, columns_metrics
+from healthbench.scoring.rubric import VERDICT_CODES, MetricTable, Verdict, columns_metrics
 
 EXAMPLES = "metadata.example_level_metadata"
 ROLES = frozenset(get_args(Role))
@@ -77,6 +77,11 @@ class _File(msgspec.Struct, gc=False):
 
 _DECODER = msgspec.json.Decoder(_File)
 VERDICTS = {True: Verdict.MET, False: Verdict.NOT_MET, None: Verdict.UNGRADED}
+CODES = {
+    True: 0,
+    False: 1,
+    None: 2,
+}  # criteria_met -> verdict code (`healthbench.scoring.rubric.VERDICT_CODES`)
 _ITEMS, _MET, _PROMPT, _COMPLETION, _USAGE, _CONTENT, _CRITERION = map(
     operator.attrgetter,
     ("rubric_items", "criteria_met", "prompt", "completion", "usage", "content", "criterion"),
@@ -94,6 +99,7 @@ class Decoded:
     score: float | None
     metrics: dict[str, Any]
     unjoined: list[int]  # the examples with no dataset entry (every one when read without a dataset)
+    verdicts: npt.NDArray[np.int8]  # per criterion (the examples' one after another): its `CODES`
 
 
 def decode_allresults(
@@ -124,17 +130,22 @@ def decode_allresults(
     examples = document.metadata.example_level_metadata
     if not examples:
         raise DataError(f"the file holds no graded example ({EXAMPLES} is empty)", path=label)
-    if not _all_valid(examples):  # (one pass over the whole file; the loop below names the culprit)
-        for index, example in enumerate(examples):
-            _check_example(example, label, f"{EXAMPLES}[{index}]")
+    if not _all_valid(examples):  # (one pass over the whole file; `_check_all` names the culprit)
+        _check_all(examples, label)
     missing: list[str] = []
     unjoined: list[int] = []
+    met: list[bool | None] = []  # every criterion's criteria_met, in file order
     first_of: dict[str, tuple[int, list[Item]]] = {}  # prompt_id -> its first example
     for index, example in enumerate(examples):
-        first, items = first_of.setdefault(example.prompt_id, (index, example.rubric_items))
-        if items is not example.rubric_items and list(map(_TRIPLE, items)) != list(
-            map(_TRIPLE, example.rubric_items)
-        ):
+        # (each example's criteria are read here, while they are in cache, instead of in file-wide
+        # passes: an empty criterion is `_check_example`'s, which every error below defers to)
+        rubric = example.rubric_items
+        met.extend(map(_MET, rubric))
+        if not all(map(str.strip, map(_CRITERION, rubric))):
+            _check_all(examples, label)
+        first, items = first_of.setdefault(example.prompt_id, (index, rubric))
+        if items is not rubric and list(map(_TRIPLE, items)) != list(map(_TRIPLE, rubric)):
+            _check_all(examples, label)
             raise DataError(
                 f"prompt_id {example.prompt_id!r} is also example {first} with another rubric: answers "
                 "to one prompt_id are pooled as repeats, so their rubrics must be the same",
@@ -145,12 +156,17 @@ def decode_allresults(
         if expected is None:
             if rubric_of is not None:
                 missing.append(example.prompt_id)
-            check_conversation(example, label, f"{EXAMPLES}[{index}]")
+            try:
+                check_conversation(example, label, f"{EXAMPLES}[{index}]")
+            except DataError:
+                _check_all(examples, label)
+                raise
             unjoined.append(index)
-        elif list(map(_TRIPLE, example.rubric_items)) != expected:
+        elif list(map(_TRIPLE, rubric)) != expected:
+            _check_all(examples, label)
             raise DataError(
                 f"the rubric stored for prompt_id {example.prompt_id} differs from the dataset's "
-                f"({len(example.rubric_items)} vs {len(expected)} criteria); join the dataset "
+                f"({len(rubric)} vs {len(expected)} criteria); join the dataset "
                 "variant the run used",
                 path=label,
                 field=f"{EXAMPLES}[{index}].rubric_items",
@@ -162,7 +178,8 @@ def decode_allresults(
             "the dataset the run used (--allow-untagged keeps them without example tags)",
             path=label,
         )
-    return Decoded(label, examples, document.score, document.metrics, unjoined)
+    codes = np.fromiter(map(CODES.__getitem__, met), np.int8, len(met))
+    return Decoded(label, examples, document.score, document.metrics, unjoined, codes)
 
 
 def json_error(data: bytes, source: str) -> DataError | None:
@@ -233,7 +250,8 @@ def raw_kind(raw: msgspec.Raw) -> str:
 
 
 def _all_valid(examples: list[Example]) -> bool:
-    """`_check_example` of every example at once, in iterators that never enter Python code."""
+    """`_check_example` of every example at once but for the criteria (`decode_allresults` reads
+    those example by example), in iterators that never enter Python code."""
     every = chain.from_iterable
     return (
         all(map(is_text, map(_CONTENT, every(map(_PROMPT, examples)))))
@@ -241,8 +259,14 @@ def _all_valid(examples: list[Example]) -> bool:
         and all(map((1).__eq__, map(len, map(_COMPLETION, examples))))
         and all(map(is_text, map(_CONTENT, every(map(_COMPLETION, examples)))))
         and all(map(is_object_or_null, map(_USAGE, examples)))
-        and all(map(str.strip, map(_CRITERION, every(map(_ITEMS, examples)))))
     )
+
+
+def _check_all(examples: list[Example], source: str) -> None:
+    """`_check_example` of every example in order: the first problem is raised (it comes before any
+    other problem of the file)."""
+    for index, example in enumerate(examples):
+        _check_example(example, source, f"{EXAMPLES}[{index}]")
 
 
 def _check_example(example: Example, source: str, where: str) -> None:
@@ -347,7 +371,7 @@ def read_columns(
     table = columns_metrics(
         [len(e.rubric_items) for e in examples],
         list(map(POINTS, items)),
-        list(map(VERDICTS.__getitem__, map(_MET, items))),
+        list(map(VERDICT_CODES.__getitem__, decoded.verdicts.tolist())),
         list(map(TAGS, items)),
         [() if k is None else k.example_tags for k in known],
     )
@@ -369,11 +393,6 @@ def texts(raws: Sequence[msgspec.Raw]) -> list[str]:
 
 # --- the answers view (analyze), read in worker processes ---------------------------------------
 
-CODES = {
-    True: 0,
-    False: 1,
-    None: 2,
-}  # criteria_met -> verdict code (`healthbench.scoring.rubric.VERDICT_CODES`)
 Prompt = tuple[tuple[str, str], ...]  # the messages as sent, as (role, text)
 
 
@@ -405,7 +424,6 @@ def read_answers(
     """The file's `AnswerColumns`; checks and errors as `decode_allresults`."""
     decoded = decode_allresults(source, rubric_of, allow_missing=allow_missing, name=name)
     examples = decoded.examples
-    items = list(chain.from_iterable(map(_ITEMS, examples)))
     unjoined = [examples[i] for i in decoded.unjoined]
     contents = texts([m.content for e in unjoined for m in e.prompt])  # (one call for every prompt)
     prompts: dict[int, tuple[Prompt, Triples]] = {}
@@ -427,7 +445,7 @@ def read_answers(
         prompt_ids=prompt_ids,
         repeats=np.array(repeats, dtype=np.int64),
         n_items=np.fromiter(map(len, map(_ITEMS, examples)), np.intp, len(examples)),
-        verdicts=np.fromiter(map(CODES.__getitem__, map(_MET, items)), np.int8, len(items)),
+        verdicts=decoded.verdicts,
         unjoined=prompts,
         score=decoded.score,
         metrics=decoded.metrics,
