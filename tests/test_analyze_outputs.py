@@ -10,12 +10,13 @@ import multiprocessing
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 import pytest
 from synthetic_runs import conversations, graded
 from typer.testing import CliRunner
 
 import healthbench.cli  # noqa: F401  (registers every command on the app)
-from healthbench.analysis.analyze import analyze, write_analysis
+from healthbench.analysis.analyze import analyze, quote_style, write_analysis
 from healthbench.analysis.inputs import LoadedRun, RunAnswers, load_inputs
 from healthbench.cli.app import app
 from healthbench.data.sources import join_datasets
@@ -145,3 +146,22 @@ def test_the_cli_reads_in_workers_or_in_its_own_process_with_the_same_files(
         app, ["analyze", str(files[0]), "--out", str(tmp_path), "--read-workers", "0"]
     )
     assert refused.exit_code == 2 and "--read-workers" in refused.output
+
+
+@pytest.mark.parametrize("model", ["plain-model", 'a "quoted" model', "a\ttabbed model", "a\nbroken\rmodel"])
+def test_the_granular_tsv_is_the_text_frames_csv_with_any_text(
+    inputs: tuple[list[Path], Path], tmp_path: Path, model: str
+) -> None:
+    # the TSV is written from Enum columns, without quotes when no text needs them: the same bytes as
+    # polars writes from the String frame (quoting what needs it)
+    files, dataset = inputs
+    result = analyze(load_inputs(files[:1], data=join_datasets([dataset], None), model=model), OPTIONS)
+    tsv = write_analysis(result, tmp_path, day=DAY)["granular"].read_bytes()
+    frame = result.granular()
+    assert frame.schema["model"] == pl.String and result.granular(enums=True).schema["model"] != pl.String
+    assert tsv == frame.write_csv(separator="\t").encode()
+    assert (b'"' in tsv) == (model != "plain-model")
+    assert quote_style(result.granular(enums=True), "\t") == (
+        "never" if model == "plain-model" else "necessary"
+    )
+    assert quote_style(frame, "\t") == "necessary"  # (a String column is never assumed plain)

@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import polars as pl
 
@@ -51,9 +52,10 @@ class Analysis:
     def axes(self) -> pl.DataFrame:
         return self.tables.axes
 
-    def granular(self) -> pl.DataFrame:
-        """The criterion-level table (built on demand: one row per graded criterion)."""
-        return granular_frame(self.runs)
+    def granular(self, *, enums: bool = False) -> pl.DataFrame:
+        """The criterion-level table (built on demand: one row per graded criterion; text columns as
+        `pl.Enum`s with ``enums``, see `granular_frame`)."""
+        return granular_frame(self.runs, enums=enums)
 
 
 def analyze(runs: Sequence[LoadedRun], options: BootstrapOptions | None = None) -> Analysis:
@@ -148,6 +150,24 @@ def output_names(day: dt.date, *, parquet: bool = False) -> dict[str, str]:
     }
 
 
+_QUOTED = frozenset('"\r\n')  # (with the separator) what polars quotes in a text field, and ""
+
+
+def quote_style(frame: pl.DataFrame, separator: str) -> Literal["necessary", "never"]:
+    """``never`` when no field of ``frame`` is quoted by polars' ``necessary`` style: every text
+    column is a `pl.Enum` of texts that need no quotes (not empty, no separator, quote or line
+    break). The same bytes, written without polars looking at every field."""
+    texts = []
+    for dtype in frame.schema.values():
+        if dtype == pl.String or dtype == pl.Categorical:
+            return "necessary"
+        if isinstance(dtype, pl.Enum):
+            texts.extend(dtype.categories.to_list())
+    special = _QUOTED | {separator}
+    plain = all(texts) and not any(special.intersection(text) for text in texts)
+    return "never" if plain else "necessary"
+
+
 def write_analysis(
     analysis: Analysis,
     out: str | os.PathLike[str],
@@ -160,7 +180,7 @@ def write_analysis(
     folder = make_folder(out)
     names = output_names(day or dt.datetime.now(dt.UTC).date(), parquet=parquet)
     frames = {
-        "granular": analysis.granular(),
+        "granular": analysis.granular(enums=not parquet),
         "themes": analysis.themes,
         "axes": analysis.axes,
         "combined": analysis.tables.combined,
@@ -175,7 +195,8 @@ def write_analysis(
         if parquet:
             frame.write_parquet(temporary)
         else:
-            frame.write_csv(temporary, separator="\t" if key == "granular" else ",")
+            separator = "\t" if key == "granular" else ","
+            frame.write_csv(temporary, separator=separator, quote_style=quote_style(frame, separator))
         temporary.replace(target)
         written[key] = target
     return written

@@ -23,7 +23,8 @@ bootstrap of `healthbench.scoring.stats`); ``n_conversations`` says how many.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import operator
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -105,7 +106,7 @@ def run_metrics(runs: Sequence[LoadedRun]) -> list[RunMetrics]:
 # --- the granular table ---------------------------------------------------------------------------
 
 
-def granular_frame(runs: Sequence[LoadedRun]) -> pl.DataFrame:
+def granular_frame(runs: Sequence[LoadedRun], *, enums: bool = False) -> pl.DataFrame:
     """One row per (model, run_id, conversation_id, repeat, rubric_criterion_index) of the samples the
     tables use: the criterion's axis (without ``axis:``), points, criterion_met, the conversation's
     theme (without ``theme:``), the repeat and the verdict (``met``, ``not_met``). A sample with an
@@ -113,7 +114,10 @@ def granular_frame(runs: Sequence[LoadedRun]) -> pl.DataFrame:
     ``criterion_met`` has no null and loads as a boolean column (polars, pandas).
 
     Built as columns: each distinct conversation's criteria are read once (runs of one dataset share
-    them), and every row is gathered from them by index; the verdicts are the runs' columns."""
+    them), and every row is gathered from them by index; the verdicts are the runs' columns. With
+    ``enums`` the text columns are `pl.Enum`s of the few texts gathered (the same values, and the
+    same CSV, for less work: what `healthbench.analysis.analyze.write_analysis` writes as TSV)."""
+    text = _enum if enums else _strings
     answers = [run.answers for run in runs]
     conversations = [c for a in answers for c in a.conversations]
     position: dict[int, int] = {}
@@ -130,37 +134,59 @@ def granular_frame(runs: Sequence[LoadedRun]) -> pl.DataFrame:
     within = np.arange(int(per_sample.sum()), dtype=np.intp) - np.repeat(first_row, per_sample)
     criterion = np.repeat(starts[which], per_sample) + within
     items = [item for c in distinct for item in c.rubrics]
-    axes = pl.Series([_first_tag(item.tags, AXIS_PREFIX) for item in items], dtype=pl.String)
-    points = np.fromiter((float(item.points) for item in items), np.float64, len(items))
-    themes = pl.Series([_first_tag(c.example_tags, THEME_PREFIX) for c in distinct], dtype=pl.String)
-    prompt_ids = pl.Series([c.prompt_id for c in distinct], dtype=pl.String)
+    axes = text(_first_tags(map(_TAGS, items), AXIS_PREFIX))
+    points = np.fromiter(map(_POINTS, items), np.float64, len(items))
+    themes = text(_first_tags(map(_EXAMPLE_TAGS, distinct), THEME_PREFIX))
+    prompt_ids = text([c.prompt_id for c in distinct])
     verdict = np.concatenate([a.verdicts for a in answers]) if answers else np.zeros(0, np.int8)
-    run_of = np.repeat(np.repeat(np.arange(len(runs)), [len(a.conversations) for a in answers]), per_sample)
-    sample_rows = np.repeat(which, per_sample)
-    repeats = np.concatenate([a.repeats for a in answers]) if answers else np.zeros(0, np.int64)
     sample_of = np.repeat(np.arange(len(conversations)), per_sample)
+    run_of = np.repeat(np.arange(len(runs)), [len(a.conversations) for a in answers])[sample_of]
+    sample_rows = which[sample_of]
+    repeats = np.concatenate([a.repeats for a in answers]) if answers else np.zeros(0, np.int64)
     ungraded = np.zeros(len(conversations), dtype=bool)
     ungraded[sample_of[verdict == 2]] = True
     frame = pl.DataFrame(
         {
-            "model": pl.Series([r.model for r in runs], dtype=pl.String).gather(run_of),
-            "run_id": pl.Series([r.run_id for r in runs], dtype=pl.String).gather(run_of),
+            "model": text([r.model for r in runs]).gather(run_of),
+            "run_id": text([r.run_id for r in runs]).gather(run_of),
             "conversation_id": prompt_ids.gather(sample_rows),
             "rubric_criterion_index": pl.Series(within, dtype=pl.Int64),
             "axis": axes.gather(criterion),
             "points": pl.Series(points[criterion], dtype=pl.Float64),
             "criterion_met": pl.Series([True, False, None], dtype=pl.Boolean).gather(verdict),
             "theme": themes.gather(sample_rows),
-            "repeat": pl.Series(np.repeat(repeats, per_sample), dtype=pl.Int64),
-            "verdict": pl.Series(["met", "not_met", "ungraded"], dtype=pl.String).gather(verdict),
+            "repeat": pl.Series(repeats[sample_of], dtype=pl.Int64),
+            "verdict": text(["met", "not_met", "ungraded"]).gather(verdict),
         },
-        schema=GRANULAR_SCHEMA,
+        schema=None if enums else GRANULAR_SCHEMA,
     )
     return frame.filter(pl.Series(~ungraded[sample_of])) if ungraded.any() else frame
 
 
-def _first_tag(tags: Sequence[str], prefix: str) -> str | None:
-    return next((t.removeprefix(prefix) for t in tags if t.startswith(prefix)), None)
+_TAGS, _POINTS, _EXAMPLE_TAGS = (operator.attrgetter(n) for n in ("tags", "points", "example_tags"))
+
+
+def _strings(values: list[str | None]) -> pl.Series:
+    return pl.Series(values, dtype=pl.String)
+
+
+def _enum(values: list[str | None]) -> pl.Series:
+    """``values`` as a `pl.Enum` of the distinct ones (in first-seen order)."""
+    return pl.Series(values, dtype=pl.Enum([v for v in dict.fromkeys(values) if v is not None]))
+
+
+def _first_tags(tag_lists: Iterable[Sequence[str]], prefix: str) -> list[str | None]:
+    """Per tag list, its first tag with ``prefix`` (without it), or None."""
+    out: list[str | None] = []
+    size = len(prefix)
+    for tags in tag_lists:
+        for tag in tags:
+            if tag.startswith(prefix):
+                out.append(tag[size:])
+                break
+        else:
+            out.append(None)
+    return out
 
 
 # --- theme and axis tables ------------------------------------------------------------------------
