@@ -14,7 +14,7 @@ from synthetic_runs import conversations, graded
 
 from healthbench.data.rubric_index import read_rubric_index
 from healthbench.errors import DataError
-from healthbench.results.allresults_columns import decode_allresults, read_columns
+from healthbench.results.allresults_columns import Answer, Example, decode_allresults, read_columns
 from healthbench.results.rescore import rescore_allresults
 from healthbench.results.simple_evals import load_allresults, write_allresults
 from healthbench.scoring.run_score import ScoringOptions, score_run
@@ -138,6 +138,25 @@ def test_verdict_codes_are_the_files_criteria_met(run_files: tuple[Path, Path]) 
     decoded = decode_allresults(file)
     assert decoded.verdicts.tolist() == [{True: 0, False: 1, None: 2}[m] for m in met]
     assert None in met and decoded.verdicts.dtype == np.int8
+
+
+def test_the_columns_views_skip_explanations_with_the_same_checks(run_files: tuple[Path, Path]) -> None:
+    file, _ = run_files
+    edit(
+        file,
+        lambda d: d["metadata"]["example_level_metadata"][4]["rubric_items"][0].update(
+            explanation={"a": [1]}
+        ),
+    )
+    full, light = decode_allresults(file), decode_allresults(file, shape=Answer)
+    assert isinstance(full.examples[0], Example) and not isinstance(light.examples[0], Example)
+    assert not hasattr(light.examples[4].rubric_items[0], "explanation")
+    assert full.verdicts.tolist() == light.verdicts.tolist()
+    assert [e.prompt_id for e in full.examples] == [e.prompt_id for e in light.examples]
+    broken = file.read_bytes().replace(b'{"a": [1]}', b'{"a": [1}', 1)
+    for shape in (Example, Answer):  # (a skipped explanation is still read as JSON)
+        with pytest.raises(DataError, match="invalid JSON"):
+            decode_allresults(broken, shape=shape)
 
 
 def test_bad_datasets_are_named_by_the_one_reader(run_files: tuple[Path, Path], tmp_path: Path) -> None:

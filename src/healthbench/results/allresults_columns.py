@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from itertools import chain
-from typing import Any, get_args
+from typing import Any, Generic, TypeVar, get_args, overload
 
 import msgspec
 import numpy as np
@@ -49,33 +49,56 @@ EXAMPLES = "metadata.example_level_metadata"
 ROLES = frozenset(get_args(Role))
 
 
-class Item(msgspec.Struct, gc=False):
+class Criterion(msgspec.Struct, gc=False):
+    """A graded criterion as the columns views read it (a grader's explanation is skipped, not
+    decoded: it may be any JSON)."""
+
     criterion: str
     points: Points
     tags: list[str]
     criteria_met: bool | None
+
+
+class Item(Criterion, gc=False):
+    """A graded criterion with its explanation (the samples view)."""
+
     explanation: msgspec.Raw = NULL  # any JSON (graders sometimes return structured explanations)
 
 
-class Example(msgspec.Struct, gc=False):
+class Answer(msgspec.Struct, gc=False):
+    """An example as the columns views read it (its criteria without explanations)."""
+
     prompt_id: str
-    rubric_items: list[Item]
+    rubric_items: Sequence[Criterion]
     prompt: list[Message]
     completion: list[Message]
     usage: msgspec.Raw = NULL  # an object or null (checked, not decoded)
 
 
-class _Metadata(msgspec.Struct, gc=False):
-    example_level_metadata: list[Example]
+class Example(Answer, gc=False):
+    """An example with its criteria's explanations (the samples view)."""
+
+    rubric_items: Sequence[Item]
 
 
-class _File(msgspec.Struct, gc=False):
-    metadata: _Metadata
+AnswerT = TypeVar("AnswerT", bound=Answer)
+
+
+class _Metadata(msgspec.Struct, Generic[AnswerT], gc=False):
+    example_level_metadata: list[AnswerT]
+
+
+class _File(msgspec.Struct, Generic[AnswerT], gc=False):
+    metadata: _Metadata[AnswerT]
     score: float | None = None
     metrics: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
-_DECODER = msgspec.json.Decoder(_File)
+# the one schema, with explanations (`Example`) or without (`Answer`: the same checks, less decoded)
+_DECODERS: dict[type[Answer], msgspec.json.Decoder[Any]] = {
+    Example: msgspec.json.Decoder(_File[Example]),
+    Answer: msgspec.json.Decoder(_File[Answer]),
+}
 VERDICTS = {True: Verdict.MET, False: Verdict.NOT_MET, None: Verdict.UNGRADED}
 CODES = {
     True: 0,
@@ -91,35 +114,54 @@ _TRIPLE = operator.attrgetter("criterion", "points", "tags")
 
 
 @dataclass(frozen=True)
-class Decoded:
+class Decoded(Generic[AnswerT]):
     """A valid file: its examples (in file order) and the numbers it reports."""
 
     source: str
-    examples: list[Example]
+    examples: list[AnswerT]
     score: float | None
     metrics: dict[str, Any]
     unjoined: list[int]  # the examples with no dataset entry (every one when read without a dataset)
     verdicts: npt.NDArray[np.int8]  # per criterion (the examples' one after another): its `CODES`
 
 
+@overload
 def decode_allresults(
     source: Source,
     rubric_of: Callable[[str], Triples | None] | None = None,
     *,
     allow_missing: bool = False,
     name: str | None = None,
-) -> Decoded:
+) -> Decoded[Example]: ...
+@overload
+def decode_allresults(
+    source: Source,
+    rubric_of: Callable[[str], Triples | None] | None = None,
+    *,
+    allow_missing: bool = False,
+    name: str | None = None,
+    shape: type[AnswerT],
+) -> Decoded[AnswerT]: ...
+def decode_allresults(
+    source: Source,
+    rubric_of: Callable[[str], Triples | None] | None = None,
+    *,
+    allow_missing: bool = False,
+    name: str | None = None,
+    shape: type[Answer] = Example,
+) -> Decoded[Any]:
     """Read and check a file (module doc). With ``rubric_of`` (the dataset's rubric of a prompt_id,
     None when absent) each example's rubric must be the dataset's, and a prompt_id absent from the
     dataset is an error unless ``allow_missing``. ``name`` names ``source`` in errors (default: the
-    path; ``<bytes>`` for data)."""
+    path; ``<bytes>`` for data). ``shape`` `Answer` skips the explanations (the same checks: an
+    explanation may be any JSON)."""
     data, label = source_bytes(source, name)
     try:  # (msgspec passes bad bytes inside the texts it keeps raw; ASCII, as json.dump writes, is UTF-8)
         data = data if data.isascii() else utf8_bytes(data)
     except UnicodeDecodeError:
         raise json_error(data, label) or DataError("not valid UTF-8", path=label) from None
     try:
-        document = _DECODER.decode(data)
+        document = _DECODERS[shape].decode(data)
     except msgspec.ValidationError as exc:
         # a document json cannot read either (a 5,000-digit number, nesting too deep) is named as such
         # rather than by the schema (error path only: the file is parsed again)
@@ -135,7 +177,7 @@ def decode_allresults(
     missing: list[str] = []
     unjoined: list[int] = []
     met: list[bool | None] = []  # every criterion's criteria_met, in file order
-    first_of: dict[str, tuple[int, list[Item]]] = {}  # prompt_id -> its first example
+    first_of: dict[str, tuple[int, Sequence[Criterion]]] = {}  # prompt_id -> its first example
     for index, example in enumerate(examples):
         # (each example's criteria are read here, while they are in cache, instead of in file-wide
         # passes: an empty criterion is `_check_example`'s, which every error below defers to)
@@ -249,7 +291,7 @@ def raw_kind(raw: msgspec.Raw) -> str:
     )
 
 
-def _all_valid(examples: list[Example]) -> bool:
+def _all_valid(examples: list[Answer]) -> bool:
     """`_check_example` of every example at once but for the criteria (`decode_allresults` reads
     those example by example), in iterators that never enter Python code."""
     every = chain.from_iterable
@@ -262,14 +304,14 @@ def _all_valid(examples: list[Example]) -> bool:
     )
 
 
-def _check_all(examples: list[Example], source: str) -> None:
+def _check_all(examples: list[Answer], source: str) -> None:
     """`_check_example` of every example in order: the first problem is raised (it comes before any
     other problem of the file)."""
     for index, example in enumerate(examples):
         _check_example(example, source, f"{EXAMPLES}[{index}]")
 
 
-def _check_example(example: Example, source: str, where: str) -> None:
+def _check_example(example: Answer, source: str, where: str) -> None:
     _check_texts(example.prompt, source, f"{where}.prompt")
     if not example.prompt:
         raise DataError("the prompt has no messages", path=source, field=f"{where}.prompt")
@@ -302,7 +344,7 @@ def _check_texts(messages: Sequence[Message], source: str, field: str) -> None:
             )
 
 
-def check_conversation(example: Example, source: str, where: str) -> None:
+def check_conversation(example: Answer, source: str, where: str) -> None:
     """The rules of `healthbench.data.schema.Conversation` for an example read without a dataset
     entry (its conversation is rebuilt from the file)."""
     for number, message in enumerate(example.prompt):
@@ -364,7 +406,7 @@ def read_columns(
                 known = triples[prompt_id] = [(r.criterion, r.points, r.tags) for r in entry.rubric]
             return known
 
-    decoded = decode_allresults(source, rubric_of, allow_missing=allow_missing, name=name)
+    decoded = decode_allresults(source, rubric_of, allow_missing=allow_missing, name=name, shape=Answer)
     examples = decoded.examples
     items = list(chain.from_iterable(map(_ITEMS, examples)))
     known = [dataset.get(e.prompt_id) for e in examples] if dataset is not None else [None] * len(examples)
@@ -422,7 +464,7 @@ def read_answers(
     name: str | None = None,
 ) -> AnswerColumns:
     """The file's `AnswerColumns`; checks and errors as `decode_allresults`."""
-    decoded = decode_allresults(source, rubric_of, allow_missing=allow_missing, name=name)
+    decoded = decode_allresults(source, rubric_of, allow_missing=allow_missing, name=name, shape=Answer)
     examples = decoded.examples
     unjoined = [examples[i] for i in decoded.unjoined]
     contents = texts([m.content for e in unjoined for m in e.prompt])  # (one call for every prompt)
