@@ -19,10 +19,14 @@ dataset JSONL, then, side by side in each round, in fresh processes:
 - with ``--baseline SRC`` (e.g. ``git archive main src | tar -x -C /tmp/base``, then
   ``--baseline /tmp/base/src``), the same command run from that tree (``PYTHONPATH``): its seven
   files must be byte for byte ours;
-- ``decode floor``: this script with ``--decode``: the typed msgspec decode of the files alone
-  (`healthbench.results.allresults_columns`), the least any reader of these files spends; and
-  ``decode, 2 procs``: the same decode, one file per process in two processes (its wall time is
-  the floor of a reader using both cores).
+- ``decode floor``: this script with ``--decode``: the reader's decode and checks of the files alone
+  (`healthbench.results.allresults_columns.decode_allresults`, every field decoded), and ``decode,
+  2 procs``: the same decode, one file per process in two processes (its wall time is the floor of
+  a reader using both cores); with ``--baseline``, ``decode floor, baseline``: the same from that
+  tree;
+- ``bare decode``: this script with ``--decode-bare``: each file's bytes read and decoded by
+  msgspec into the reader's full schema (`Example`), no check at all: what any typed reader of
+  every field spends.
 
 CPU = user + system seconds of the child process (``resource.getrusage``), best of the rounds; wall
 seconds are shown too. The children run with compiled bytecode (an untimed warm-up first). The
@@ -132,6 +136,22 @@ def count_examples(file: Path) -> int:
     return len(decode_allresults(file).examples)
 
 
+# `decode` in a process that imports the baseline's healthbench (this script puts ours first on the path)
+BASELINE_DECODE = (
+    "import sys; from healthbench.results.allresults_columns import decode_allresults; "
+    "print(sum(len(decode_allresults(f).examples) for f in sys.argv[1:]))"
+)
+
+
+def decode_bare(files: list[Path]) -> None:
+    import msgspec
+
+    from healthbench.results.allresults_columns import Example, _File
+
+    decoder = msgspec.json.Decoder(_File[Example])
+    print(sum(len(decoder.decode(f.read_bytes()).metadata.example_level_metadata) for f in files))
+
+
 def ours(folder: Path) -> dict[tuple[str, str, str, str], tuple[float, int]]:
     out = {}
     for kind, name in (("theme", "theme_data.csv"), ("axis", "axis_data.csv")):
@@ -153,6 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--notebook", nargs="+", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--decode", nargs="+", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--decode-workers", type=int, default=1, help=argparse.SUPPRESS)
+    parser.add_argument("--decode-bare", nargs="+", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--baseline", type=Path, help="src folder of another tree to run analyze from too")
     args = parser.parse_args(argv)
     if args.notebook:
@@ -160,6 +181,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.decode:
         decode(args.decode, args.decode_workers)
+        return 0
+    if args.decode_bare:
+        decode_bare(args.decode_bare)
         return 0
     python = sys.executable
     with tempfile.TemporaryDirectory() as tmp:
@@ -180,6 +204,7 @@ def main(argv: list[str] | None = None) -> int:
             ],
             "decode floor": [python, __file__, "--decode", *names],
             "decode, 2 procs": [python, __file__, "--decode-workers", "2", "--decode", *names],
+            "bare decode": [python, __file__, "--decode-bare", *names],
         }
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPATH")}
         env["PYTHONPYCACHEPREFIX"] = str(folder / "bytecode")
@@ -190,6 +215,8 @@ def main(argv: list[str] | None = None) -> int:
             commands["baseline"] = [python, "-m", "healthbench", "analyze", *names, "--data", str(dataset)]
             commands["baseline"] += base_options
             envs["baseline"] = {**env, "PYTHONPATH": str(args.baseline.resolve())}
+            commands["decode floor, baseline"] = [python, "-c", BASELINE_DECODE, *names]  # (that tree's src)
+            envs["decode floor, baseline"] = envs["baseline"]
             cpu_of([python, "-c", "import healthbench.cli, polars, numpy, msgspec"], envs["baseline"])
         cpu_of([python, "-c", "import healthbench.cli, polars, numpy, msgspec"], env)  # warm-up
         best: dict[str, tuple[float, float]] = {}
@@ -211,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
                 assert theirs.read_bytes() == (out / theirs.name).read_bytes(), theirs.name
             print(f"baseline: its {len(list(base_out.iterdir()))} files are byte for byte ours")
         for name, (cpu, wall) in best.items():
-            print(f"{name:17s} {cpu:7.2f} s CPU {wall:7.2f} s wall")
+            print(f"{name:22s} {cpu:7.2f} s CPU {wall:7.2f} s wall")
         cpu_ratio = best["notebook"][0] / best["analyze"][0]
         wall_ratio = best["notebook"][1] / best["analyze"][1]
         print(f"analyze vs notebook: {cpu_ratio:.1f}x CPU, {wall_ratio:.1f}x wall (target 20x wall)")
@@ -224,6 +251,16 @@ def main(argv: list[str] | None = None) -> int:
             )
         floor = best["decode floor"][0]
         print(f"decode floor {floor:.2f} s CPU = {best['notebook'][0] / floor:.1f}x the notebook at most")
+        bare = best["bare decode"][0]
+        print(
+            f"analyze above the floor: {best['analyze'][0] - floor:.2f} s CPU (decode floor), "
+            f"{best['analyze'][0] - bare:.2f} s CPU (bare decode {bare:.2f})"
+        )
+        if args.baseline:
+            print(
+                f"baseline above the floor: {best['baseline'][0] - best['decode floor, baseline'][0]:.2f} s "
+                f"CPU (its decode floor), {best['baseline'][0] - bare:.2f} s CPU (bare decode)"
+            )
         two = best["decode, 2 procs"][1]
         print(
             f"decode in 2 procs {two:.2f} s wall = {best['notebook'][1] / two:.1f}x the notebook's wall "
