@@ -26,6 +26,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import compress
 
 import numpy as np
 import numpy.typing as npt
@@ -261,9 +262,8 @@ def _clusters(metrics: RunMetrics) -> npt.NDArray[np.intp] | None:
     one answer)."""
     if metrics.one_answer_each:
         return None
-    conversations = metrics.run.answers.conversations
     mask = graded_mask(metrics.table)
-    return conversation_clusters([c.prompt_id for c, ok in zip(conversations, mask, strict=True) if ok])
+    return conversation_clusters(list(compress(metrics.run.answers.prompt_ids, mask)))
 
 
 def _stats_frame(rows: list[tuple[str, str, str, KeyStats]], name: str) -> pl.DataFrame:
@@ -320,11 +320,11 @@ def _graded_samples(metrics: RunMetrics) -> pl.DataFrame:
     mask = np.asarray(graded_mask(metrics.table), dtype=bool)
     n = int(mask.sum())
     overall = metrics.table.columns[OVERALL].values if n else np.zeros(0)
-    ids = pl.Series([c.prompt_id for c in answers.conversations], dtype=pl.String)
+    ids = pl.Series(answers.prompt_ids, dtype=pl.String)
     return pl.DataFrame(
         {
-            "model": pl.repeat(run.model, n, dtype=pl.String, eager=True),
-            "run_id": pl.repeat(run.run_id, n, dtype=pl.String, eager=True),
+            "model": pl.Series([run.model], dtype=pl.String).new_from_index(0, n),
+            "run_id": pl.Series([run.run_id], dtype=pl.String).new_from_index(0, n),
             "conversation_id": ids.filter(pl.Series(mask)),
             "repeat": pl.Series(answers.repeats[mask], dtype=pl.Int64),
             "score": pl.Series(overall, dtype=pl.Float64),
