@@ -4,11 +4,14 @@ rubric joined with the dataset is the dataset's, an example without a dataset en
 conversation) are checked over the decoded structs. Every failure is a `DataError` naming the file,
 the example and the field (``metadata.example_level_metadata[3].rubric_items[1].points``).
 
-Two views are built from the same decode: `read_columns` (flat criterion columns straight into
-`healthbench.scoring.rubric.columns_metrics`, no object per answer: ``import``) and
-`healthbench.results.simple_evals.load_allresults` (one `GradedSample` per answer: ``analyze``,
-``report``, ``compare``, the service's import jobs). A source is a path, or the file's bytes or text
-with a ``name`` for messages (the service reads uploads without writing them to disk).
+Three views are built from the same decode: `read_columns` (flat criterion columns straight into
+`healthbench.scoring.rubric.columns_metrics`, no object per answer: ``import``), `read_answers`
+(per-answer and per-criterion arrays: ``analyze``) and
+`healthbench.results.simple_evals.load_allresults` (one `GradedSample` per answer: ``report``,
+``compare``, the service's import jobs). The two columns views decode the schema without the
+graders' explanations (`Answer`; an explanation may be any JSON, so the checks are the same). A
+source is a path, or the file's bytes or text with a ``name`` for messages (the service reads
+uploads without writing them to disk).
 """
 
 from __future__ import annotations
