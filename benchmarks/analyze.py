@@ -26,7 +26,8 @@ dataset JSONL, then, side by side in each round, in fresh processes:
   tree;
 - ``bare decode``: this script with ``--decode-bare``: each file's bytes read and decoded by
   msgspec into the reader's full schema (`Example`), no check at all: what any typed reader of
-  every field spends.
+  every field spends; ``bare, no explanations``: the same into the schema analyze reads
+  (`Answer`: the graders' explanations skipped).
 
 CPU = user + system seconds of the child process (``resource.getrusage``), best of the rounds; wall
 seconds are shown too. The children run with compiled bytecode (an untimed warm-up first). The
@@ -143,12 +144,12 @@ BASELINE_DECODE = (
 )
 
 
-def decode_bare(files: list[Path]) -> None:
+def decode_bare(files: list[Path], shape: str = "Example") -> None:
     import msgspec
 
-    from healthbench.results.allresults_columns import Example, _File
+    from healthbench.results import allresults_columns
 
-    decoder = msgspec.json.Decoder(_File[Example])
+    decoder = msgspec.json.Decoder(allresults_columns._File[getattr(allresults_columns, shape)])
     print(sum(len(decoder.decode(f.read_bytes()).metadata.example_level_metadata) for f in files))
 
 
@@ -174,6 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--decode", nargs="+", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--decode-workers", type=int, default=1, help=argparse.SUPPRESS)
     parser.add_argument("--decode-bare", nargs="+", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--bare-shape", default="Example", help=argparse.SUPPRESS)
     parser.add_argument("--baseline", type=Path, help="src folder of another tree to run analyze from too")
     args = parser.parse_args(argv)
     if args.notebook:
@@ -183,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
         decode(args.decode, args.decode_workers)
         return 0
     if args.decode_bare:
-        decode_bare(args.decode_bare)
+        decode_bare(args.decode_bare, args.bare_shape)
         return 0
     python = sys.executable
     with tempfile.TemporaryDirectory() as tmp:
@@ -205,6 +207,7 @@ def main(argv: list[str] | None = None) -> int:
             "decode floor": [python, __file__, "--decode", *names],
             "decode, 2 procs": [python, __file__, "--decode-workers", "2", "--decode", *names],
             "bare decode": [python, __file__, "--decode-bare", *names],
+            "bare, no explanations": [python, __file__, "--bare-shape", "Answer", "--decode-bare", *names],
         }
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPATH")}
         env["PYTHONPYCACHEPREFIX"] = str(folder / "bytecode")
@@ -251,10 +254,11 @@ def main(argv: list[str] | None = None) -> int:
             )
         floor = best["decode floor"][0]
         print(f"decode floor {floor:.2f} s CPU = {best['notebook'][0] / floor:.1f}x the notebook at most")
-        bare = best["bare decode"][0]
+        bare, light = best["bare decode"][0], best["bare, no explanations"][0]
         print(
             f"analyze above the floor: {best['analyze'][0] - floor:.2f} s CPU (decode floor), "
-            f"{best['analyze'][0] - bare:.2f} s CPU (bare decode {bare:.2f})"
+            f"{best['analyze'][0] - bare:.2f} s CPU (bare decode {bare:.2f}), "
+            f"{best['analyze'][0] - light:.2f} s CPU (bare, no explanations {light:.2f})"
         )
         if args.baseline:
             print(
