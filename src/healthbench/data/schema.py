@@ -82,6 +82,11 @@ Record = TypeVar("Record", Conversation, MetaEvalRecord)
 
 
 _set = object.__setattr__
+# BaseModel's slots, set through their descriptors (no attribute lookup by name per record)
+_SET_FIELDS_SET, _SET_EXTRA, _SET_PRIVATE = (
+    BaseModel.__dict__[name].__set__
+    for name in ("__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__")
+)
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
 
@@ -90,9 +95,9 @@ def _trusted(model: type[ModelT], fields: dict[str, Any]) -> ModelT:
     does, without its per-field default and alias handling (a third of reading a dataset's time)."""
     record = model.__new__(model)
     _set(record, "__dict__", fields)
-    _set(record, "__pydantic_fields_set__", set(fields))
-    _set(record, "__pydantic_extra__", None)
-    _set(record, "__pydantic_private__", None)
+    _SET_FIELDS_SET(record, set(fields))
+    _SET_EXTRA(record, None)
+    _SET_PRIVATE(record, None)
     return record
 
 
