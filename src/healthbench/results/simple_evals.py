@@ -201,16 +201,11 @@ def dataset_rubrics(
     conversations: Mapping[str, Conversation] | None, interned: Interned
 ) -> Callable[[str], Triples | None] | None:
     """The dataset's rubric of a prompt_id (None when absent) as the reader checks it, or None
-    without a dataset."""
+    without a dataset. Every rubric is laid out here, once (`Interned.rubric`), so that the reader
+    looks one up per example in a dict, with no Python call."""
     if conversations is None:
         return None
-    dataset = conversations
-
-    def rubric_of(prompt_id: str) -> Triples | None:
-        known = dataset.get(prompt_id)
-        return interned.rubric(known) if known is not None else None
-
-    return rubric_of
+    return {prompt_id: interned.rubric(c) for prompt_id, c in conversations.items()}.get
 
 
 def answer_conversations(
