@@ -251,7 +251,7 @@ class Store:
     def set_run_result(self, run_id: int, name: str, key: str, body: str) -> None:
         """Remember (or replace) the run's result ``name``, computed from what ``key`` names."""
         with self.engine.begin() as conn:
-            upsert(conn, run_results, [{"run_id": run_id, "name": name, "key": key, "body": body}])
+            upsert(conn, run_results, [(run_id, name, key, body)])
 
     def load_items(self, run_id: int) -> list[tuple[str, dict[str, Any]]]:
         with self.engine.connect() as conn:
@@ -452,13 +452,13 @@ class Store:
         """Write rows of run ``run_id`` (and call-cache entries) in one transaction; a row replaces the
         stored row with the same key (work items are idempotent)."""
         stamp = db.now()
-        sample_rows = [_columns(r, stamp, run_id) for r in samples]
-        grade_rows = [_columns(r, stamp, run_id) for r in grades]
+        sample_rows = [_values(db.samples, r, stamp, run_id) for r in samples]
+        grade_rows = [_values(db.grades, r, stamp, run_id) for r in grades]
         with self.engine.begin() as conn:  # a failure is a StoreError (see healthbench.store.db)
             for table, rows in (
                 (db.samples, sample_rows),
                 (db.grades, grade_rows),
-                (call_cache, [_columns(c, stamp) for c in cache]),
+                (call_cache, [_values(call_cache, c, stamp) for c in cache]),
             ):
                 upsert(conn, table, rows)
             if sample_rows or grade_rows:
@@ -499,10 +499,13 @@ def _touch(conn: Connection, run_id: int) -> None:
     conn.execute(_BUMP_REVISION, {"run_id": run_id})
 
 
-def _columns(row: CallRow | CacheEntry, stamp: str, run_id: int | None = None) -> dict[str, Any]:
-    """A typed row's columns, stamped (``asdict`` would deep-copy its usage and messages)."""
+def _values(
+    table: Table, row: CallRow | CacheEntry, stamp: str, run_id: int | None = None
+) -> tuple[Any, ...]:
+    """A typed row as `upsert` writes it into ``table``, stamped (``asdict`` would deep-copy its usage
+    and messages)."""
     columns = dict(vars(row))
     columns["created_at"] = stamp
     if run_id is not None:
         columns["run_id"] = run_id
-    return columns
+    return db.row_values(table, columns)
