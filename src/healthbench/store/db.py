@@ -25,8 +25,10 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    bindparam,
     create_engine,
     event,
+    select,
 )
 from sqlalchemy.engine import URL, Connection, Dialect, ExceptionContext
 from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, SQLAlchemyError
@@ -268,6 +270,49 @@ def _upsert_sql(dialect: Dialect, table: Table) -> tuple[str, tuple[str, ...] | 
         if dialect.positional:
             assert tuple(compiled.positiontup or ()) == names, "upsert parameters out of column order"
         known = _upsert_sqls[key] = (str(compiled), None if dialect.positional else names)
+    return known
+
+
+def rows_with_keys(
+    conn: Connection, table: Table, columns: tuple[str, ...], key: str, keys: Sequence[str]
+) -> list[tuple[Any, ...]]:
+    """``columns`` of the rows of ``table`` whose column ``key`` is one of ``keys`` (a few hundred at
+    most): one ``IN (...)`` query, handed to the driver as compiled for a padded number of keys (the
+    next power of two; the last key repeated), so that a handful of statements serve every lookup and
+    none of SQLAlchemy's per-query work is done. A JSON column's value is as the driver gives it:
+    decode it with `json_value`."""
+    if not keys:
+        return []
+    size = 1 << (len(keys) - 1).bit_length()
+    sql, names = _keys_sql(conn.dialect, table, columns, key, size)
+    padded = [*keys, *[keys[-1]] * (size - len(keys))]
+    params: Any = tuple(padded) if names is None else dict(zip(names, padded, strict=True))
+    return [tuple(row) for row in conn.exec_driver_sql(sql, params)]
+
+
+def json_value(raw: Any) -> Any:
+    """A JSON column's value as read by `rows_with_keys`: the text SQLite gives, decoded (PostgreSQL's
+    driver gives it decoded already)."""
+    return msgspec.json.decode(raw) if isinstance(raw, str | bytes) else raw
+
+
+_keys_sqls: dict[tuple[Any, ...], tuple[str, tuple[str, ...] | None]] = {}
+
+
+def _keys_sql(
+    dialect: Dialect, table: Table, columns: tuple[str, ...], key: str, size: int
+) -> tuple[str, tuple[str, ...] | None]:
+    """`rows_with_keys`' query for ``size`` keys compiled for ``dialect`` (once), and the parameter
+    names when the driver takes named parameters (None: positional)."""
+    memo = (dialect.name, dialect.driver, table.name, columns, key, size)
+    known = _keys_sqls.get(memo)
+    if known is None:
+        names = tuple(f"k{i}" for i in range(size))
+        query = select(*(table.c[c] for c in columns)).where(table.c[key].in_([bindparam(n) for n in names]))
+        compiled = query.compile(dialect=dialect)
+        if dialect.positional:
+            assert tuple(compiled.positiontup or ()) == names, "lookup parameters out of order"
+        known = _keys_sqls[memo] = (str(compiled), None if dialect.positional else names)
     return known
 
 

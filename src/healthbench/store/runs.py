@@ -413,30 +413,24 @@ class Store:
     def cache_lookup(self, keys: Iterable[str]) -> dict[str, CachedCall]:
         """The call cache's answers to ``keys`` (those it holds), read ``CACHE_CHUNK`` keys per query:
         what a run reads of the cache is bounded by its own requests, never by the store's age."""
-        found: dict[str, CachedCall] = {}
-        wanted = list(dict.fromkeys(keys))
-        with self.engine.connect() as conn:
-            for start in range(0, len(wanted), CACHE_CHUNK):
-                chunk = wanted[start : start + CACHE_CHUNK]
-                rows = conn.execute(
-                    select(call_cache.c.key, call_cache.c.text, call_cache.c.usage).where(
-                        call_cache.c.key.in_(chunk)
-                    )
-                ).all()
-                found.update((row.key, CachedCall(row.text, row.usage)) for row in rows)
-        return found
+        return {
+            key: CachedCall(text, db.json_value(usage))
+            for key, text, usage in self._cache_rows(("key", "text", "usage"), keys)
+        }
 
     def cache_has(self, keys: Iterable[str]) -> set[str]:
         """Which of ``keys`` the call cache holds (keys only, ``CACHE_CHUNK`` per query)."""
+        return {key for (key,) in self._cache_rows(("key",), keys)}
+
+    def _cache_rows(self, columns: tuple[str, ...], keys: Iterable[str]) -> list[tuple[Any, ...]]:
         wanted = list(dict.fromkeys(keys))
-        held: set[str] = set()
+        rows: list[tuple[Any, ...]] = []
         with self.engine.connect() as conn:
             for start in range(0, len(wanted), CACHE_CHUNK):
-                chunk = wanted[start : start + CACHE_CHUNK]
-                held.update(
-                    conn.execute(select(call_cache.c.key).where(call_cache.c.key.in_(chunk))).scalars()
+                rows += db.rows_with_keys(
+                    conn, call_cache, columns, "key", wanted[start : start + CACHE_CHUNK]
                 )
-        return held
+        return rows
 
     def cache_get(self, key: str) -> CachedCall | None:
         return self.cache_lookup([key]).get(key)
