@@ -395,9 +395,10 @@ def test_a_failed_group_commit_reaches_every_waiting_writer(store_target: str) -
     assert store.load_samples(run.id) == {}  # one transaction: nothing of the batch was written
 
 
-def test_group_commit_waits_for_more_rows_then_commits_them_together(tmp_path: Path) -> None:
-    """A flush runs ``wait`` seconds after the first rows were queued, with everything queued by then,
-    in one transaction; each caller returns once its rows are committed."""
+def test_group_commit_waits_while_rows_keep_coming_then_commits_them_together(tmp_path: Path) -> None:
+    """While rows keep coming (each within ``quiet`` of the last), a flush waits up to ``wait`` seconds
+    after the first, then commits everything queued in one transaction; each caller returns once its
+    rows are committed."""
     store = Store(tmp_path / "s.db")
     run = store.create_run("r", "eval", {"run": _run_cfg()}, [("c1", {})])
     commits: list[float] = []
@@ -411,7 +412,7 @@ def test_group_commit_waits_for_more_rows_then_commits_them_together(tmp_path: P
         assert ("c1", repeat) in store.load_samples(run.id)  # durable when put returns
 
     async def main() -> float:
-        async with StoreWriter(store, run.id, wait=0.3, rows=100) as writer:
+        async with StoreWriter(store, run.id, quiet=0.2, wait=0.3, rows=100) as writer:
             start = time.perf_counter()
             await asyncio.gather(put(writer, 0, 0), put(writer, 1, 0.05), put(writer, 2, 0.1))
         return start
@@ -420,6 +421,25 @@ def test_group_commit_waits_for_more_rows_then_commits_them_together(tmp_path: P
     assert len(commits) == 1 and len(returned) == 3
     assert min(returned) - start >= 0.3  # the first rows waited for the others
     assert sorted(store.load_samples(run.id)) == [("c1", 0), ("c1", 1), ("c1", 2)]
+
+
+def test_group_commit_does_not_wait_once_rows_stop_coming(tmp_path: Path) -> None:
+    """A lone call is committed ``quiet`` seconds after it was queued, not ``wait``: a run of few calls
+    at once is not slowed by the group commit."""
+    store = Store(tmp_path / "s.db")
+    run = store.create_run("r", "eval", {"run": _run_cfg()}, [("c1", {})])
+    commits: list[int] = []
+    event.listen(store.engine, "commit", lambda conn: commits.append(1))
+
+    async def main() -> float:
+        async with StoreWriter(store, run.id, quiet=0.01, wait=60, rows=100) as writer:
+            t0 = time.perf_counter()
+            for i in range(3):  # one after another: each is alone
+                await writer.put(Rows(samples=[_sample("ok", False, repeat=i)]))
+            return time.perf_counter() - t0
+
+    assert asyncio.run(main()) < 5 and len(commits) == 3
+    assert sorted(store.load_samples(run.id)) == [("c1", i) for i in range(3)]
 
 
 def test_group_commit_does_not_wait_once_enough_rows_are_queued(tmp_path: Path) -> None:
@@ -431,7 +451,7 @@ def test_group_commit_does_not_wait_once_enough_rows_are_queued(tmp_path: Path) 
     event.listen(store.engine, "commit", lambda conn: commits.append(1))
 
     async def main() -> tuple[float, float]:
-        async with StoreWriter(store, run.id, wait=60, rows=2) as writer:
+        async with StoreWriter(store, run.id, quiet=60, wait=60, rows=2) as writer:
             t0 = time.perf_counter()
             await writer.put(Rows(samples=[_sample("ok", False, repeat=0), _sample("ok", False, repeat=1)]))
             await asyncio.gather(
