@@ -251,7 +251,9 @@ class RunView:
             prompt_ids.extend(columns.prompt_ids)
         if not tables:
             return self.score_samples([], options)
-        return score_table(joined_tables(tables), options, lengths, prompt_ids)
+        table = joined_tables(tables)
+        del tables  # the pages' own columns, not kept while the bootstrap runs
+        return score_table(table, options, lengths, prompt_ids)
 
     def column_pages(self, page_size: int | None = None) -> Iterator[RunColumns]:
         """What the run's numbers need (`RunColumns`), a page of ``page_size`` conversations
