@@ -3,7 +3,7 @@ that already holds another full run, this tree's src side by side with another (
 
 A synthetic HealthBench file (N conversations x C criteria; never the shared data) is run against
 `healthbench fake-server --latency L` in its own process at ``--concurrency``; each run is a client
-process of its own (so its peak RSS is its own, `getrusage`). "prior" runs start from a copy of a store
+process of its own (its peak RSS its own, `peak_mb`). "prior" runs start from a copy of a store
 that already holds one full run of another synthetic file (other prompts, so none of its call-cache
 keys is hit). "regrade": each side regrades a copy of a store holding a full run of the file (made by this
 tree) with another judge (every criterion asked anew, every answer read from the store). Every side must
@@ -68,6 +68,15 @@ class RssSampler:
     def stop(self) -> None:
         time.sleep(2 * self.every)  # a last sample
         self.until = time.perf_counter()
+
+
+def peak_mb() -> float:
+    """This process's peak RSS in MB so far: the kernel's high-water mark of its own memory
+    (``VmHWM``). Not `getrusage`'s ``ru_maxrss``, which a child spawned by `subprocess` starts with
+    its parent's peak (the parent's memory map is measured when the child execs)."""
+    with open("/proc/self/status") as status:
+        line = next(line for line in status if line.startswith("VmHWM:"))
+    return int(line.split()[1]) / 1024
 
 
 def client(
@@ -145,7 +154,7 @@ def client(
     wall = time.perf_counter() - t0
     gc.callbacks.remove(collector)
     sampler.stop()
-    usage = resource.getrusage(resource.RUSAGE_SELF)
+    usage, peak = resource.getrusage(resource.RUSAGE_SELF), peak_mb()
     cpu = usage.ru_utime + usage.ru_stime - before.ru_utime - before.ru_stime
     metrics = score_stored_run(s, outcome.run).metrics()
     import healthbench
@@ -156,8 +165,8 @@ def client(
         "cpu": cpu,
         "calls": outcome.counters.tally.made,
         "gc": collected,
-        "peak_mb": usage.ru_maxrss / 1024,
-        "peak_scored_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "peak_mb": peak,
+        "peak_scored_mb": peak_mb(),
         "plateau_mb": sampler.plateau / 2**20,
         "metrics": {k: round(v, 12) for k, v in sorted(metrics.items()) if isinstance(v, float)},
     }
@@ -181,7 +190,7 @@ def setup_client(src: str, url: str, data: str, store: str, kind: str) -> dict[s
     s = Store(store)
     cfg = build_config(layer)
     prepare = prepare_eval if kind == "eval" else prepare_meta_eval
-    before = resource.getrusage(resource.RUSAGE_SELF)
+    before, start = resource.getrusage(resource.RUSAGE_SELF), peak_mb()
     t0 = time.perf_counter()
     run = prepare(s, cfg, f"bench-{Path(data).stem}")
     wall = time.perf_counter() - t0
@@ -193,8 +202,8 @@ def setup_client(src: str, url: str, data: str, store: str, kind: str) -> dict[s
         "items": len(s.load_items(run.id)),
         "wall": wall,
         "cpu": usage.ru_utime + usage.ru_stime - before.ru_utime - before.ru_stime,
-        "start_mb": before.ru_maxrss / 1024,
-        "peak_mb": usage.ru_maxrss / 1024,
+        "start_mb": start,
+        "peak_mb": peak_mb(),
     }
 
 
