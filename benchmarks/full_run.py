@@ -3,7 +3,7 @@ that already holds another full run, this tree's src side by side with another (
 
 A synthetic HealthBench file (N conversations x C criteria; never the shared data) is run against
 `healthbench fake-server --latency L` in its own process at ``--concurrency``; each run is a client
-process of its own (so its peak RSS is its own, `getrusage`). "prior" runs start from a copy of a store
+process of its own (its peak RSS its own, `peak_mb`). "prior" runs start from a copy of a store
 that already holds one full run of another synthetic file (other prompts, so none of its call-cache
 keys is hit). "regrade": each side regrades a copy of a store holding a full run of the file (made by this
 tree) with another judge (every criterion asked anew, every answer read from the store). Every side must
@@ -14,6 +14,10 @@ engine has started, until the run ends, i.e. the run's calls without its set-up.
     python benchmarks/full_run.py [--conversations 5000 [2500 ...]] [--criteria 14] [--concurrency 512]
         [--latency 0.2] [--baseline-src /tmp/NAME-base/src] [--stores empty prior regrade]
         [--setup-only] [--process-settings default|cli] [--floor CALLS] [--profile N]
+
+``--floor CALLS`` also measures what a call cannot cost less than, each tree in fresh processes: CALLS
+bare `HttpClient.request` POSTs (the HTTP floor), and CALLS judge keys with their two rows written
+through `Store.put_rows` 25 and 80 calls per commit (the key and store floor; no HTTP).
 
 Several ``--conversations`` sizes are measured one after the other (each its own file). With
 ``--setup-only`` each client process only makes the run (`prepare_eval`: the dataset read, the choice
@@ -64,6 +68,15 @@ class RssSampler:
     def stop(self) -> None:
         time.sleep(2 * self.every)  # a last sample
         self.until = time.perf_counter()
+
+
+def peak_mb() -> float:
+    """This process's peak RSS in MB so far: the kernel's high-water mark of its own memory
+    (``VmHWM``). Not `getrusage`'s ``ru_maxrss``, which a child spawned by `subprocess` starts with
+    its parent's peak (the parent's memory map is measured when the child execs)."""
+    with open("/proc/self/status") as status:
+        line = next(line for line in status if line.startswith("VmHWM:"))
+    return int(line.split()[1]) / 1024
 
 
 def client(
@@ -141,7 +154,7 @@ def client(
     wall = time.perf_counter() - t0
     gc.callbacks.remove(collector)
     sampler.stop()
-    usage = resource.getrusage(resource.RUSAGE_SELF)
+    usage, peak = resource.getrusage(resource.RUSAGE_SELF), peak_mb()
     cpu = usage.ru_utime + usage.ru_stime - before.ru_utime - before.ru_stime
     metrics = score_stored_run(s, outcome.run).metrics()
     import healthbench
@@ -152,8 +165,8 @@ def client(
         "cpu": cpu,
         "calls": outcome.counters.tally.made,
         "gc": collected,
-        "peak_mb": usage.ru_maxrss / 1024,
-        "peak_scored_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "peak_mb": peak,
+        "peak_scored_mb": peak_mb(),
         "plateau_mb": sampler.plateau / 2**20,
         "metrics": {k: round(v, 12) for k, v in sorted(metrics.items()) if isinstance(v, float)},
     }
@@ -177,7 +190,7 @@ def setup_client(src: str, url: str, data: str, store: str, kind: str) -> dict[s
     s = Store(store)
     cfg = build_config(layer)
     prepare = prepare_eval if kind == "eval" else prepare_meta_eval
-    before = resource.getrusage(resource.RUSAGE_SELF)
+    before, start = resource.getrusage(resource.RUSAGE_SELF), peak_mb()
     t0 = time.perf_counter()
     run = prepare(s, cfg, f"bench-{Path(data).stem}")
     wall = time.perf_counter() - t0
@@ -189,8 +202,8 @@ def setup_client(src: str, url: str, data: str, store: str, kind: str) -> dict[s
         "items": len(s.load_items(run.id)),
         "wall": wall,
         "cpu": usage.ru_utime + usage.ru_stime - before.ru_utime - before.ru_stime,
-        "start_mb": before.ru_maxrss / 1024,
-        "peak_mb": usage.ru_maxrss / 1024,
+        "start_mb": start,
+        "peak_mb": peak_mb(),
     }
 
 
@@ -234,7 +247,51 @@ def http_floor(src: str, url: str, calls: int, concurrency: int, settings: str) 
     return {"src": str(Path(healthbench.__file__).resolve().parents[1]), "cpu": cpu, "calls": calls}
 
 
-CHILDREN = {"run": client, "setup": setup_client, "floor": http_floor}  # what `spawn` can run
+def write_floor(src: str, store: str, calls: int, per_commit: int, settings: str) -> dict[str, object]:
+    """The rest of a call's floor (the child): per call, the judge call's cache key (`request_key` of a
+    3 KB judge-sized prompt) and its two rows (a grade and its call-cache entry, random sha256 keys
+    as a run's) written into a new store ``per_commit`` calls per transaction through `Store.put_rows`
+    (the group commit's write), with nothing else: no HTTP, engine, prompt rendering or parsing."""
+    sys.path.insert(0, src)
+    if settings == "cli":
+        from healthbench import process_settings
+
+        process_settings.apply()
+    from healthbench.models.base import ModelSettings, parse_model_spec, request_key
+    from healthbench.store import Store
+    from healthbench.store.runs import CacheEntry, GradeRow, Rows
+
+    if settings == "cli":
+        process_settings.settle()
+    s = Store(store)
+    items = [(f"{i:08x}", {"i": i}) for i in range(calls // 14 + 1)]
+    run = s.create_run("floor", "eval", {}, items)
+    spec, judge = parse_model_spec("bench-judge", "http://127.0.0.1:9/v1"), ModelSettings()
+    usage = {"input_tokens": 900, "output_tokens": 60, "cached_input_tokens": 0, "reasoning_tokens": 0}
+    answer = '{"explanation": "The response advises rest and fluids.", "criteria_met": true}'
+    prompt = "question " * 350
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    for start in range(0, calls, per_commit):
+        rows = Rows()
+        for i in range(start, min(start + per_commit, calls)):
+            key = request_key(spec, judge, [{"role": "user", "content": f"{prompt}{i}"}], None)
+            item = items[i // 14][0]
+            rows.grades.append(GradeRow(item, 0, usage, 0.0001, False, None, i % 14, "met", answer, 1))
+            rows.cache.append(CacheEntry(key, spec.provider, spec.model, answer, usage))
+        s.put_rows(run.id, rows)
+    usage_after = resource.getrusage(resource.RUSAGE_SELF)
+    import healthbench
+
+    cpu = usage_after.ru_utime + usage_after.ru_stime - before.ru_utime - before.ru_stime
+    return {"src": str(Path(healthbench.__file__).resolve().parents[1]), "cpu": cpu, "calls": calls}
+
+
+CHILDREN = {
+    "run": client,
+    "setup": setup_client,
+    "floor": http_floor,
+    "write": write_floor,
+}  # what `spawn` can run
 
 
 def spawn(child: str, **arguments: Any) -> dict[str, object]:
@@ -302,7 +359,8 @@ def main(argv: list[str] | None = None) -> int:
         "--floor",
         type=int,
         metavar="CALLS",
-        help="also measure the floor: CALLS bare requests through each tree's HttpClient.request",
+        help="also measure the floor: CALLS bare requests through each tree's HttpClient.request, and "
+        "CALLS judge keys with their rows written 25 and 80 calls per commit (no HTTP)",
     )
     parser.add_argument(
         "--profile",
@@ -364,6 +422,7 @@ def measure(args: argparse.Namespace, conversations: int) -> None:
 
     rows = []
     floors: list[tuple[str, dict[str, Any]]] = []
+    writes: list[tuple[str, int, dict[str, Any]]] = []
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         data = synthetic(work / "run.jsonl", n=conversations, criteria=args.criteria)
@@ -418,6 +477,18 @@ def measure(args: argparse.Namespace, conversations: int) -> None:
                         settings=args.process_settings,
                     )
                     floors.append((label, floor))
+                for per_commit in (25, 80):
+                    for label, src in sides:
+                        store = work / f"{label.replace(' ', '-')}-write-{per_commit}.db"
+                        written = spawn(
+                            "write",
+                            src=src,
+                            store=store,
+                            calls=args.floor,
+                            per_commit=per_commit,
+                            settings=args.process_settings,
+                        )
+                        writes.append((label, per_commit, written))
     print(f"{'side':>10} {'store':>7} {'calls':>6} {'wall s':>7} {'cpu s':>6} {'cpu ms/call':>11} "
           f"{'of it gc':>8} {'peak MB':>7} {'+ scored':>8} {'plateau MB':>10} "
           f"{'same metrics':>12}")  # fmt: skip
@@ -440,6 +511,11 @@ def measure(args: argparse.Namespace, conversations: int) -> None:
         print(
             f"{label:>10} floor: {floor['calls']} bare HttpClient.request POSTs (a 3 KB judge-sized body): "
             f"{1000 * floor['cpu'] / floor['calls']:.3f} ms client CPU per call"
+        )
+    for label, per_commit, written in writes:
+        print(
+            f"{label:>10} floor: {written['calls']} judge keys + grade and cache rows written "
+            f"{per_commit} calls per commit: {1000 * written['cpu'] / written['calls']:.3f} ms CPU per call"
         )
     mine = [r for label, _, r in rows if label == "this tree"]
     ok = all(

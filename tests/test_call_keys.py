@@ -170,3 +170,24 @@ def test_floats_and_odd_messages_are_keyed_as_json_dumps_writes_them() -> None:
         got = request_key(spec, settings, messages, schema, salt="repeat:1")  # type: ignore[arg-type]
         want = documented_key(spec, settings, messages, schema, salt="repeat:1")
         assert got == want
+
+
+def test_remembered_key_parts_follow_what_changes_in_place() -> None:
+    """The parts of a key that are the same for every call of a model are written once and remembered
+    per spec, schema and settings object; a schema or an extra_body changed in place is written anew."""
+    spec = SPECS["judge"]
+    schema: dict[str, object] = {"type": "object", "required": ["x"]}
+    settings = ModelSettings(temperature=0.5, extra_body={"seed": 1})
+    messages = [{"role": "user", "content": "hi"}]
+    first = request_key(spec, settings, messages, schema)
+    assert first == documented_key(spec, settings, messages, schema)
+    assert request_key(spec, settings, messages, schema) == first  # remembered: the same key
+    schema["required"] = ["y"]
+    second = request_key(spec, settings, messages, schema)
+    assert second != first and second == documented_key(spec, settings, messages, schema)
+    settings.extra_body["seed"] = 2
+    third = request_key(spec, settings, messages, schema)
+    assert third not in (first, second) and third == documented_key(spec, settings, messages, schema)
+    other = ModelSettings(temperature=0.7, extra_body={"seed": 2})  # another object: its own parts
+    assert request_key(spec, other, messages, schema) == documented_key(spec, other, messages, schema)
+    assert request_key(spec, other, messages, None) == documented_key(spec, other, messages, None)

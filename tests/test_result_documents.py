@@ -377,13 +377,13 @@ def test_a_stored_runs_score_reads_columns_never_its_graded_samples(
     view = RunView.open(store, "cols")
     expected = view.score_samples(view.graded_samples())  # the samples path: every text in memory
     assert expected.ungraded_samples == 3 and expected.stats["overall_score"].n_conversations == 4
-    columns = view.run_columns(page_size=3)
-    assert columns.prompt_ids == ["c1", "c2", "c3", "c4"] * 2
-    assert columns.completion_lengths == [len(f"answer to c{i} #0") for i in (1, 2, 3, 4)] + [
-        len(f"answer to c{i} #1") + 10 for i in (1, 2, 3)
-    ] + [0]  # the failed sample: no answer
-    assert len(columns.points) == len(columns.verdicts) == len(columns.criterion_tags) == 16
-    assert columns.criterion_tags[0] is columns.criterion_tags[2]  # one tuple per distinct tag list
+    pages = list(view.column_pages(page_size=3))  # a repeat's 4 conversations: pages of 3 and 1
+    assert [page.prompt_ids for page in pages] == [["c1", "c2", "c3"], ["c4"]] * 2
+    assert [length for page in pages for length in page.completion_lengths] == [
+        len(f"answer to c{i} #0") for i in (1, 2, 3, 4)
+    ] + [len(f"answer to c{i} #1") + 10 for i in (1, 2, 3)] + [0]  # the failed sample: no answer
+    assert [len(page.points) for page in pages] == [len(page.verdicts) for page in pages] == [6, 2, 6, 2]
+    assert pages[0].criterion_tags[0] is pages[0].criterion_tags[2]  # one tuple per distinct tag list
 
     def no_samples(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("the metrics built a GradedSample")
@@ -391,6 +391,10 @@ def test_a_stored_runs_score_reads_columns_never_its_graded_samples(
     monkeypatch.setattr("healthbench.results.views._graded", no_samples)
     _same_score(view.score(), expected)
     _same_score(healthbench.score_stored_run(store, view.record), expected)
+    # scored a page at a time: keys first seen on a later page, ungraded samples on some pages only
+    for page_size in (1, 3):
+        monkeypatch.setattr("healthbench.results.views.COLUMNS_PAGE_SIZE", page_size)
+        _same_score(view.score(), expected)
     store.close()
 
 

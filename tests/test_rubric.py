@@ -3,6 +3,7 @@ path (`batch_metrics`) against the readable specification (`scoring/reference.py
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections.abc import Callable
 
@@ -16,9 +17,11 @@ from healthbench.scoring.reference import conversation_scores, rubric_score, run
 from healthbench.scoring.rubric import (
     OVERALL,
     MetricTable,
+    RubricLayout,
     Verdict,
     batch_metrics,
     conversation_metrics,
+    joined_tables,
     length_adjusted,
 )
 from healthbench.scoring.stats import clipped_mean, columns_of
@@ -269,6 +272,35 @@ def test_a_batch_with_too_many_tag_cells_is_scored_in_parts(monkeypatch: pytest.
     conversations, verdicts = random_batch(14)
     assert_same_as_one_by_one(conversations, verdicts)
     assert batch_metrics(conversations, verdicts).graded is not None
+
+
+@pytest.mark.parametrize("cuts", [(0, 60), (7, 8, 31), (1, 59), (20, 20, 40)])
+def test_tables_of_consecutive_pages_join_into_the_whole_batchs(cuts: tuple[int, ...]) -> None:
+    conversations, verdicts = random_batch(3)
+    bounds = [0, *cuts, len(conversations)]
+    pages = [(conversations[a:b], verdicts[a:b]) for a, b in itertools.pairwise(bounds)]
+    whole, joined = batch_metrics(conversations, verdicts), joined_tables([batch_metrics(*p) for p in pages])
+    assert joined.per_conversation == whole.per_conversation and list(joined.columns) == list(whole.columns)
+    for key, column in whole.columns.items():  # keys first seen on a later page come in their place
+        assert np.array_equal(joined.columns[key].rows, column.rows), key
+        assert joined.columns[key].values.tobytes() == column.values.tobytes(), key
+    assert joined.ungraded_criteria == whole.ungraded_criteria > 0
+    assert whole.graded is not None and joined.graded is not None
+    assert np.array_equal(joined.graded, whole.graded)
+    without_dicts = []
+    for page_conversations, page_verdicts in pages:
+        layout = RubricLayout.of(page_conversations)
+        assert layout is not None
+        table = layout.metrics(page_verdicts, dicts=False)
+        assert table is not None
+        without_dicts.append(table)
+    assert joined_tables(without_dicts).per_conversation == []
+    assert list(joined_tables(without_dicts).columns) == list(whole.columns)
+    filled = [k for k, (page, _) in enumerate(pages) if page]  # (an empty page carries nothing)
+    if len(filled) > 1:
+        mixed = [batch_metrics(*pages[k]) if k == filled[0] else t for k, t in enumerate(without_dicts)]
+        with pytest.raises(ValueError, match="with and without their per-conversation dicts"):
+            joined_tables(mixed)
 
 
 @st.composite

@@ -305,6 +305,53 @@ def test_writes_are_idempotent_and_round_trip_json_and_booleans(store_target: st
     assert store.load_grades(run.id) == {("c1", 0, 2): grade}
 
 
+def test_rows_read_back_as_written_and_json_null_stays_json_null(store_target: str) -> None:
+    """Rows go to the driver as tuples with their JSON encoded by msgspec: what is read back equals what
+    was written (non-ASCII, escapes, None), and a None in a JSON column is JSON ``null`` text, as
+    SQLAlchemy's JSON type wrote it (rows written before read the same)."""
+    store = Store(store_target)
+    run = store.create_run("r", "eval", {"run": _run_cfg()}, [("c1", {})])
+    odd = 'Sé "q"\\ ✓ 中文 🩺\n\u2028 \x01'
+    messages = [{"role": "system", "content": odd}, {"role": "user", "content": "hi"}]
+    usage = {"input_tokens": 3, "output_tokens": 4}
+    written = [
+        SampleRow("c1", 0, usage, 0.25, True, None, odd, messages),
+        SampleRow("c1", 1, None, None, False, "boom", None, None),
+    ]
+    grade = GradeRow("c1", 0, usage, 1e-05, False, None, 3, GradeStatus.MET, odd, 2)
+    store.put(run.id, samples=written, grades=[grade], cache=[CacheEntry("k" * 64, "openai", "m", odd, None)])
+    assert store.load_samples(run.id) == {("c1", 0): written[0], ("c1", 1): written[1]}
+    assert store.load_grades(run.id) == {("c1", 0, 3): grade}
+    cached = store.cache_get("k" * 64)
+    assert cached is not None and (cached.text, cached.usage) == (odd, None)
+    with store.engine.connect() as conn:
+        stored = conn.execute(
+            text("SELECT messages IS NULL, usage IS NULL FROM samples WHERE repeat = 1")
+        ).one()
+        assert tuple(stored) == (False, False)  # JSON null, not SQL NULL
+    assert store.revision(run.id) == 1
+    store.set_run_result(run.id, "figures", "a" * 64, "{}")
+    store.set_run_result(run.id, "figures", "b" * 64, '{"x": NaN}')
+    assert store.run_result(run.id, "figures", "b" * 64) == '{"x": NaN}'
+
+
+def test_padded_cache_lookups_find_exactly_the_keys_held(store_target: str) -> None:
+    """A lookup's keys are padded to a power of two (the last key repeated): any number of keys finds
+    exactly those held, none twice."""
+    store = Store(store_target)
+    run = store.create_run("r", "eval", {"run": _run_cfg()}, [])
+    store.put(
+        run.id, cache=[CacheEntry(f"{i:064d}", "openai", "m", f"a{i}", {"n": i}) for i in range(0, 40, 2)]
+    )
+    for n in (1, 2, 3, 5, 8, 9, 17, 33):
+        asked = [f"{i:064d}" for i in range(n)]
+        found = store.cache_lookup(asked)
+        assert {k: (v.text, v.usage) for k, v in found.items()} == {
+            f"{i:064d}": (f"a{i}", {"n": i}) for i in range(0, n, 2)
+        }
+        assert store.cache_has(asked) == set(found)
+
+
 def test_cache_lookups_read_only_the_keys_asked_for_in_chunks(store_target: str) -> None:
     store = Store(store_target)
     run = store.create_run("r", "eval", {"run": _run_cfg()}, [])
@@ -346,6 +393,80 @@ def test_a_failed_group_commit_reaches_every_waiting_writer(store_target: str) -
     assert len(results) == 4 and all(isinstance(r, Exception) for r in results)
     assert len({id(r) for r in results}) == 1  # the same error, handed to each caller
     assert store.load_samples(run.id) == {}  # one transaction: nothing of the batch was written
+
+
+def test_group_commit_waits_while_rows_keep_coming_then_commits_them_together(tmp_path: Path) -> None:
+    """While rows keep coming (each within ``quiet`` of the last), a flush waits up to ``wait`` seconds
+    after the first, then commits everything queued in one transaction; each caller returns once its
+    rows are committed."""
+    store = Store(tmp_path / "s.db")
+    run = store.create_run("r", "eval", {"run": _run_cfg()}, [("c1", {})])
+    commits: list[float] = []
+    event.listen(store.engine, "commit", lambda conn: commits.append(time.perf_counter()))
+    returned: list[float] = []
+
+    async def put(writer: StoreWriter, repeat: int, after: float) -> None:
+        await asyncio.sleep(after)
+        await writer.put(Rows(samples=[_sample("ok", False, repeat=repeat)]))
+        returned.append(time.perf_counter())
+        assert ("c1", repeat) in store.load_samples(run.id)  # durable when put returns
+
+    async def main() -> float:
+        async with StoreWriter(store, run.id, quiet=0.2, wait=0.3, rows=100) as writer:
+            start = time.perf_counter()
+            await asyncio.gather(put(writer, 0, 0), put(writer, 1, 0.05), put(writer, 2, 0.1))
+        return start
+
+    start = asyncio.run(main())
+    assert len(commits) == 1 and len(returned) == 3
+    assert min(returned) - start >= 0.3  # the first rows waited for the others
+    assert sorted(store.load_samples(run.id)) == [("c1", 0), ("c1", 1), ("c1", 2)]
+
+
+def test_group_commit_does_not_wait_once_rows_stop_coming(tmp_path: Path) -> None:
+    """A lone call is committed ``quiet`` seconds after it was queued, not ``wait``: a run of few calls
+    at once is not slowed by the group commit."""
+    store = Store(tmp_path / "s.db")
+    run = store.create_run("r", "eval", {"run": _run_cfg()}, [("c1", {})])
+    commits: list[int] = []
+    event.listen(store.engine, "commit", lambda conn: commits.append(1))
+
+    async def main() -> float:
+        async with StoreWriter(store, run.id, quiet=0.01, wait=60, rows=100) as writer:
+            t0 = time.perf_counter()
+            for i in range(3):  # one after another: each is alone
+                await writer.put(Rows(samples=[_sample("ok", False, repeat=i)]))
+            return time.perf_counter() - t0
+
+    assert asyncio.run(main()) < 5 and len(commits) == 3
+    assert sorted(store.load_samples(run.id)) == [("c1", i) for i in range(3)]
+
+
+def test_group_commit_does_not_wait_once_enough_rows_are_queued(tmp_path: Path) -> None:
+    """Once ``rows`` rows are queued the flush is in the next loop iteration; the writer's exit
+    commits what is still queued (its timer cancelled)."""
+    store = Store(tmp_path / "s.db")
+    run = store.create_run("r", "eval", {"run": _run_cfg()}, [("c1", {})])
+    commits: list[int] = []
+    event.listen(store.engine, "commit", lambda conn: commits.append(1))
+
+    async def main() -> tuple[float, float]:
+        async with StoreWriter(store, run.id, quiet=60, wait=60, rows=2) as writer:
+            t0 = time.perf_counter()
+            await writer.put(Rows(samples=[_sample("ok", False, repeat=0), _sample("ok", False, repeat=1)]))
+            await asyncio.gather(
+                *(writer.put(Rows(samples=[_sample("ok", False, repeat=i)])) for i in (2, 3))
+            )
+            took = time.perf_counter() - t0
+            last = asyncio.create_task(writer.put(Rows(samples=[_sample("ok", False, repeat=4)])))
+            await asyncio.sleep(0.05)
+            assert not last.done()  # one row: waits for more (up to 60 s)
+        await last  # committed by the writer's exit
+        return took, time.perf_counter() - t0
+
+    took, total = asyncio.run(main())
+    assert took < 5 and total < 5 and len(commits) == 3
+    assert sorted(store.load_samples(run.id)) == [("c1", i) for i in range(5)]
 
 
 def test_group_commit_writes_every_batch(store_target: str) -> None:

@@ -6,6 +6,7 @@ provider writes (one request in, one `Completion` out, failures raised as `Provi
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
@@ -220,25 +221,56 @@ def request_key(
     messages, json_schema and salt. It is written here part by part in that key order (the same bytes):
     the messages, most of a request, by msgspec (which escapes every string as `json` does, ~15x
     faster; pinned for every code point by the tests), the parts that may hold floats by `json` (msgspec
-    writes exponents differently: ``1e16`` where `json` writes ``1e+16``)."""
+    writes exponents differently: ``1e16`` where `json` writes ``1e+16``); the parts that are the same
+    for every call of a model (spec, schema, settings) are written once and remembered."""
+    head, tail = _key_parts(spec, json_schema)
+    return hashlib.sha256(
+        b"".join((head, _canonical_messages(messages), tail, _msgspec_json.encode(salt), _key_end(settings)))
+    ).hexdigest()
+
+
+# The parts of `request_key` that are the same for every call of a model (spec, schema, settings),
+# written once per (spec, schema) and per settings object instead of per call; each entry keeps its
+# objects alive (so their ids stay theirs) and a copy of what could change in place (a schema's
+# contents, the settings' extra_body: the frozen models' other fields cannot), checked on every use.
+_PARTS_MEMO = 64  # entries kept before the memo starts over (a process uses a handful of models)
+_parts: dict[tuple[int, int], tuple[ModelSpec, Any, Any, tuple[bytes, bytes]]] = {}
+_ends: dict[int, tuple[ModelSettings, dict[str, Any], bytes]] = {}
+
+
+def _key_parts(spec: ModelSpec, json_schema: dict[str, Any] | None) -> tuple[bytes, bytes]:
+    """`request_key`'s bytes before the messages and from the messages to the salt."""
+    memo = _parts.get((id(spec), id(json_schema)))
+    if memo is not None and memo[0] is spec and memo[1] is json_schema and memo[2] == json_schema:
+        return memo[3]
     parts = (
-        b'{"base_url":',
-        _msgspec_json.encode(spec.url),
-        b',"json_schema":',
-        _canonical(json_schema),
-        b',"messages":',
-        _canonical_messages(messages),
-        b',"model":',
-        _msgspec_json.encode(spec.model),
-        b',"provider":',
-        _msgspec_json.encode(spec.provider),
-        b',"salt":',
-        _msgspec_json.encode(salt),
-        b',"settings":',
-        _canonical(settings.model_dump(mode="json", exclude={"timeout"})),
-        b"}",
+        b'{"base_url":'
+        + _msgspec_json.encode(spec.url)
+        + b',"json_schema":'
+        + _canonical(json_schema)
+        + b',"messages":',
+        b',"model":'
+        + _msgspec_json.encode(spec.model)
+        + b',"provider":'
+        + _msgspec_json.encode(spec.provider)
+        + b',"salt":',
     )
-    return hashlib.sha256(b"".join(parts)).hexdigest()
+    if len(_parts) >= _PARTS_MEMO:
+        _parts.clear()
+    _parts[(id(spec), id(json_schema))] = (spec, json_schema, copy.deepcopy(json_schema), parts)
+    return parts
+
+
+def _key_end(settings: ModelSettings) -> bytes:
+    """`request_key`'s bytes from the settings on."""
+    memo = _ends.get(id(settings))
+    if memo is not None and memo[0] is settings and memo[1] == settings.extra_body:
+        return memo[2]
+    end = b',"settings":' + _canonical(settings.model_dump(mode="json", exclude={"timeout"})) + b"}"
+    if len(_ends) >= _PARTS_MEMO:
+        _ends.clear()
+    _ends[id(settings)] = (settings, copy.deepcopy(settings.extra_body), end)
+    return end
 
 
 def _canonical(value: Any) -> bytes:

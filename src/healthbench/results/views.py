@@ -33,7 +33,7 @@ if TYPE_CHECKING:  # loaded on first use: listing runs (`healthbench runs`) need
 VERDICTS = {"met": Verdict.MET, "not_met": Verdict.NOT_MET, "ungraded": Verdict.UNGRADED}
 VERDICT_NAMES = {verdict: name for name, verdict in VERDICTS.items()}
 PAGE_SIZE = 500
-COLUMNS_PAGE_SIZE = 100  # `RunView.run_columns`: a smaller page, as fast, holds fewer parsed rows at once
+COLUMNS_PAGE_SIZE = 100  # `RunView.column_pages`: a smaller page, as fast, holds fewer parsed rows at once
 
 
 @dataclass(frozen=True)
@@ -158,9 +158,12 @@ class RunView:
         return [MetaEvalRecord.model_validate(r) for _, r in self.store.load_items(self.record.id)]
 
     def unanswered(self) -> tuple[int, int]:
-        """(conversations × repeats without an answer, conversations × repeats) of an eval run."""
-        expected = self.store.count_items(self.record.id) * int(self.record.config["run"].get("n_repeats", 1))
-        return expected - len(self.store.sample_progress(self.record.id)), expected
+        """(conversations × repeats without an answer, conversations × repeats) of an eval run, counted
+        by the store (no answer is read)."""
+        n_repeats = int(self.record.config["run"].get("n_repeats", 1))
+        progress = self.store.run_progress(self.record.id, n_repeats, None)
+        expected = progress.items * n_repeats
+        return expected - progress.samples_done, expected
 
     def n_rows(self) -> int:
         """(conversation, repeat) pairs: the rows of the row-scores document."""
@@ -226,26 +229,40 @@ class RunView:
         )
 
     def score(self, options: ScoringOptions | None = None) -> RunScore:
-        """The run's `RunScore` (the numbers of ``--metrics-out``), read a page at a time keeping only
-        what the numbers need (`RunColumns`), never every graded sample: the same numbers as
-        `score_samples` of `graded_samples`, which it falls back to for the unusual batches
+        """The run's `RunScore` (the numbers of ``--metrics-out``), computed a page at a time: each
+        page's conversations are scored from their columns (`RunColumns`: no texts, no graded
+        sample) and only their metric values are kept (`healthbench.scoring.rubric.joined_tables`),
+        so what scoring holds grows with the run by its per-sample values alone. The same numbers
+        as `score_samples` of `graded_samples`, which it falls back to for the unusual batches
         `healthbench.scoring.rubric.columns_metrics` leaves to `batch_metrics` (and for its errors)."""
+        from healthbench.scoring.rubric import joined_tables
         from healthbench.scoring.run_score import score_table
 
         options = options or self.scoring_options()
-        columns = self.run_columns()
-        table = columns.table()
-        if table is None:
-            return self.score_samples(self.graded_samples(), options)
-        return score_table(table, options, columns.completion_lengths, columns.prompt_ids)
+        tables: list[MetricTable] = []
+        lengths: array[int] = array("q")
+        prompt_ids: list[str] = []
+        for columns in self.column_pages():
+            table = columns.table()
+            if table is None:
+                return self.score_samples(self.graded_samples(), options)
+            tables.append(table)
+            lengths.extend(columns.completion_lengths)
+            prompt_ids.extend(columns.prompt_ids)
+        if not tables:
+            return self.score_samples([], options)
+        table = joined_tables(tables)
+        del tables  # the pages' own columns, not kept while the bootstrap runs
+        return score_table(table, options, lengths, prompt_ids)
 
-    def run_columns(self, page_size: int = COLUMNS_PAGE_SIZE) -> RunColumns:
-        """What the run's numbers need, per sample in `iter_samples` order, read a page at a time."""
-        columns = RunColumns()
-        for page in self._pages(page_size):
+    def column_pages(self, page_size: int | None = None) -> Iterator[RunColumns]:
+        """What the run's numbers need (`RunColumns`), a page of ``page_size`` conversations
+        (default `COLUMNS_PAGE_SIZE`) at a time, in `iter_samples` order."""
+        for page in self._pages(page_size or COLUMNS_PAGE_SIZE):
+            columns = RunColumns()
             for item_id, conversation, _, sample, verdicts in page:
                 columns.add(conversation, item_id, sample, verdicts)
-        return columns
+            yield columns
 
     def score_samples(
         self, samples: Sequence[GradedSample], options: ScoringOptions | None = None
@@ -276,10 +293,10 @@ class RunView:
 
 @dataclass
 class RunColumns:
-    """A stored run's samples as flat columns, what its numbers need and nothing more (no texts):
-    per sample its prompt id, number of criteria, answer length and example tags; per criterion
-    (samples' criteria one after another) its points, tags and verdict. Tag lists are kept once
-    per distinct list."""
+    """A page of a stored run's samples as flat columns, what its numbers need and nothing more (no
+    texts): per sample its prompt id, number of criteria, answer length and example tags; per
+    criterion (samples' criteria one after another) its points, tags and verdict. Tag lists are kept
+    once per distinct list."""
 
     prompt_ids: list[str] = field(default_factory=list)
     n_items: list[int] = field(default_factory=list)
@@ -320,7 +337,7 @@ class RunColumns:
             self.verdicts.extend((Verdict.UNGRADED,) * n)
 
     def table(self) -> MetricTable | None:
-        """`healthbench.scoring.rubric.columns_metrics` of these columns (None: see there)."""
+        """`healthbench.scoring.rubric.columns_metrics` of these columns (None: see there, or no sample)."""
         from healthbench.scoring.rubric import columns_metrics
 
         if not self.n_items:

@@ -38,6 +38,7 @@ __all__ = [
     "batch_metrics",
     "columns_metrics",
     "conversation_metrics",
+    "joined_tables",
     "key_members",
     "length_adjusted",
     "verdict_codes",
@@ -96,9 +97,11 @@ def batch_metrics(
         if len(conversations) == 1:
             raise ValueError(f"conversation {conversations[0].prompt_id} has too many distinct tags")
         half = len(conversations) // 2
-        return _joined(
-            batch_metrics(conversations[:half], verdicts[:half]),
-            batch_metrics(conversations[half:], verdicts[half:]),
+        return joined_tables(
+            [
+                batch_metrics(conversations[:half], verdicts[:half]),
+                batch_metrics(conversations[half:], verdicts[half:]),
+            ]
         )
     table = structure.table(criteria)
     if table is None:
@@ -159,16 +162,39 @@ def key_members(
     return members
 
 
-def _joined(first: MetricTable, second: MetricTable) -> MetricTable:
-    """The table of two consecutive parts of a batch."""
-    per_conversation = first.per_conversation + second.per_conversation
-    graded = [m is not None for m in per_conversation]
+def joined_tables(tables: Sequence[MetricTable]) -> MetricTable:
+    """The table of consecutive parts of a batch (their conversations one after another), the same
+    as the whole batch's: each conversation's values are its own (computed from its criteria
+    alone), a key's column is its parts' columns one after another (rows shifted by the graded
+    conversations before), and keys come in first-seen order. Every part has its per-conversation
+    dicts, or none has (`RubricLayout.metrics` without ``dicts``)."""
+    if len(tables) == 1:
+        return tables[0]
+    graded = [_graded_of(t) for t in tables]
+    with_dicts = [bool(t.per_conversation) for t, g in zip(tables, graded, strict=True) if g.size]
+    if any(with_dicts) and not all(with_dicts):
+        raise ValueError("cannot join tables with and without their per-conversation dicts")
+    parts: dict[str, tuple[list[npt.NDArray[np.intp]], list[npt.NDArray[np.float64]]]] = {}
+    offset = 0
+    for table, part_graded in zip(tables, graded, strict=True):
+        for key, column in table.columns.items():
+            rows, values = parts.setdefault(key, ([], []))
+            rows.append(column.rows + offset)
+            values.append(column.values)
+        offset += int(part_graded.sum())
     return MetricTable(
-        per_conversation,
-        columns_of([m for m in per_conversation if m is not None]),
-        first.ungraded_criteria + second.ungraded_criteria,
-        np.array(graded, dtype=bool),
+        [m for t in tables for m in t.per_conversation],
+        {key: Column(np.concatenate(rows), np.concatenate(values)) for key, (rows, values) in parts.items()},
+        sum(t.ungraded_criteria for t in tables),
+        np.concatenate(graded) if graded else np.zeros(0, dtype=bool),
     )
+
+
+def _graded_of(table: MetricTable) -> npt.NDArray[np.bool_]:
+    """Per conversation of ``table``, whether it is graded."""
+    if table.graded is not None:
+        return table.graded
+    return np.fromiter((m is not None for m in table.per_conversation), bool, len(table.per_conversation))
 
 
 @dataclass(frozen=True)

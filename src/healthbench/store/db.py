@@ -6,11 +6,13 @@ both. The tables are created and changed only by the named migrations of migrati
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Mapping, Sequence
+import operator
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from sqlalchemy import (
     JSON,
     Boolean,
@@ -23,10 +25,12 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    bindparam,
     create_engine,
     event,
+    select,
 )
-from sqlalchemy.engine import URL, Connection, ExceptionContext
+from sqlalchemy.engine import URL, Connection, Dialect, ExceptionContext
 from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, SQLAlchemyError
 
 from healthbench.errors import StoreError, StoreMissingError
@@ -212,21 +216,109 @@ def reason(exc: SQLAlchemyError) -> str:
     return hide_password(text[0]) if text else type(orig).__name__
 
 
-def upsert(
-    conn: Connection, table: Table, rows: Sequence[Mapping[str, Any]] | Iterable[Mapping[str, Any]]
-) -> None:
-    """Insert rows, replacing any row with the same primary key (work items are idempotent)."""
-    rows = list(rows)
+def upsert(conn: Connection, table: Table, rows: Sequence[tuple[Any, ...]]) -> None:
+    """Insert rows, replacing any row with the same primary key (work items are idempotent). Each row
+    is a tuple of ``table``'s columns in their order, JSON columns already encoded (`row_values`): the
+    dialect's compiled INSERT ... ON CONFLICT DO UPDATE is handed to the driver's ``executemany`` as
+    it is, with none of SQLAlchemy's per-row parameter processing (a run's group commit writes ~2 rows
+    per model call; that processing cost more than the database's own work)."""
     if not rows:
         return
-    conn.execute(upsert_statement(conn.dialect.name, table), rows)
+    sql, names = _upsert_sql(conn.dialect, table)
+    params: list[Any] = list(rows)
+    if names is not None:  # a driver of named parameters (psycopg)
+        params = [dict(zip(names, r, strict=True)) for r in rows]
+    conn.exec_driver_sql(sql, params)
+
+
+def row_values(table: Table, columns: Mapping[str, Any]) -> tuple[Any, ...]:
+    """A row of ``table`` as `upsert` takes it: its ``columns`` (by name) in the table's order, each
+    JSON column's value encoded as JSON text (by msgspec; None is JSON ``null``, as SQLAlchemy's JSON
+    type stores it)."""
+    pick, json_columns = _layout(table)
+    if json_columns:
+        columns = dict(columns)
+        for name in json_columns:
+            columns[name] = _json_text(columns[name])
+    return pick(columns)
+
+
+def _json_text(value: Any) -> str:
+    return msgspec.json.encode(value).decode()
+
+
+@functools.cache
+def _layout(table: Table) -> tuple[Callable[[Mapping[str, Any]], tuple[Any, ...]], tuple[str, ...]]:
+    """How `row_values` picks ``table``'s columns (a tuple: every table has several) and which are JSON."""
+    names = [c.name for c in table.columns]
+    assert len(names) > 1
+    return operator.itemgetter(*names), tuple(c.name for c in table.columns if isinstance(c.type, JSON))
+
+
+_upsert_sqls: dict[tuple[str, str, str], tuple[str, tuple[str, ...] | None]] = {}
+
+
+def _upsert_sql(dialect: Dialect, table: Table) -> tuple[str, tuple[str, ...] | None]:
+    """`upsert_statement` compiled for ``dialect`` (its SQL text, as the driver takes it), once per
+    dialect, driver and table; and the column names when the driver takes named parameters (None:
+    positional, in the table's column order)."""
+    key = (dialect.name, dialect.driver, table.name)
+    known = _upsert_sqls.get(key)
+    if known is None:
+        compiled = upsert_statement(dialect.name, table).compile(dialect=dialect)
+        names = tuple(c.name for c in table.columns)
+        if dialect.positional:
+            assert tuple(compiled.positiontup or ()) == names, "upsert parameters out of column order"
+        known = _upsert_sqls[key] = (str(compiled), None if dialect.positional else names)
+    return known
+
+
+def rows_with_keys(
+    conn: Connection, table: Table, columns: tuple[str, ...], key: str, keys: Sequence[str]
+) -> list[tuple[Any, ...]]:
+    """``columns`` of the rows of ``table`` whose column ``key`` is one of ``keys`` (a few hundred at
+    most): one ``IN (...)`` query, handed to the driver as compiled for a padded number of keys (the
+    next power of two; the last key repeated), so that a handful of statements serve every lookup and
+    none of SQLAlchemy's per-query work is done. A JSON column's value is as the driver gives it:
+    decode it with `json_value`."""
+    if not keys:
+        return []
+    size = 1 << (len(keys) - 1).bit_length()
+    sql, names = _keys_sql(conn.dialect, table, columns, key, size)
+    padded = [*keys, *[keys[-1]] * (size - len(keys))]
+    params: Any = tuple(padded) if names is None else dict(zip(names, padded, strict=True))
+    return [tuple(row) for row in conn.exec_driver_sql(sql, params)]
+
+
+def json_value(raw: Any) -> Any:
+    """A JSON column's value as read by `rows_with_keys`: the text SQLite gives, decoded (PostgreSQL's
+    driver gives it decoded already)."""
+    return msgspec.json.decode(raw) if isinstance(raw, str | bytes) else raw
+
+
+_keys_sqls: dict[tuple[Any, ...], tuple[str, tuple[str, ...] | None]] = {}
+
+
+def _keys_sql(
+    dialect: Dialect, table: Table, columns: tuple[str, ...], key: str, size: int
+) -> tuple[str, tuple[str, ...] | None]:
+    """`rows_with_keys`' query for ``size`` keys compiled for ``dialect`` (once), and the parameter
+    names when the driver takes named parameters (None: positional)."""
+    memo = (dialect.name, dialect.driver, table.name, columns, key, size)
+    known = _keys_sqls.get(memo)
+    if known is None:
+        names = tuple(f"k{i}" for i in range(size))
+        query = select(*(table.c[c] for c in columns)).where(table.c[key].in_([bindparam(n) for n in names]))
+        compiled = query.compile(dialect=dialect)
+        if dialect.positional:
+            assert tuple(compiled.positiontup or ()) == names, "lookup parameters out of order"
+        known = _keys_sqls[memo] = (str(compiled), None if dialect.positional else names)
+    return known
 
 
 @functools.cache
 def upsert_statement(dialect_name: str, table: Table) -> Any:
-    """The INSERT ... ON CONFLICT DO UPDATE of `upsert`, built once per dialect and table (an
-    immutable statement: a run's group commit writes the same three tables thousands of times, and
-    building it cost more than executing it)."""
+    """The INSERT ... ON CONFLICT DO UPDATE of `upsert`, built once per dialect and table."""
     # the dialect's own insert, imported when first written with: a store read (`healthbench runs`)
     # never loads PostgreSQL's dialect for a SQLite store
     if dialect_name == "postgresql":

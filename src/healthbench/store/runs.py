@@ -251,7 +251,7 @@ class Store:
     def set_run_result(self, run_id: int, name: str, key: str, body: str) -> None:
         """Remember (or replace) the run's result ``name``, computed from what ``key`` names."""
         with self.engine.begin() as conn:
-            upsert(conn, run_results, [{"run_id": run_id, "name": name, "key": key, "body": body}])
+            upsert(conn, run_results, [(run_id, name, key, body)])
 
     def load_items(self, run_id: int) -> list[tuple[str, dict[str, Any]]]:
         with self.engine.connect() as conn:
@@ -413,30 +413,24 @@ class Store:
     def cache_lookup(self, keys: Iterable[str]) -> dict[str, CachedCall]:
         """The call cache's answers to ``keys`` (those it holds), read ``CACHE_CHUNK`` keys per query:
         what a run reads of the cache is bounded by its own requests, never by the store's age."""
-        found: dict[str, CachedCall] = {}
-        wanted = list(dict.fromkeys(keys))
-        with self.engine.connect() as conn:
-            for start in range(0, len(wanted), CACHE_CHUNK):
-                chunk = wanted[start : start + CACHE_CHUNK]
-                rows = conn.execute(
-                    select(call_cache.c.key, call_cache.c.text, call_cache.c.usage).where(
-                        call_cache.c.key.in_(chunk)
-                    )
-                ).all()
-                found.update((row.key, CachedCall(row.text, row.usage)) for row in rows)
-        return found
+        return {
+            key: CachedCall(text, db.json_value(usage))
+            for key, text, usage in self._cache_rows(("key", "text", "usage"), keys)
+        }
 
     def cache_has(self, keys: Iterable[str]) -> set[str]:
         """Which of ``keys`` the call cache holds (keys only, ``CACHE_CHUNK`` per query)."""
+        return {key for (key,) in self._cache_rows(("key",), keys)}
+
+    def _cache_rows(self, columns: tuple[str, ...], keys: Iterable[str]) -> list[tuple[Any, ...]]:
         wanted = list(dict.fromkeys(keys))
-        held: set[str] = set()
+        rows: list[tuple[Any, ...]] = []
         with self.engine.connect() as conn:
             for start in range(0, len(wanted), CACHE_CHUNK):
-                chunk = wanted[start : start + CACHE_CHUNK]
-                held.update(
-                    conn.execute(select(call_cache.c.key).where(call_cache.c.key.in_(chunk))).scalars()
+                rows += db.rows_with_keys(
+                    conn, call_cache, columns, "key", wanted[start : start + CACHE_CHUNK]
                 )
-        return held
+        return rows
 
     def cache_get(self, key: str) -> CachedCall | None:
         return self.cache_lookup([key]).get(key)
@@ -452,13 +446,13 @@ class Store:
         """Write rows of run ``run_id`` (and call-cache entries) in one transaction; a row replaces the
         stored row with the same key (work items are idempotent)."""
         stamp = db.now()
-        sample_rows = [_columns(r, stamp, run_id) for r in samples]
-        grade_rows = [_columns(r, stamp, run_id) for r in grades]
+        sample_rows = [_values(db.samples, r, stamp, run_id) for r in samples]
+        grade_rows = [_values(db.grades, r, stamp, run_id) for r in grades]
         with self.engine.begin() as conn:  # a failure is a StoreError (see healthbench.store.db)
             for table, rows in (
                 (db.samples, sample_rows),
                 (db.grades, grade_rows),
-                (call_cache, [_columns(c, stamp) for c in cache]),
+                (call_cache, [_values(call_cache, c, stamp) for c in cache]),
             ):
                 upsert(conn, table, rows)
             if sample_rows or grade_rows:
@@ -499,10 +493,13 @@ def _touch(conn: Connection, run_id: int) -> None:
     conn.execute(_BUMP_REVISION, {"run_id": run_id})
 
 
-def _columns(row: CallRow | CacheEntry, stamp: str, run_id: int | None = None) -> dict[str, Any]:
-    """A typed row's columns, stamped (``asdict`` would deep-copy its usage and messages)."""
+def _values(
+    table: Table, row: CallRow | CacheEntry, stamp: str, run_id: int | None = None
+) -> tuple[Any, ...]:
+    """A typed row as `upsert` writes it into ``table``, stamped (``asdict`` would deep-copy its usage
+    and messages)."""
     columns = dict(vars(row))
     columns["created_at"] = stamp
     if run_id is not None:
         columns["run_id"] = run_id
-    return columns
+    return db.row_values(table, columns)
