@@ -12,7 +12,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import msgspec
 from sqlalchemy import (
     JSON,
     Boolean,
@@ -244,6 +243,8 @@ def row_values(table: Table, columns: Mapping[str, Any]) -> tuple[Any, ...]:
 
 
 def _json_text(value: Any) -> str:
+    import msgspec.json  # here: a store read (`healthbench runs`) need not load msgspec (~25 ms)
+
     return msgspec.json.encode(value).decode()
 
 
@@ -293,6 +294,8 @@ def rows_with_keys(
 def json_value(raw: Any) -> Any:
     """A JSON column's value as read by `rows_with_keys`: the text SQLite gives, decoded (PostgreSQL's
     driver gives it decoded already)."""
+    import msgspec.json  # (as in `_json_text`)
+
     return msgspec.json.decode(raw) if isinstance(raw, str | bytes) else raw
 
 
