@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import operator
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -223,11 +224,11 @@ def upsert(conn: Connection, table: Table, rows: Sequence[tuple[Any, ...]]) -> N
     per model call; that processing cost more than the database's own work)."""
     if not rows:
         return
-    sql, names = _upsert_sql(conn.dialect, table)
-    params: list[Any] = list(rows)
-    if names is not None:  # a driver of named parameters (psycopg)
-        params = [dict(zip(names, r, strict=True)) for r in rows]
-    conn.exec_driver_sql(sql, params)
+    statement = _driver_statement(
+        conn.dialect, ("upsert", table.name), lambda: _upsert(conn.dialect.name, table)
+    )
+    params: list[Any] = list(rows) if statement.names is None else [statement.params(r) for r in rows]
+    conn.exec_driver_sql(statement.sql, params)
 
 
 def row_values(table: Table, columns: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -256,24 +257,6 @@ def _layout(table: Table) -> tuple[Callable[[Mapping[str, Any]], tuple[Any, ...]
     return operator.itemgetter(*names), tuple(c.name for c in table.columns if isinstance(c.type, JSON))
 
 
-_upsert_sqls: dict[tuple[str, str, str], tuple[str, tuple[str, ...] | None]] = {}
-
-
-def _upsert_sql(dialect: Dialect, table: Table) -> tuple[str, tuple[str, ...] | None]:
-    """`upsert_statement` compiled for ``dialect`` (its SQL text, as the driver takes it), once per
-    dialect, driver and table; and the column names when the driver takes named parameters (None:
-    positional, in the table's column order)."""
-    key = (dialect.name, dialect.driver, table.name)
-    known = _upsert_sqls.get(key)
-    if known is None:
-        compiled = upsert_statement(dialect.name, table).compile(dialect=dialect)
-        names = tuple(c.name for c in table.columns)
-        if dialect.positional:
-            assert tuple(compiled.positiontup or ()) == names, "upsert parameters out of column order"
-        known = _upsert_sqls[key] = (str(compiled), None if dialect.positional else names)
-    return known
-
-
 def rows_with_keys(
     conn: Connection, table: Table, columns: tuple[str, ...], key: str, keys: Sequence[str]
 ) -> list[tuple[Any, ...]]:
@@ -285,10 +268,15 @@ def rows_with_keys(
     if not keys:
         return []
     size = 1 << (len(keys) - 1).bit_length()
-    sql, names = _keys_sql(conn.dialect, table, columns, key, size)
+
+    def query() -> tuple[Any, tuple[str, ...]]:
+        names = tuple(f"k{i}" for i in range(size))
+        chosen = table.c[key].in_([bindparam(n) for n in names])
+        return select(*(table.c[c] for c in columns)).where(chosen), names
+
+    statement = _driver_statement(conn.dialect, ("keys", table.name, columns, key, size), query)
     padded = [*keys, *[keys[-1]] * (size - len(keys))]
-    params: Any = tuple(padded) if names is None else dict(zip(names, padded, strict=True))
-    return [tuple(row) for row in conn.exec_driver_sql(sql, params)]
+    return [tuple(row) for row in conn.exec_driver_sql(statement.sql, statement.params(padded))]
 
 
 def json_value(raw: Any) -> Any:
@@ -299,29 +287,44 @@ def json_value(raw: Any) -> Any:
     return msgspec.json.decode(raw) if isinstance(raw, str | bytes) else raw
 
 
-_keys_sqls: dict[tuple[Any, ...], tuple[str, tuple[str, ...] | None]] = {}
+@dataclass(frozen=True)
+class _DriverStatement:
+    """A statement compiled for a dialect, as its driver takes it: the SQL text, and the parameter
+    names when the driver takes named parameters (psycopg; None: positional, in the names' order)."""
+
+    sql: str
+    names: tuple[str, ...] | None
+
+    def params(self, values: Sequence[Any]) -> Any:
+        """One execution's parameters: ``values`` in the names' order."""
+        return tuple(values) if self.names is None else dict(zip(self.names, values, strict=True))
 
 
-def _keys_sql(
-    dialect: Dialect, table: Table, columns: tuple[str, ...], key: str, size: int
-) -> tuple[str, tuple[str, ...] | None]:
-    """`rows_with_keys`' query for ``size`` keys compiled for ``dialect`` (once), and the parameter
-    names when the driver takes named parameters (None: positional)."""
-    memo = (dialect.name, dialect.driver, table.name, columns, key, size)
-    known = _keys_sqls.get(memo)
+_driver_statements: dict[tuple[Any, ...], _DriverStatement] = {}
+
+
+def _driver_statement(
+    dialect: Dialect, memo: tuple[Any, ...], build: Callable[[], tuple[Any, tuple[str, ...]]]
+) -> _DriverStatement:
+    """The statement ``build`` makes (with its parameters' names, in order), compiled for ``dialect``
+    once per dialect, driver and ``memo`` (what names the statement): what `upsert` and
+    `rows_with_keys` hand to the driver, with none of SQLAlchemy's per-execution work."""
+    full = (dialect.name, dialect.driver, *memo)
+    known = _driver_statements.get(full)
     if known is None:
-        names = tuple(f"k{i}" for i in range(size))
-        query = select(*(table.c[c] for c in columns)).where(table.c[key].in_([bindparam(n) for n in names]))
-        compiled = query.compile(dialect=dialect)
+        statement, names = build()
+        compiled = statement.compile(dialect=dialect)
         if dialect.positional:
-            assert tuple(compiled.positiontup or ()) == names, "lookup parameters out of order"
-        known = _keys_sqls[memo] = (str(compiled), None if dialect.positional else names)
+            assert tuple(compiled.positiontup or ()) == names, f"{memo[0]} parameters out of order"
+        known = _driver_statements[full] = _DriverStatement(
+            str(compiled), None if dialect.positional else names
+        )
     return known
 
 
-@functools.cache
-def upsert_statement(dialect_name: str, table: Table) -> Any:
-    """The INSERT ... ON CONFLICT DO UPDATE of `upsert`, built once per dialect and table."""
+def _upsert(dialect_name: str, table: Table) -> tuple[Any, tuple[str, ...]]:
+    """The INSERT ... ON CONFLICT DO UPDATE of `upsert` (compiled once, `_driver_statement`), and its
+    parameters: the table's columns in order."""
     # the dialect's own insert, imported when first written with: a store read (`healthbench runs`)
     # never loads PostgreSQL's dialect for a SQLite store
     if dialect_name == "postgresql":
@@ -331,4 +334,6 @@ def upsert_statement(dialect_name: str, table: Table) -> Any:
     insert = dialect.insert(table)
     keys = [c.name for c in table.primary_key.columns]
     update = {c.name: insert.excluded[c.name] for c in table.columns if c.name not in keys}
-    return insert.on_conflict_do_update(index_elements=keys, set_=update)
+    return insert.on_conflict_do_update(index_elements=keys, set_=update), tuple(
+        c.name for c in table.columns
+    )

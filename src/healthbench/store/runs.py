@@ -251,7 +251,8 @@ class Store:
     def set_run_result(self, run_id: int, name: str, key: str, body: str) -> None:
         """Remember (or replace) the run's result ``name``, computed from what ``key`` names."""
         with self.engine.begin() as conn:
-            upsert(conn, run_results, [(run_id, name, key, body)])
+            row = {"run_id": run_id, "name": name, "key": key, "body": body}
+            upsert(conn, run_results, [db.row_values(run_results, row)])
 
     def load_items(self, run_id: int) -> list[tuple[str, dict[str, Any]]]:
         with self.engine.connect() as conn:
