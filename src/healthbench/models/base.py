@@ -10,9 +10,9 @@ import copy
 import hashlib
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, cast, runtime_checkable
+from typing import Any, Literal, Protocol, TypeVar, cast, runtime_checkable
 
 from msgspec import json as _msgspec_json
 from pydantic import BaseModel, ConfigDict, Field
@@ -230,47 +230,62 @@ def request_key(
 
 
 # The parts of `request_key` that are the same for every call of a model (spec, schema, settings),
-# written once per (spec, schema) and per settings object instead of per call; each entry keeps its
-# objects alive (so their ids stay theirs) and a copy of what could change in place (a schema's
-# contents, the settings' extra_body: the frozen models' other fields cannot), checked on every use.
-_PARTS_MEMO = 64  # entries kept before the memo starts over (a process uses a handful of models)
-_parts: dict[tuple[int, int], tuple[ModelSpec, Any, Any, tuple[bytes, bytes]]] = {}
-_ends: dict[int, tuple[ModelSettings, dict[str, Any], bytes]] = {}
+# written once per (spec, schema) and per settings object instead of per call. Each entry keeps its
+# objects alive, so no other object can take their ids while it is kept, and a copy of what could
+# change in place (a schema's contents, the settings' extra_body: the frozen models' other fields
+# cannot), compared on every use.
+T = TypeVar("T")
+_PARTS_MEMO = 64  # entries kept before a memo starts over (a process uses a handful of models)
+_parts: dict[Any, tuple[Any, Any, Any]] = {}
+_ends: dict[Any, tuple[Any, Any, Any]] = {}
 
 
 def _key_parts(spec: ModelSpec, json_schema: dict[str, Any] | None) -> tuple[bytes, bytes]:
     """`request_key`'s bytes before the messages and from the messages to the salt."""
-    memo = _parts.get((id(spec), id(json_schema)))
-    if memo is not None and memo[0] is spec and memo[1] is json_schema and memo[2] == json_schema:
-        return memo[3]
-    parts = (
-        b'{"base_url":'
-        + _msgspec_json.encode(spec.url)
-        + b',"json_schema":'
-        + _canonical(json_schema)
-        + b',"messages":',
-        b',"model":'
-        + _msgspec_json.encode(spec.model)
-        + b',"provider":'
-        + _msgspec_json.encode(spec.provider)
-        + b',"salt":',
+    return _remembered(
+        _parts,
+        (id(spec), id(json_schema)),
+        (spec, json_schema),
+        json_schema,
+        lambda: (
+            b'{"base_url":'
+            + _msgspec_json.encode(spec.url)
+            + b',"json_schema":'
+            + _canonical(json_schema)
+            + b',"messages":',
+            b',"model":'
+            + _msgspec_json.encode(spec.model)
+            + b',"provider":'
+            + _msgspec_json.encode(spec.provider)
+            + b',"salt":',
+        ),
     )
-    if len(_parts) >= _PARTS_MEMO:
-        _parts.clear()
-    _parts[(id(spec), id(json_schema))] = (spec, json_schema, copy.deepcopy(json_schema), parts)
-    return parts
 
 
 def _key_end(settings: ModelSettings) -> bytes:
     """`request_key`'s bytes from the settings on."""
-    memo = _ends.get(id(settings))
-    if memo is not None and memo[0] is settings and memo[1] == settings.extra_body:
-        return memo[2]
-    end = b',"settings":' + _canonical(settings.model_dump(mode="json", exclude={"timeout"})) + b"}"
-    if len(_ends) >= _PARTS_MEMO:
-        _ends.clear()
-    _ends[id(settings)] = (settings, copy.deepcopy(settings.extra_body), end)
-    return end
+    return _remembered(
+        _ends,
+        id(settings),
+        settings,
+        settings.extra_body,
+        lambda: b',"settings":' + _canonical(settings.model_dump(mode="json", exclude={"timeout"})) + b"}",
+    )
+
+
+def _remembered(
+    memo: dict[Any, tuple[Any, Any, Any]], key: Any, owners: Any, contents: Any, build: Callable[[], T]
+) -> T:
+    """What ``build`` makes of ``owners`` (found by ``key``, their ids), remembered in ``memo`` while
+    ``contents`` (what could change in place) stays equal to the copy taken when it was built."""
+    known = memo.get(key)
+    if known is not None and known[1] == contents:
+        return cast(T, known[2])
+    value = build()
+    if len(memo) >= _PARTS_MEMO:
+        memo.clear()
+    memo[key] = (owners, copy.deepcopy(contents), value)
+    return value
 
 
 def _canonical(value: Any) -> bytes:
