@@ -102,12 +102,8 @@ _DECODERS: dict[type[Answer], msgspec.json.Decoder[Any]] = {
     Example: msgspec.json.Decoder(_File[Example]),
     Answer: msgspec.json.Decoder(_File[Answer]),
 }
-VERDICTS = {True: Verdict.MET, False: Verdict.NOT_MET, None: Verdict.UNGRADED}
-CODES = {
-    True: 0,
-    False: 1,
-    None: 2,
-}  # criteria_met -> verdict code (`healthbench.scoring.rubric.VERDICT_CODES`)
+VERDICTS = {True: Verdict.MET, False: Verdict.NOT_MET, None: Verdict.UNGRADED}  # criteria_met -> verdict
+CODES = {met: VERDICT_CODES.index(v) for met, v in VERDICTS.items()}  # criteria_met -> its verdict's code
 _ITEMS, _MET, _PROMPT, _COMPLETION, _USAGE, _CONTENT, _CRITERION = map(
     operator.attrgetter,
     ("rubric_items", "criteria_met", "prompt", "completion", "usage", "content", "criterion"),

@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import html as html_lib
 import json
-import operator
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -28,7 +27,6 @@ from healthbench.data.jsonl import Source
 from healthbench.data.schema import Conversation, Message, RubricItem
 from healthbench.data.shapes import Message as RawMessage
 from healthbench.results.allresults_columns import (
-    VERDICTS,
     AnswerColumns,
     Item,
     Triples,
@@ -36,7 +34,7 @@ from healthbench.results.allresults_columns import (
     texts,
 )
 from healthbench.results.metrics_out import write_json_atomic
-from healthbench.scoring.rubric import OVERALL
+from healthbench.scoring.rubric import OVERALL, VERDICT_CODES
 from healthbench.scoring.run_score import GradedSample, RunScore
 
 USAGE_KEYS = (
@@ -168,10 +166,11 @@ def load_allresults(
     # time); prompts one call per example, interned
     completions = texts([e.completion[0].content for e in examples])
     explanations = iter(_explanations([i.explanation for e in examples for i in e.rubric_items]))
+    verdicts = map(VERDICT_CODES.__getitem__, decoded.verdicts.tolist())  # (read by the one decode)
     usages = _usages([e.usage for e in examples])
     samples: list[GradedSample] = []
     repeats: dict[str, int] = {}
-    item_of, verdict_of = interned.item, VERDICTS.__getitem__
+    item_of = interned.item
     for example, completion, usage in zip(examples, completions, usages, strict=True):
         prompt_id, raw_items = example.prompt_id, example.rubric_items
         prompt = interned.prompt(example.prompt)
@@ -184,7 +183,7 @@ def load_allresults(
             GradedSample(
                 conversation=known,
                 completion=completion,
-                verdicts=tuple(map(verdict_of, map(_MET, raw_items))),
+                verdicts=tuple(islice(verdicts, len(raw_items))),
                 explanations=tuple(islice(explanations, len(raw_items))),
                 repeat=repeat,
                 prompt_messages=prompt,
@@ -192,9 +191,6 @@ def load_allresults(
             )
         )
     return AllResults(samples, decoded.score, decoded.metrics)
-
-
-_MET = operator.attrgetter("criteria_met")
 
 
 def dataset_rubrics(
