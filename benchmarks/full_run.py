@@ -39,6 +39,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +80,32 @@ def peak_mb() -> float:
     return int(line.split()[1]) / 1024
 
 
+def cpu_since(before: resource.struct_rusage) -> float:
+    """CPU seconds (user + system) this process spent since ``before``."""
+    now = resource.getrusage(resource.RUSAGE_SELF)
+    return now.ru_utime + now.ru_stime - before.ru_utime - before.ru_stime
+
+
+def enter_tree(src: str, settings: str) -> Callable[[], None]:
+    """Make ``src`` the healthbench this child imports (nothing of healthbench is imported before)
+    with ``settings`` (``cli``: `healthbench.process_settings` applied first); what it returns is
+    called once the child's imports are done (``cli``: `process_settings.settle`)."""
+    sys.path.insert(0, src)
+    if settings != "cli":
+        return lambda: None
+    from healthbench import process_settings
+
+    process_settings.apply()
+    return process_settings.settle
+
+
+def tree() -> str:
+    """The src tree of the healthbench this child imported."""
+    import healthbench
+
+    return str(Path(healthbench.__file__).resolve().parents[1])
+
+
 def client(
     src: str,
     url: str,
@@ -95,11 +122,7 @@ def client(
     overhead). ``settings``: ``default``, the interpreter's (a program calling the API), or ``cli``,
     the process settings every `healthbench` command applies (`healthbench.process_settings`: the
     collector's thresholds, and `gc.freeze` after the imports)."""
-    sys.path.insert(0, src)
-    if settings == "cli":
-        from healthbench import process_settings
-
-        process_settings.apply()
+    settle = enter_tree(src, settings)
     from healthbench.config import build_config
     from healthbench.executors.local import Engine
     from healthbench.results.run_results import score_stored_run
@@ -123,8 +146,7 @@ def client(
     }
     s = Store(store)
     cfg = build_config(layer)
-    if settings == "cli":
-        process_settings.settle()
+    settle()
     before = resource.getrusage(resource.RUSAGE_SELF)
     profiler = cProfile.Profile() if profile else None
     # CPU seconds and collections of the cyclic collector, per generation (a few µs per collection)
@@ -154,13 +176,10 @@ def client(
     wall = time.perf_counter() - t0
     gc.callbacks.remove(collector)
     sampler.stop()
-    usage, peak = resource.getrusage(resource.RUSAGE_SELF), peak_mb()
-    cpu = usage.ru_utime + usage.ru_stime - before.ru_utime - before.ru_stime
+    cpu, peak = cpu_since(before), peak_mb()
     metrics = score_stored_run(s, outcome.run).metrics()
-    import healthbench
-
     return {
-        "src": str(Path(healthbench.__file__).resolve().parents[1]),
+        "src": tree(),
         "wall": wall,
         "cpu": cpu,
         "calls": outcome.counters.tally.made,
@@ -175,7 +194,7 @@ def client(
 def setup_client(src: str, url: str, data: str, store: str, kind: str) -> dict[str, object]:
     """Only the run's set-up (``kind`` eval or meta-eval) in this process (the child), with the
     healthbench of ``src``."""
-    sys.path.insert(0, src)
+    enter_tree(src, "default")
     from healthbench.config import build_config
     from healthbench.runner.meta_eval import prepare_meta_eval
     from healthbench.runner.run import prepare_eval
@@ -193,15 +212,12 @@ def setup_client(src: str, url: str, data: str, store: str, kind: str) -> dict[s
     before, start = resource.getrusage(resource.RUSAGE_SELF), peak_mb()
     t0 = time.perf_counter()
     run = prepare(s, cfg, f"bench-{Path(data).stem}")
-    wall = time.perf_counter() - t0
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    import healthbench
-
+    wall, cpu = time.perf_counter() - t0, cpu_since(before)
     return {
-        "src": str(Path(healthbench.__file__).resolve().parents[1]),
+        "src": tree(),
         "items": len(s.load_items(run.id)),
         "wall": wall,
-        "cpu": usage.ru_utime + usage.ru_stime - before.ru_utime - before.ru_stime,
+        "cpu": cpu,
         "start_mb": start,
         "peak_mb": peak_mb(),
     }
@@ -212,18 +228,13 @@ def http_floor(src: str, url: str, calls: int, concurrency: int, settings: str) 
     ``src`` tree's one request path (`HttpClient.request`: the body's encoding, aiohttp, the answer's
     text), ``concurrency`` at once, to the same fake server, with nothing else: no engine, key,
     prompt, parsing or store."""
-    sys.path.insert(0, src)
-    if settings == "cli":
-        from healthbench import process_settings
-
-        process_settings.apply()
+    settle = enter_tree(src, settings)
     import asyncio
 
     from healthbench.models.transport import HttpClient
     from healthbench.runner.loop import run_async
 
-    if settings == "cli":
-        process_settings.settle()
+    settle()
     body = {"model": "bench-judge", "messages": [{"role": "user", "content": "question " * 350}]}
 
     async def main() -> float:
@@ -237,14 +248,11 @@ def http_floor(src: str, url: str, calls: int, concurrency: int, settings: str) 
         await asyncio.gather(*(one() for _ in range(concurrency)))  # the connections opened
         before = resource.getrusage(resource.RUSAGE_SELF)
         await asyncio.gather(*(one() for _ in range(calls)))
-        usage = resource.getrusage(resource.RUSAGE_SELF)
+        cpu = cpu_since(before)
         await client.aclose()
-        return usage.ru_utime + usage.ru_stime - before.ru_utime - before.ru_stime
+        return cpu
 
-    import healthbench
-
-    cpu = run_async(main())
-    return {"src": str(Path(healthbench.__file__).resolve().parents[1]), "cpu": cpu, "calls": calls}
+    return {"src": tree(), "cpu": run_async(main()), "calls": calls}
 
 
 def write_floor(src: str, store: str, calls: int, per_commit: int, settings: str) -> dict[str, object]:
@@ -252,17 +260,12 @@ def write_floor(src: str, store: str, calls: int, per_commit: int, settings: str
     3 KB judge-sized prompt) and its two rows (a grade and its call-cache entry, random sha256 keys
     as a run's) written into a new store ``per_commit`` calls per transaction through `Store.put_rows`
     (the group commit's write), with nothing else: no HTTP, engine, prompt rendering or parsing."""
-    sys.path.insert(0, src)
-    if settings == "cli":
-        from healthbench import process_settings
-
-        process_settings.apply()
+    settle = enter_tree(src, settings)
     from healthbench.models.base import ModelSettings, parse_model_spec, request_key
     from healthbench.store import Store
     from healthbench.store.runs import CacheEntry, GradeRow, Rows
 
-    if settings == "cli":
-        process_settings.settle()
+    settle()
     s = Store(store)
     items = [(f"{i:08x}", {"i": i}) for i in range(calls // 14 + 1)]
     run = s.create_run("floor", "eval", {}, items)
@@ -279,11 +282,7 @@ def write_floor(src: str, store: str, calls: int, per_commit: int, settings: str
             rows.grades.append(GradeRow(item, 0, usage, 0.0001, False, None, i % 14, "met", answer, 1))
             rows.cache.append(CacheEntry(key, spec.provider, spec.model, answer, usage))
         s.put_rows(run.id, rows)
-    usage_after = resource.getrusage(resource.RUSAGE_SELF)
-    import healthbench
-
-    cpu = usage_after.ru_utime + usage_after.ru_stime - before.ru_utime - before.ru_stime
-    return {"src": str(Path(healthbench.__file__).resolve().parents[1]), "cpu": cpu, "calls": calls}
+    return {"src": tree(), "cpu": cpu_since(before), "calls": calls}
 
 
 CHILDREN = {
