@@ -141,9 +141,10 @@ def analyze(
             columns_only=True,
             workers=read_workers or DEFAULT_READ_WORKERS,
         )
-    # the runs and dataset just read (~4 x 10^5 objects built with the collector off, no cycles) are
-    # kept out of every later collection: the first one would walk them all (~0.1 CPU-s)
-    settle()
+        # the runs and dataset just read (~4 x 10^5 objects built with the collector off, no cycles)
+        # are kept out of every later collection, before the collector is back: the first one (the
+        # first allocation after the block) would walk them all (~0.1 CPU-s for 5 files)
+        settle()
     result = run_analysis(runs, _bootstrap_options(seed, n_resamples))
     render_analysis(result, console)
     for path in write_analysis(result, out, parquet=parquet).values():
