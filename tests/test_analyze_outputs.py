@@ -21,6 +21,7 @@ from healthbench.analysis.inputs import LoadedRun, RunAnswers, load_inputs
 from healthbench.cli.app import app
 from healthbench.data.sources import join_datasets
 from healthbench.errors import DataError
+from healthbench.results import allresults_columns
 from healthbench.results.simple_evals import write_allresults
 from healthbench.scoring.run_score import ScoringOptions, score_run
 from healthbench.scoring.stats import BootstrapOptions
@@ -146,6 +147,40 @@ def test_the_cli_reads_in_workers_or_in_its_own_process_with_the_same_files(
         app, ["analyze", str(files[0]), "--out", str(tmp_path), "--read-workers", "0"]
     )
     assert refused.exit_code == 2 and "--read-workers" in refused.output
+
+
+def test_meanwhile_runs_once_while_the_workers_read_or_before_reading_here(
+    inputs: tuple[list[Path], Path],
+) -> None:
+    files, dataset = inputs
+    data = join_datasets([dataset], None)
+    for workers, forked in ((1, False), (2, True)):
+        seen: list[int] = []
+        runs = load_inputs(
+            files,
+            data=data,
+            columns_only=True,
+            workers=workers,
+            meanwhile=lambda seen=seen: seen.append(len(multiprocessing.active_children())),
+        )
+        assert len(runs) == 3 and len(seen) == 1 and (seen[0] == 2) is forked, (workers, seen)
+
+
+def test_the_default_readers_are_two_only_for_large_inputs_on_free_cores(
+    inputs: tuple[list[Path], Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    files, _ = inputs
+    size = sum(f.stat().st_size for f in files) / 1e6
+    monkeypatch.setattr(allresults_columns, "AUTO_READ_MB", size)  # (these files are small)
+    monkeypatch.setattr(allresults_columns.os, "sched_getaffinity", lambda _: {0, 1}, raising=False)
+    for load, expected in ((0.0, 2), (1.5, 2), (1.6, 1), (3.0, 1)):
+        monkeypatch.setattr(allresults_columns.os, "getloadavg", lambda load=load: (load, 0.0, 0.0))
+        assert allresults_columns.read_workers(files) == expected, load
+    monkeypatch.setattr(allresults_columns.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    assert allresults_columns.read_workers(files[:2]) == 1  # under AUTO_READ_MB together
+    assert allresults_columns.read_workers(files[:1]) == 1  # one file
+    monkeypatch.setattr(allresults_columns.os, "sched_getaffinity", lambda _: {0}, raising=False)
+    assert allresults_columns.read_workers(files) == 1  # one core
 
 
 @pytest.mark.parametrize("model", ["plain-model", 'a "quoted" model', "a\ttabbed model", "a\nbroken\rmodel"])

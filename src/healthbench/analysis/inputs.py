@@ -187,7 +187,8 @@ def load_inputs(
     model: str | None = None,
     run_id: str | None = None,
     columns_only: bool = False,
-    workers: int = DEFAULT_READ_WORKERS,
+    workers: int | None = DEFAULT_READ_WORKERS,
+    meanwhile: Callable[[], object] | None = None,
 ) -> list[LoadedRun]:
     """Every run named by ``inputs``, in order: an existing file is an ``_allresults.json``, an
     existing folder gives its ``*_allresults.json`` files (sorted), anything else is a stored run name
@@ -200,7 +201,9 @@ def load_inputs(
 
     With ``columns_only`` files are read as columns (`RunAnswers`; their samples are read again if
     ever used), one file per worker process (``workers`` at once; see
-    `healthbench.results.allresults_columns.read_answers_of_files`): what ``analyze`` needs.
+    `healthbench.results.allresults_columns.read_answers_of_files`; None: its `read_workers`): what
+    ``analyze`` needs. ``meanwhile`` is called once, while worker processes read the files (else
+    before they are read): ``analyze`` imports its tables' modules there.
     """
     entries: list[Path | Callable[[], LoadedRun]] = []  # a file, or a stored run's loader
     for spec in inputs:
@@ -208,8 +211,10 @@ def load_inputs(
     files = [e for e in entries if isinstance(e, Path)]
     interned = Interned()  # runs of the same conversations share them (their layout is read once)
     if columns_only:
-        read = _column_runs(files, data, data_sha256, allow_untagged, interned, workers)
+        read = _column_runs(files, data, data_sha256, allow_untagged, interned, workers, meanwhile)
     else:
+        if meanwhile is not None:
+            meanwhile()
         read = [
             load_file(f, data, data_sha256=data_sha256, allow_untagged=allow_untagged, interned=interned)
             for f in files
@@ -246,11 +251,14 @@ def _column_runs(
     data_sha256: str | None,
     allow_untagged: bool,
     interned: Interned,
-    workers: int,
+    workers: int | None,
+    meanwhile: Callable[[], object] | None,
 ) -> list[LoadedRun]:
     """The files' runs read as columns (`load_inputs`)."""
     rubric_of = dataset_rubrics(data, interned)
-    read = read_answers_of_files(files, rubric_of, allow_missing=allow_untagged, workers=workers)
+    read = read_answers_of_files(
+        files, rubric_of, allow_missing=allow_untagged, workers=workers, meanwhile=meanwhile
+    )
     return [
         column_run(
             path, answers, data, data_sha256=data_sha256, allow_untagged=allow_untagged, interned=interned

@@ -14,10 +14,12 @@ from healthbench.atomic import check_folder
 from healthbench.cli.app import app, console, handles_errors
 from healthbench.cli.gc_paused import gc_paused
 from healthbench.cli.options import ResamplesOpt, SeedOpt, StoreOpt, below_one
-from healthbench.defaults import DEFAULT_READ_WORKERS
+from healthbench.defaults import AUTO_READ_MB, AUTO_READ_WORKERS, DEFAULT_READ_WORKERS
 from healthbench.process_settings import settle
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from healthbench.analysis.compare import Comparison, GateDecision
     from healthbench.analysis.inputs import LoadedRun
     from healthbench.scoring.stats import BootstrapOptions
@@ -61,7 +63,8 @@ def _load(
     model: str | None = None,
     run_id: str | None = None,
     columns_only: bool = False,
-    workers: int = DEFAULT_READ_WORKERS,
+    workers: int | None = DEFAULT_READ_WORKERS,
+    meanwhile: Callable[[], object] | None = None,
 ) -> list[LoadedRun]:
     """Load the inputs; the store is opened (and loaded) only when an input is not a file or folder."""
     from healthbench.analysis.inputs import load_inputs, needs_store
@@ -84,7 +87,14 @@ def _load(
         run_id=run_id,
         columns_only=columns_only,
         workers=workers,
+        meanwhile=meanwhile,
     )
+
+
+def _import_tables() -> None:
+    """The modules `analyze` needs once its files are read (polars and the tables)."""
+    import healthbench.analysis.analyze
+    import healthbench.cli.analysis_view  # noqa: F401
 
 
 @app.command("analyze")
@@ -113,7 +123,8 @@ def analyze(
         typer.Option(
             "--read-workers",
             min=1,
-            help=f"Worker processes reading the files, one file each (default {DEFAULT_READ_WORKERS}; 1: none).",
+            help=f"Worker processes reading the files, one file each (1: none; default {AUTO_READ_WORKERS} "
+            f"for 2+ files of {AUTO_READ_MB:g} MB or more when the cores are free, else 1).",
             show_default=False,
         ),
     ] = None,
@@ -123,10 +134,6 @@ def analyze(
     Also the run-to-run spread per model, worst-at-k per conversation and the granular criterion
     table (TSV / CSV, or Parquet). Definitions: docs/analysis.md.
     """
-    from healthbench.analysis.analyze import analyze as run_analysis
-    from healthbench.analysis.analyze import write_analysis
-    from healthbench.cli.analysis_view import render_analysis
-
     check_folder("--out", out)
     with gc_paused():  # a short-lived process decoding ~10^5 acyclic objects per file (its readers too)
         runs = _load(
@@ -139,12 +146,17 @@ def analyze(
             model=model,
             run_id=run_id,
             columns_only=True,
-            workers=read_workers or DEFAULT_READ_WORKERS,
+            workers=read_workers if read_workers is not None else DEFAULT_READ_WORKERS,
+            meanwhile=_import_tables,  # (while worker processes read the files: ~0.1 s of wall)
         )
         # the runs and dataset just read (~4 x 10^5 objects built with the collector off, no cycles)
         # are kept out of every later collection, before the collector is back: the first one (the
         # first allocation after the block) would walk them all (~0.1 CPU-s for 5 files)
         settle()
+    from healthbench.analysis.analyze import analyze as run_analysis
+    from healthbench.analysis.analyze import write_analysis
+    from healthbench.cli.analysis_view import render_analysis
+
     result = run_analysis(runs, _bootstrap_options(seed, n_resamples))
     render_analysis(result, console)
     for path in write_analysis(result, out, parquet=parquet).values():

@@ -45,6 +45,7 @@ from healthbench.data.shapes import (
     prompt_problem,
     rubric_problem,
 )
+from healthbench.defaults import AUTO_READ_FREE_CORES, AUTO_READ_MB, AUTO_READ_WORKERS, DEFAULT_READ_WORKERS
 from healthbench.errors import DataError
 from healthbench.scoring.rubric import VERDICT_CODES, MetricTable, Verdict, columns_metrics
 
@@ -498,25 +499,49 @@ def read_answers_of_files(
     rubric_of: Callable[[str], Triples | None] | None = None,
     *,
     allow_missing: bool = False,
-    workers: int = 1,
+    workers: int | None = DEFAULT_READ_WORKERS,
+    meanwhile: Callable[[], object] | None = None,
 ) -> list[AnswerColumns]:
-    """`read_answers` of every file, in order: with ``workers`` > 1 (and several files, on a system
-    that forks) one file per worker process, the workers forked from this one (so they share
-    ``rubric_of``'s dataset without copying it, and the collector's state: a command that pauses it
-    pauses them) and gone when this returns; else here, one after another. The first bad file (in
-    order) raises its `DataError`."""
-    if workers <= 1 or len(paths) <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+    """`read_answers` of every file, in order: with ``workers`` > 1 (None: `read_workers`; and
+    several files, on a system that forks) one file per worker process, the workers forked from this
+    one (so they share ``rubric_of``'s dataset without copying it, and the collector's state: a
+    command that pauses it pauses them) and gone when this returns; else here, one after another.
+    ``meanwhile`` is called here once, while the workers read (e.g. the caller's imports of what
+    comes next), or before the files are read when none does. The first bad file (in order) raises
+    its `DataError`."""
+    count = read_workers(paths) if workers is None else workers
+    if count <= 1 or len(paths) <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+        if meanwhile is not None:
+            meanwhile()
         return [read_answers(p, rubric_of, allow_missing=allow_missing) for p in paths]
     pool = ProcessPoolExecutor(
-        min(workers, len(paths)),
+        min(count, len(paths)),
         mp_context=multiprocessing.get_context("fork"),
         initializer=_start_worker,
         initargs=(rubric_of, allow_missing),
     )
     try:
-        return list(pool.map(_read_in_worker, [str(p) for p in paths]))
+        read = pool.map(_read_in_worker, [str(p) for p in paths])  # (every worker is forked by now)
+        if meanwhile is not None:
+            meanwhile()
+        return list(read)
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def read_workers(paths: Sequence[str | os.PathLike[str]]) -> int:
+    """The reader processes `read_answers_of_files` uses by default (``healthbench.defaults``:
+    `AUTO_READ_WORKERS` for at least two files of `AUTO_READ_MB` MB or more together, when the
+    process may use that many cores and the 1-minute load average leaves `AUTO_READ_FREE_CORES` of
+    them idle; else 1)."""
+    if len(paths) < 2:
+        return 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    idle = cores - os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    if cores < AUTO_READ_WORKERS or idle < AUTO_READ_FREE_CORES:
+        return 1
+    size = sum(os.stat(p).st_size for p in paths) / 1e6
+    return AUTO_READ_WORKERS if size >= AUTO_READ_MB else 1
 
 
 _worker_setup: tuple[Callable[[str], Triples | None] | None, bool] = (None, False)  # (in a worker)
