@@ -13,12 +13,13 @@ dataset JSONL, then, side by side in each round, in fresh processes:
   notebook's tables (`benchmarks/analysis_tables.notebook_tables`: polars group-bys and 1,000
   ``np.random.choice`` resamples per (model, run, theme or axis));
 - ``healthbench analyze FILES --data DATASET --out DIR`` (every table, 1,000-resample CIs, files
-  written; the files read in its own process, `healthbench.defaults.DEFAULT_READ_WORKERS`), and
-  ``analyze, 2 readers``: the same with ``--read-workers 2`` (one file per worker process, two at
-  once);
+  written; the files read in its own process, ``--read-workers 1``), and ``analyze, 2 readers``: the
+  same with ``--read-workers 2`` (one file per worker process, two at once: what the default,
+  `healthbench.defaults.DEFAULT_READ_WORKERS`, picks for such inputs while a core is free);
 - with ``--baseline SRC`` (e.g. ``git archive main src | tar -x -C /tmp/base``, then
-  ``--baseline /tmp/base/src``), the same command run from that tree (``PYTHONPATH``): its seven
-  files must be byte for byte ours;
+  ``--baseline /tmp/base/src``), the same commands run from that tree (``PYTHONPATH``; ``baseline``
+  with ``--read-workers 1``, ``baseline, 2 readers`` with 2): its seven files must be byte for byte
+  ours;
 - ``decode floor``: this script with ``--decode``: the reader's decode and checks of the files alone
   (`healthbench.results.allresults_columns.decode_allresults`, every field decoded), and ``decode,
   2 procs``: the same decode, one file per process in two processes (its wall time is the floor of
@@ -199,7 +200,10 @@ def main(argv: list[str] | None = None) -> int:
         options = ["--out", str(out), "--n-resamples", str(args.resamples), "--seed", "0"]
         commands: dict[str, list[str]] = {
             "notebook": [python, __file__, *resamples, "--notebook", str(dataset), str(reference), *names],
-            "analyze": [python, "-m", "healthbench", "analyze", *names, "--data", str(dataset), *options],
+            "analyze": [
+                *(python, "-m", "healthbench", "analyze", *names, "--data", str(dataset), *options),
+                *("--read-workers", "1"),
+            ],
             "analyze, 2 readers": [
                 *(python, "-m", "healthbench", "analyze", *names, "--data", str(dataset), *options),
                 *("--read-workers", "2"),
@@ -216,8 +220,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.baseline:
             base_options = ["--out", str(base_out), *options[2:]]
             commands["baseline"] = [python, "-m", "healthbench", "analyze", *names, "--data", str(dataset)]
-            commands["baseline"] += base_options
+            commands["baseline"] += [*base_options, "--read-workers", "1"]
             envs["baseline"] = {**env, "PYTHONPATH": str(args.baseline.resolve())}
+            commands["baseline, 2 readers"] = [*commands["baseline"][:-1], "2"]
+            envs["baseline, 2 readers"] = envs["baseline"]
             commands["decode floor, baseline"] = [python, "-c", BASELINE_DECODE, *names]  # (that tree's src)
             envs["decode floor, baseline"] = envs["baseline"]
             cpu_of([python, "-c", "import healthbench.cli, polars, numpy, msgspec"], envs["baseline"])
@@ -245,6 +251,8 @@ def main(argv: list[str] | None = None) -> int:
         cpu_ratio = best["notebook"][0] / best["analyze"][0]
         wall_ratio = best["notebook"][1] / best["analyze"][1]
         print(f"analyze vs notebook: {cpu_ratio:.1f}x CPU, {wall_ratio:.1f}x wall (target 20x wall)")
+        two_readers = best["notebook"][1] / best["analyze, 2 readers"][1]
+        print(f"analyze, 2 readers vs notebook: {two_readers:.1f}x wall")
         if args.baseline:
             base = best["baseline"]
             print(
@@ -252,6 +260,9 @@ def main(argv: list[str] | None = None) -> int:
                 f"{best['notebook'][1] / base[1]:.1f}x wall; analyze vs baseline: "
                 f"{base[0] / best['analyze'][0]:.1f}x CPU, {base[1] / best['analyze'][1]:.1f}x wall"
             )
+            base2, ours2 = best["baseline, 2 readers"], best["analyze, 2 readers"]
+            ratios = f"{base2[0] / ours2[0]:.2f}x CPU, {base2[1] / ours2[1]:.2f}x wall"
+            print(f"2 readers, analyze vs baseline: {ratios}")
         floor = best["decode floor"][0]
         print(f"decode floor {floor:.2f} s CPU = {best['notebook'][0] / floor:.1f}x the notebook at most")
         bare, light = best["bare decode"][0], best["bare, no explanations"][0]
