@@ -23,9 +23,10 @@ from healthbench.errors import RunError, StoreMissingError, a_kind
 
 
 def dataset_label(dataset: dict[str, Any]) -> str:
-    """What `runs` shows of a run's data: the variant, or a local file's name and sha256."""
+    """What `runs` shows of a run's data: the variant, or a local file's name and the first 12 hex
+    digits of its sha256 (as git shortens a commit: enough to tell files apart, one table line)."""
     if dataset.get("source") == "local":
-        return f"{Path(str(dataset.get('path', '?'))).name} sha256:{dataset.get('sha256', '?')}"
+        return f"{Path(str(dataset.get('path', '?'))).name} sha256:{str(dataset.get('sha256', '?'))[:12]}"
     return str(dataset.get("variant", "?"))
 
 
