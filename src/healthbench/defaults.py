@@ -27,7 +27,7 @@ DEFAULT_READ_WORKERS = None  # worker processes reading analyze's files (1: none
 # `AUTO_READ_MB` MB or more together, the process may use that many cores, and the 1-minute load
 # average leaves `AUTO_READ_FREE_CORES` of them idle; else 1 (docs/analysis.md)
 AUTO_READ_WORKERS = 2
-AUTO_READ_MB = 50.0
+AUTO_READ_MB = 150.0
 AUTO_READ_FREE_CORES = 0.5
 DEFAULT_META_EVAL_VARIANT = "demo_meta_eval"  # the meta-eval dataset of `healthbench meta-eval`
 DEFAULT_SERVICE_WORKERS = 2  # jobs a service (or `Client.local`) process runs at once
