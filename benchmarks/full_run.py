@@ -98,7 +98,10 @@ def enter_tree(src: str, settings: str) -> Callable[[], None]:
     sys.path.insert(0, src)
     if settings != "cli":
         return lambda: None
-    from healthbench import process_settings
+    try:
+        from healthbench import process_settings
+    except ImportError:  # a tree from before the module's rename (the issue's own main, 1f3ec22)
+        from healthbench import cli_settings as process_settings  # type: ignore[no-redef]
 
     process_settings.apply()
     return process_settings.settle
@@ -129,7 +132,11 @@ def client(
     collector's thresholds, and `gc.freeze` after the imports)."""
     settle = enter_tree(src, settings)
     from healthbench.config import build_config
-    from healthbench.executors.local import Engine
+
+    try:
+        from healthbench.executors.local import Engine
+    except ImportError:  # a tree from before the engine moved to executors/ (the issue's own main)
+        from healthbench.runner.engine import Engine  # type: ignore[no-redef]
     from healthbench.results.run_results import score_stored_run
     from healthbench.runner.run import regrade, run_eval
     from healthbench.store import Store
