@@ -5,11 +5,13 @@ A synthetic HealthBench file (N conversations x C criteria; never the shared dat
 `healthbench fake-server --latency L` in its own process at ``--concurrency``; each run is a client
 process of its own (its peak RSS its own, `peak_mb`). "prior" runs start from a copy of a store
 that already holds one full run of another synthetic file (other prompts, so none of its call-cache
-keys is hit). "regrade": each side regrades a copy of a store holding a full run of the file (made by this
-tree) with another judge (every criterion asked anew, every answer read from the store). Every side must
-give the same metrics. Prints per side and store: calls, wall, client CPU ms per call, peak RSS after the
-run (and after scoring it from the store), and the plateau: the highest RSS sampled (every 50 ms) once the
-engine has started, until the run ends, i.e. the run's calls without its set-up.
+keys is hit). "regrade": each side regrades a copy of a store holding a full run of the file with
+another judge (every criterion asked anew, every answer read from the store). Each side's prior and
+regrade stores are made by its own tree (an older tree cannot open a store a newer one migrated).
+Every side must give the same metrics. Prints per side and store: calls, wall, client CPU ms per
+call, peak RSS after the run (and after scoring it from the store), and the plateau: the highest RSS
+sampled (every 50 ms) once the engine has started, until the run ends, i.e. the run's calls without
+its set-up.
 
     python benchmarks/full_run.py [--conversations 5000 [2500 ...]] [--criteria 14] [--concurrency 512]
         [--latency 0.2] [--baseline-src /tmp/NAME-base/src] [--stores empty prior regrade]
@@ -454,16 +456,24 @@ def measure(args: argparse.Namespace, conversations: int) -> None:
             f"({args.process_settings} process settings)"
         )
         with fake_server_process("--latency", str(args.latency)) as url:
-            prior = work / "prior.db"
-            if "prior" in args.stores:
-                t0 = time.perf_counter()
-                spawn("run", src=ROOT / "src", url=url, data=other, store=prior, concurrency=args.concurrency)
-                print(f"(prior store: one full run of another file, {time.perf_counter() - t0:.0f} s)")
-            source = work / "source.db"
-            if "regrade" in args.stores:
-                t0 = time.perf_counter()
-                spawn("run", src=ROOT / "src", url=url, data=data, store=source, concurrency=args.concurrency)
-                print(f"(regrade store: one full run of the file, {time.perf_counter() - t0:.0f} s)")
+            # each side's prior and regrade stores made by its own tree (an older tree cannot open a
+            # store that a newer one migrated)
+            made: dict[tuple[str, str], Path] = {}
+            for kind, what, file in (("prior", "another file", other), ("regrade", "the file", data)):
+                if kind in args.stores:
+                    for label, src in sides:
+                        made[label, kind] = work / f"{label.replace(' ', '-')}-{kind}-source.db"
+                        t0 = time.perf_counter()
+                        spawn(
+                            "run",
+                            src=src,
+                            url=url,
+                            data=file,
+                            store=made[label, kind],
+                            concurrency=args.concurrency,
+                        )
+                        took = time.perf_counter() - t0
+                        print(f"({kind} store of {label}: one full run of {what} by its tree, {took:.0f} s)")
             for label, src, kind, number in (
                 (label, src, kind, number)
                 for number in range(args.rounds)  # the sides alternate: a round's load hits both
@@ -472,7 +482,7 @@ def measure(args: argparse.Namespace, conversations: int) -> None:
             ):
                 store = work / f"{label.replace(' ', '-')}-{kind}-{number}.db"
                 if kind != "empty":
-                    shutil.copy(prior if kind == "prior" else source, store)
+                    shutil.copy(made[label, kind], store)
                 action = "regrade" if kind == "regrade" else "run"
                 profile = work / f"{label.replace(' ', '-')}-{kind}-{number}.prof" if args.profile else None
                 result = spawn(
