@@ -60,12 +60,11 @@ class RunAnswers:
     repeats: npt.NDArray[np.int64]
     verdicts: npt.NDArray[np.int8]
     n_items: npt.NDArray[np.intp]  # per answer, its number of criteria (its conversation's)
-    ids: list[str] | None = field(default=None, repr=False, compare=False)  # prompt_ids as read, if read
 
     @cached_property
     def prompt_ids(self) -> list[str]:
         """Per answer, its conversation's prompt_id."""
-        return self.ids if self.ids is not None else [c.prompt_id for c in self.conversations]
+        return [c.prompt_id for c in self.conversations]
 
     @classmethod
     def of(cls, samples: Sequence[GradedSample]) -> RunAnswers:
@@ -287,9 +286,7 @@ def column_run(
         dataset_variant=name.variant,
         dataset_sha256=data_sha256,
         reported=dict(answers.metrics),
-        columns=RunAnswers(
-            conversations, answers.repeats, answers.verdicts, answers.n_items, answers.prompt_ids
-        ),
+        columns=RunAnswers(conversations, answers.repeats, answers.verdicts, answers.n_items),
     )
 
 
