@@ -334,6 +334,5 @@ def _upsert(dialect_name: str, table: Table) -> tuple[Any, tuple[str, ...]]:
     insert = dialect.insert(table)
     keys = [c.name for c in table.primary_key.columns]
     update = {c.name: insert.excluded[c.name] for c in table.columns if c.name not in keys}
-    return insert.on_conflict_do_update(index_elements=keys, set_=update), tuple(
-        c.name for c in table.columns
-    )
+    columns = tuple(c.name for c in table.columns)
+    return insert.on_conflict_do_update(index_elements=keys, set_=update), columns
