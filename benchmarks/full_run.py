@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import gc
+import itertools
 import json
 import pstats
 import resource
@@ -474,12 +475,8 @@ def measure(args: argparse.Namespace, conversations: int) -> None:
                         )
                         took = time.perf_counter() - t0
                         print(f"({kind} store of {label}: one full run of {what} by its tree, {took:.0f} s)")
-            for label, src, kind, number in (
-                (label, src, kind, number)
-                for number in range(args.rounds)  # the sides alternate: a round's load hits both
-                for label, src in sides
-                for kind in args.stores
-            ):
+            # the sides alternate round by round: a round's load hits both
+            for number, (label, src), kind in itertools.product(range(args.rounds), sides, args.stores):
                 store = work / f"{label.replace(' ', '-')}-{kind}-{number}.db"
                 if kind != "empty":
                     shutil.copy(made[label, kind], store)
