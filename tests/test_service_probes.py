@@ -164,3 +164,20 @@ def test_configured_logging_writes_json_lines(monkeypatch: pytest.MonkeyPatch) -
     (line,) = stream.getvalue().splitlines()
     parsed = json.loads(line)
     assert (parsed["message"], parsed["job"], parsed["level"]) == ("key *** refused", "j1", "info")
+
+
+def test_the_worker_process_health_as_the_http_process_reads_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    from healthbench.service import jobs
+
+    shared = SimpleNamespace(value=b"")
+    assert jobs.read_health(shared).state == "starting"  # alive, nothing published yet
+    jobs.publish_health(shared, WorkerHealth(True, "cannot use the store x: " + "e" * 2000, 12.5))
+    read = jobs.read_health(shared)
+    assert (read.state, read.since, len(read.store_error or "")) == ("waiting for the store", 12.5, 300)
+    jobs.publish_health(shared, WorkerHealth(True))
+    assert jobs.read_health(shared).healthy
+    later = time.time() + jobs.HEALTH_STALE + 1
+    monkeypatch.setattr(jobs.time, "time", lambda: later)  # no word for longer than HEALTH_STALE
+    assert jobs.read_health(shared).state == "stopped"

@@ -24,11 +24,13 @@ OUTAGE_NOTE_EVERY = 30.0  # seconds between two log lines about requests refused
 @dataclass(frozen=True)
 class WorkerHealth:
     """The job workers' state: ``running`` (their thread or process is alive), and while they cannot
-    reach the store, that failure's one line (``store_error``) and since when (epoch seconds)."""
+    reach the store, that failure's one line (``store_error``) and since when (epoch seconds);
+    ``starting``: their process is alive but has not said so yet."""
 
     running: bool
     store_error: str | None = None
     since: float | None = None
+    starting: bool = False
 
     @property
     def healthy(self) -> bool:
@@ -37,9 +39,9 @@ class WorkerHealth:
 
     @property
     def state(self) -> str:
-        """One public word: running, waiting for the store, or stopped."""
+        """Public words: running, waiting for the store, starting or stopped."""
         if not self.running:
-            return "stopped"
+            return "starting" if self.starting else "stopped"
         return "running" if self.store_error is None else "waiting for the store"
 
 

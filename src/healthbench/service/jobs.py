@@ -582,15 +582,15 @@ def publish_health(shared: Any, health: WorkerHealth) -> None:
 def read_health(shared: Any) -> WorkerHealth:
     """What the worker process last published; not running if it said nothing for `HEALTH_STALE` s."""
     raw = shared.value
-    if not raw:
-        return WorkerHealth(False)
+    if not raw:  # not published yet: the process imports and opens the store first
+        return WorkerHealth(False, starting=True)
     try:
         state = json.loads(raw)
     except ValueError:
         return WorkerHealth(False)
     if time.time() - state["at"] > HEALTH_STALE:
         return WorkerHealth(False)
-    return WorkerHealth(state["running"], state["store_error"], state["since"])
+    return WorkerHealth(state["running"], state["store_error"], state["since"], state["starting"])
 
 
 class WorkerProcess:
