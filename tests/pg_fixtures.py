@@ -7,6 +7,9 @@ Fixtures:
 - ``store_target``: parametrized over both back ends: a SQLite file path, then a PostgreSQL URL.
   Take it instead of a path to run a test on both.
 
+A test that stops or restarts its server (`PgServer.stop`, `start`, `restart`) starts its own with
+`running_server`, so that the session's server stays up for the others.
+
 Debian's server binaries live in /usr/lib/postgresql/<version>/bin (not on PATH), and the server refuses
 to run as root: as root, every server command runs as the ``postgres`` user.
 """
@@ -53,6 +56,26 @@ def _version(path: str) -> float:
 class PgServer:
     socket_dir: Path
     user: str
+    data: Path | None = None  # the data folder (given by `running_server`: stop/start/restart)
+    options: str = ""
+
+    def _ctl(self, *args: str) -> None:
+        bindir = pg_bindir()
+        assert bindir is not None and self.data is not None
+        prefix = ["runuser", "-u", PG_USER, "--"] if os.geteuid() == 0 else []
+        command = [str(bindir / "pg_ctl"), "-D", str(self.data), "-l", str(self.socket_dir / "log")]
+        subprocess.run([*prefix, *command, *args], check=True, capture_output=True, timeout=120)
+
+    def stop(self) -> None:
+        """``pg_ctl stop -m fast``: every connection is closed, the server is gone until `start`."""
+        self._ctl("-m", "fast", "-w", "stop")
+
+    def start(self) -> None:
+        self._ctl("-o", self.options, "-w", "start")
+
+    def restart(self) -> None:
+        """``pg_ctl restart -m fast``: every connection is closed, the server answers again once done."""
+        self._ctl("-m", "fast", "-o", self.options, "-w", "restart")
 
     def url(self, database: str) -> str:
         return f"postgresql+psycopg://{self.user}@/{database}?host={self.socket_dir}&port={PG_PORT}"
@@ -99,7 +122,7 @@ def running_server() -> Iterator[PgServer]:
         run(str(bindir / "initdb"), "-D", str(data), "-A", "trust", "-U", user, "-E", "UTF8", "--no-sync")
         options = f"-k {root} -p {PG_PORT} -c listen_addresses='' -c fsync=off -c full_page_writes=off"
         run(str(bindir / "pg_ctl"), "-D", str(data), "-l", str(root / "log"), "-o", options, "-w", "start")
-        yield PgServer(root, user)
+        yield PgServer(root, user, data, options)
     finally:
         subprocess.run(
             [*prefix, str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"],

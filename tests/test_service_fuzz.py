@@ -30,6 +30,7 @@ import uvicorn
 from healthbench.data import sources
 from healthbench.service.app import PREFIX, create_app
 from healthbench.service.auth import create_token
+from healthbench.service.health import WorkerHealth
 from healthbench.service.operations import JobService
 from healthbench.service.schemas import JobCreate
 from healthbench.store.runs import Store
@@ -44,6 +45,14 @@ def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+class _Idle:
+    """Job workers as `/health/ready` sees them: running (none runs here, so that no job the fuzzer
+    creates ever runs; without workers the probe's documented 503 would be a finding)."""
+
+    def health(self) -> WorkerHealth:
+        return WorkerHealth(True)
 
 
 def _no_download(url: str, *_: Any, **__: Any) -> str:
@@ -69,7 +78,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
         service.create("default", JobCreate.model_validate({"name": "j1", "model": model, "judge": model}))
         port = _free_port()
         server = uvicorn.Server(
-            uvicorn.Config(create_app(service), host="127.0.0.1", port=port, log_level="warning")
+            uvicorn.Config(create_app(service, _Idle()), host="127.0.0.1", port=port, log_level="warning")
         )
         thread = threading.Thread(target=server.run, daemon=True)
         thread.start()

@@ -20,6 +20,7 @@ from healthbench.defaults import (
     DEFAULT_WORKSPACE_UPLOAD_MB,
 )
 from healthbench.service.jobs import WorkerSettings
+from healthbench.service.logs import LogFormat
 
 
 @app.command("serve")
@@ -84,6 +85,14 @@ def serve(
             "jobs run on the worker's own Ray).",
         ),
     ] = None,
+    log_format: Annotated[
+        LogFormat,
+        typer.Option(
+            "--log-format",
+            help="Log lines on stderr as text or as one JSON object each (with the job's workspace "
+            "and name on a job's lines; never a token or key).",
+        ),
+    ] = LogFormat.TEXT,
 ) -> None:
     """Run the job service: HealthBench jobs over HTTP (OpenAPI at /docs), workers in the background.
 
@@ -97,6 +106,7 @@ def serve(
     from healthbench.service.auth import BOOTSTRAP_TOKEN_ENV, bootstrap_token, first_token
     from healthbench.service.jobs import WorkerProcess
     from healthbench.service.limits import ServiceLimits
+    from healthbench.service.logs import configure_logging
     from healthbench.service.operations import JobService
     from healthbench.store.runs import Store
 
@@ -108,6 +118,7 @@ def serve(
         model_dirs=tuple(allow_model_dir or ()),
         ray_addresses=tuple(allow_ray_address or ()),
     )
+    configure_logging(log_format.value)
     service = JobService(Store(store), limits)
     if bootstrap_token(service.jobs):
         console.print(
@@ -122,9 +133,18 @@ def serve(
     # as for Ctrl-C, the KeyboardInterrupt ends `uvicorn.run` and WorkerProcess hands the running
     # jobs back (without it, SIGTERM's default action would end the process before that)
     signal.signal(signal.SIGTERM, signal.default_int_handler)
-    with WorkerProcess(store, settings):
+    # JSON lines: uvicorn's own lines go through the root handler too (log_config=None)
+    uvicorn_logs = {"log_config": None} if log_format == LogFormat.JSON else {}
+    with WorkerProcess(store, settings, log_format.value) as worker_process:
         console.print(Text(f"serving on http://{host}:{port} (OpenAPI at /docs)"))
-        uvicorn.run(create_app(service), host=host, port=port, log_level="warning", access_log=False)
+        uvicorn.run(
+            create_app(service, worker_process),
+            host=host,
+            port=port,
+            log_level="warning",
+            access_log=False,
+            **uvicorn_logs,  # type: ignore[arg-type]
+        )
 
 
 @app.command("new-token")

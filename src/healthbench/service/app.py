@@ -21,10 +21,12 @@ from starlette.background import BackgroundTask
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from healthbench.defaults import DEFAULT_PAGE_SIZE
+from healthbench.errors import StoreError
 from healthbench.service.auth import TokenCache
 from healthbench.service.console import REPORT_HEADERS, mount_console
 from healthbench.service.errors import ERROR_TYPES, ServiceError, validation_message
-from healthbench.service.guard import MB, RequestGuard, error_response
+from healthbench.service.guard import MB, RequestGuard, error_response, store_unavailable
+from healthbench.service.health import HealthSource, OutageNotes, readiness
 from healthbench.service.operations import JobService
 from healthbench.service.schemas import (
     MAX_PAGE,
@@ -42,7 +44,7 @@ from healthbench.service.schemas import (
 
 PREFIX = "/apis/evaluation/v2/workspaces/{workspace}/benchmark-jobs"
 DEFAULT_WORKSPACE = "default"
-ERROR_CODES = (401, 403, 404, 409, 411, 413, 422, 429)
+ERROR_CODES = (401, 403, 404, 409, 411, 413, 422, 429, 503)
 ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorBody, "description": ERROR_TYPES[code]} for code in ERROR_CODES
 }
@@ -70,7 +72,8 @@ Workspace = Annotated[str, PathParam(pattern=NAME_PATTERN, description="workspac
 Name = Annotated[str, PathParam(pattern=NAME_PATTERN, description="job name")]
 
 
-def create_app(service: JobService) -> FastAPI:
+def create_app(service: JobService, workers: HealthSource | None = None) -> FastAPI:
+    """The service's app; ``workers`` (the job workers serving its store) feed ``/health/ready``."""
     app = FastAPI(
         title="healthbench job service",
         description="HealthBench benchmark jobs in workspaces (NeMo Evaluator's paths and result shapes).",
@@ -92,13 +95,22 @@ def create_app(service: JobService) -> FastAPI:
             headers["Allow"] = ", ".join(methods)  # every method of the path (RFC 9110), not one route's
         return error_response(exc.status_code, str(exc.detail), headers=headers)
 
+    outages = OutageNotes()
+
+    @app.exception_handler(StoreError)
+    async def _store_down(_: Request, exc: StoreError) -> JSONResponse:
+        return store_unavailable(exc, outages)
+
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
         return error_response(500, f"internal error ({type(exc).__name__})")
 
     # the token is checked (and the body's size capped) before the body is read: see service/guard.py
     app.add_middleware(
-        RequestGuard, tokens=TokenCache(service.jobs), max_body=int(service.limits.max_upload_mb * MB)
+        RequestGuard,
+        tokens=TokenCache(service.jobs),
+        max_body=int(service.limits.max_upload_mb * MB),
+        notes=outages,
     )
 
     async def access(workspace: Workspace, authorization: Annotated[str | None, Header()] = None) -> str:
@@ -209,10 +221,32 @@ def create_app(service: JobService) -> FastAPI:
     async def health() -> dict[str, str]:  # no I/O: answered on the loop, no thread-pool hop
         return {"status": "ok"}
 
+    add_probes(app, service, workers, outages)
+
     app.include_router(router)
     app.include_router(pages)
     mount_console(app)
     return app
+
+
+def add_probes(app: FastAPI, service: JobService, workers: HealthSource | None, outages: OutageNotes) -> None:
+    """Kubernetes' probes, without a token: ``/health/live`` (the process answers) and
+    ``/health/ready`` (the store answers and the job workers run; else 503 saying which, in public
+    words: no store location, host or error text)."""
+    not_ready: dict[int | str, dict[str, Any]] = {
+        503: {"model": ErrorBody, "description": "unavailable: the store or the job workers"}
+    }
+
+    @app.get("/health/live", tags=["service"])
+    async def live() -> dict[str, str]:  # no I/O, as /health
+        return {"status": "ok"}
+
+    @app.get("/health/ready", tags=["service"], responses=not_ready)
+    def ready() -> JSONResponse:  # a store query: in the thread pool
+        state = readiness(service.jobs, workers, outages)
+        if not state.ready:
+            return error_response(503, f"not ready: {state.reason}")
+        return JSONResponse({"status": "ready", "store": state.store, "workers": state.workers})
 
 
 def _allowed_methods(app: FastAPI, request: Request) -> list[str]:

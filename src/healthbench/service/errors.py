@@ -19,6 +19,7 @@ ERROR_TYPES = {
     422: "invalid_request",
     429: "quota_exceeded",
     500: "internal_error",
+    503: "unavailable",
 }
 
 

@@ -16,13 +16,16 @@ from fastapi.responses import JSONResponse
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from healthbench.errors import StoreError
 from healthbench.service.auth import TokenCache, authorize
 from healthbench.service.console import CONSOLE_PATH
 from healthbench.service.errors import ERROR_TYPES, ServiceError
+from healthbench.service.health import STORE_RETRY_AFTER, OutageNotes
 from healthbench.service.schemas import NAME_PATTERN, ErrorBody
 
 WORKSPACES = "/apis/evaluation/v2/workspaces/"
 PUBLIC = frozenset({"/health", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"})
+PROBES = frozenset({"/health/live", "/health/ready"})  # Kubernetes sends no token (service/health.py)
 MB = 1_000_000
 
 
@@ -36,6 +39,14 @@ def error_response(
     return JSONResponse(body.model_dump(), status_code=status, headers=headers)
 
 
+def store_unavailable(exc: StoreError, notes: OutageNotes) -> JSONResponse:
+    """A request the store's outage stopped: 503 with ``Retry-After``, in public words (the store's
+    own line goes to the log, `notes`)."""
+    notes.note(exc)
+    message = "the store does not answer; try again shortly"
+    return error_response(503, message, headers={"Retry-After": str(STORE_RETRY_AFTER)})
+
+
 class _TooLarge(Exception):
     """The body went past the cap while it was read."""
 
@@ -45,8 +56,11 @@ class RequestGuard:
     request), 411 for a body without ``Content-Length``, 413 for one declared or found larger than
     ``max_body`` bytes (counted chunk by chunk, so at most ``max_body`` bytes are ever held)."""
 
-    def __init__(self, app: ASGIApp, tokens: TokenCache, max_body: int) -> None:
+    def __init__(
+        self, app: ASGIApp, tokens: TokenCache, max_body: int, notes: OutageNotes | None = None
+    ) -> None:
         self.app, self.tokens, self.max_body = app, tokens, max_body
+        self.notes = notes or OutageNotes()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -56,6 +70,9 @@ class RequestGuard:
             self._check_headers(scope)
         except ServiceError as exc:
             await error_response(exc.status, exc.message, exc.type)(scope, receive, send)
+            return
+        except StoreError as exc:  # the token could not be looked up
+            await store_unavailable(exc, self.notes)(scope, receive, send)
             return
         received = 0
         overflow = started = False
@@ -88,7 +105,8 @@ class RequestGuard:
     def _check_headers(self, scope: Scope) -> None:
         headers = Headers(scope=scope)
         path: str = scope["path"]
-        if path not in PUBLIC and path != CONSOLE_PATH and not path.startswith(f"{CONSOLE_PATH}/"):
+        public = path in PUBLIC or path in PROBES
+        if not public and path != CONSOLE_PATH and not path.startswith(f"{CONSOLE_PATH}/"):
             # the console's static files are public: the person signs in on the page itself
             workspace: Any = None
             raw = scope.get("raw_path") or path.encode()

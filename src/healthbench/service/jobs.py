@@ -6,6 +6,12 @@ there owns one asyncio loop on which every job of this process runs as a task, s
 running at once share one connection budget per endpoint (one `ConnectionPool`). Jobs are claimed
 from the store with a lease that the worker renews; a job whose lease ran out (its process died,
 even by ``kill -9``) is claimed again and the engine resumes it from the store.
+
+A store outage (PostgreSQL restarted or stopped, a SQLite file that cannot be written) never ends
+the workers: claims are retried with a growing pause (`STORE_RETRY_MAX` at most), a job whose store
+calls failed is handed back as pending once the store answers again (and claimed again, the engine
+resuming its run from what was committed), and `JobWorkers.health` says the workers wait for the
+store meanwhile (what ``/health/ready`` reports). The outage's start and end are one log line each.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import json
 import logging
 import multiprocessing
 import os
@@ -23,7 +30,10 @@ import sys
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from sqlalchemy.exc import SQLAlchemyError
 
 from healthbench.config import HOW_FIELDS, RunConfig
 from healthbench.defaults import (
@@ -32,13 +42,15 @@ from healthbench.defaults import (
     DEFAULT_SERVICE_CONNECTIONS,
     DEFAULT_SERVICE_WORKERS,
 )
-from healthbench.errors import HealthBenchError, ModelError, RunBusyError
+from healthbench.errors import HealthBenchError, ModelError, RunBusyError, StoreError
 from healthbench.executors.progress import RunCounters, plain_line, resumed_note
 from healthbench.executors.ray import join_ray, leave_ray
 from healthbench.models.limits import ConnectionLimits, ConnectionPool
 from healthbench.runner.meta_eval import META_EVAL
 from healthbench.runner.run import EVAL, cancel_batches, execute, prepare_regrade
 from healthbench.runner.work import samples_answers
+from healthbench.service.health import WorkerHealth
+from healthbench.service.logs import configure_logging, job_context
 from healthbench.service.offline import METRICS, label_metrics, run_import
 from healthbench.service.operations import job_body, job_config, regrade_job_config
 from healthbench.service.schemas import StatusDetails
@@ -49,6 +61,10 @@ from healthbench.store.runs import RunRecord, Store
 
 LOG = logging.getLogger("healthbench.service")
 POLL = 0.25  # seconds between looks for new jobs and for cancellations
+STORE_RETRY_MAX = 5.0  # seconds between two tries at most while the store does not answer
+STORE_FAILURES = (StoreError, SQLAlchemyError)
+HEALTH_STALE = 10.0  # seconds after which the worker process's last word on its health is not believed
+SHARED_HEALTH_BYTES = 1024
 PR_SET_PDEATHSIG = 1  # prctl options (linux/prctl.h)
 PR_SET_CHILD_SUBREAPER = 36
 END_GRACE = 1.0  # seconds a leftover process gets between SIGTERM and SIGKILL
@@ -110,6 +126,7 @@ class StatusSink:
         if not self._noted and (note := resumed_note(counters)) is not None:
             self._noted = True
             self._jobs.log(self._job_id, note)
+            LOG.info(note)
         if now - self._last >= self._interval:
             self._last = now
             self.flush()
@@ -129,7 +146,9 @@ class StatusSink:
     def log_line(self) -> None:
         if self.latest is not None:
             self._last_line = time.monotonic()
-            self._jobs.log(self._job_id, plain_line(self.latest, self._label))
+            line = plain_line(self.latest, self._label)
+            self._jobs.log(self._job_id, line)
+            LOG.info(line)
 
 
 class JobWorkers:
@@ -148,6 +167,8 @@ class JobWorkers:
         self._thread: threading.Thread | None = None
         self._ray_lock = threading.Lock()  # jobs on Ray share this process's one Ray connection
         self._ray_started = False
+        self._store_error: str | None = None  # during a store outage: its one line
+        self._outage_since: float | None = None
 
     def __enter__(self) -> JobWorkers:
         self.start()
@@ -171,6 +192,35 @@ class JobWorkers:
             leave_ray()
             self._ray_started = False
 
+    def health(self) -> WorkerHealth:
+        """Whether the workers run, and the store failure they wait out, if any."""
+        running = self._thread is not None and self._thread.is_alive() and not self._stopping.is_set()
+        return WorkerHealth(running, self._store_error, self._outage_since)
+
+    @property
+    def healthy(self) -> bool:
+        """Running and reaching the store (`health`)."""
+        return self.health().healthy
+
+    def _store_failed(self, exc: Exception) -> None:
+        """A store call failed: the outage's first failure is logged (one line), the rest counted."""
+        if self._store_error is None:
+            self._outage_since = time.time()
+            LOG.warning("the store does not answer (%s): running jobs are handed back, new jobs wait", exc)
+        self._store_error = str(exc)
+
+    def _store_answered(self) -> None:
+        if self._store_error is not None:
+            took = time.time() - (self._outage_since or time.time())
+            self._store_error = self._outage_since = None
+            LOG.warning("the store answers again after %.0f s: jobs are claimed again", took)
+
+    async def _pause(self, seconds: float) -> None:
+        """Sleep ``seconds``, ending early when the workers are stopped."""
+        deadline = time.monotonic() + seconds
+        while not self._stopping.is_set() and time.monotonic() < deadline:
+            await asyncio.sleep(min(POLL, deadline - time.monotonic()))
+
     @property
     def ray_started(self) -> bool:
         """Whether this process started (and will stop) a Ray connection."""
@@ -184,9 +234,20 @@ class JobWorkers:
     async def _main(self) -> None:
         pool = ConnectionPool(ConnectionLimits(max_connections=self.settings.connections))
         running: set[asyncio.Task[None]] = set()
+        retry = POLL
         while not self._stopping.is_set():
             if len(running) < self.settings.workers:
-                job = await asyncio.to_thread(self.jobs.claim, self.owner, time.time(), self.settings.lease)
+                try:
+                    job = await asyncio.to_thread(
+                        self.jobs.claim, self.owner, time.time(), self.settings.lease
+                    )
+                except STORE_FAILURES as exc:
+                    self._store_failed(exc)
+                    await self._pause(retry)
+                    retry = min(2 * retry, STORE_RETRY_MAX)
+                    continue
+                self._store_answered()
+                retry = POLL
                 if job is not None:
                     task = asyncio.create_task(self._run(job, pool))
                     running.add(task)
@@ -198,10 +259,42 @@ class JobWorkers:
         await asyncio.gather(*running, return_exceptions=True)
 
     async def _run(self, job: JobRecord, pool: ConnectionPool) -> None:
+        """One session of a job, its log lines marked with it; a store failure hands it back."""
+        with job_context(job.workspace, job.name):
+            try:
+                await self._session(job, pool)
+            except STORE_FAILURES as exc:
+                self._store_failed(exc)
+                await self._hand_back(job)
+
+    async def _hand_back(self, job: JobRecord) -> None:
+        """Once the store answers again, give the job back (pending: claimed again and resumed from
+        its stored run; cancelling: cancelled). If the workers stop first, its lease runs out."""
+        retry = POLL
+        while not self._stopping.is_set():
+            try:
+                status = await asyncio.to_thread(self.jobs.hand_back, job.id, self.owner)
+                if status is not None:
+                    message = "the store did not answer; job handed back"
+                    self._event(job, message if status == "pending" else "job cancelled")
+            except STORE_FAILURES as exc:
+                self._store_failed(exc)
+                await self._pause(retry)
+                retry = min(2 * retry, STORE_RETRY_MAX)
+                continue
+            self._store_answered()
+            return
+
+    def _event(self, job: JobRecord, message: str) -> None:
+        """A line of the job's log, also in the service's log."""
+        self.jobs.log(job.id, message)
+        LOG.info(message)
+
+    async def _session(self, job: JobRecord, pool: ConnectionPool) -> None:
         if job.status == "cancelling":  # cancelled while its worker was gone
             self._cancelled(job)
             return
-        self.jobs.log(job.id, f"job started by {self.owner}")
+        self._event(job, f"job started by {self.owner}")
         work = asyncio.current_task()
         assert work is not None
         watch = asyncio.create_task(self._heartbeat(job, work))
@@ -210,27 +303,33 @@ class JobWorkers:
         try:
             await self._execute_when_free(job, pool, sink)
         except asyncio.CancelledError:
+            if _taken_over(watch):  # its lease ran out and another worker has it: nothing is ours
+                LOG.warning("job taken over by another worker; this session stopped")
+                return
             sink.flush()
             if self._stopping.is_set():  # service shutting down: another start picks it up
                 self.jobs.set_status(job.id, "pending", expect=("active",))
                 self.jobs.set_status(job.id, "cancelled", expect=("cancelling",))
-                self.jobs.log(job.id, "service stopped; job handed back")
+                self._event(job, "service stopped; job handed back")
             else:
                 await self._cancel_batches(job)
                 self._cancelled(job)
             return
+        except STORE_FAILURES:
+            raise  # not the job's fault: handed back by `_run`
         except ModelError as exc:  # the endpoint's own words go to the operator's log only
-            LOG.warning("job %s/%s: %s", job.workspace, job.name, exc)
+            LOG.warning("model call failed for good: %s", exc)
             self._fail(job, model_failure(exc))
         except HealthBenchError as exc:
             uploads = await asyncio.to_thread(self.jobs.uploads, job.id)
             self._fail(job, public_message(str(exc), self.folder, self.store.url, uploads))
         except Exception as exc:  # a job must never take the worker down
+            LOG.error("internal error", exc_info=True)
             self._fail(job, f"internal error ({type(exc).__name__})")
         else:
             sink.flush()
             if self.jobs.set_status(job.id, "completed", expect=("active",)):
-                self.jobs.log(job.id, "job completed")
+                self._event(job, "job completed")
             else:  # cancel arrived after the last call: the work is done but the user asked to stop
                 self._cancelled(job)
         finally:
@@ -238,7 +337,7 @@ class JobWorkers:
 
     def _cancelled(self, job: JobRecord) -> None:
         """End a cancelled job: its log line first, so whoever sees the status sees the line too."""
-        self.jobs.log(job.id, "job cancelled")
+        self._event(job, "job cancelled")
         self.jobs.set_status(job.id, "cancelled")
 
     async def _execute_when_free(self, job: JobRecord, pool: ConnectionPool, sink: StatusSink) -> None:
@@ -246,6 +345,7 @@ class JobWorkers:
         its service lets go of the run when its pid ends, or at most `LEASE_TTL` after its last
         heartbeat): such a job is retried, not failed."""
         deadline = time.monotonic() + LEASE_TTL + 5 * POLL
+        said = False
         while True:
             try:
                 await self._execute(job, pool, sink)
@@ -253,7 +353,9 @@ class JobWorkers:
             except RunBusyError as exc:
                 if time.monotonic() > deadline:
                     raise
-                self.jobs.log(job.id, f"waiting: {exc}")
+                if not said:  # once: the line names the holder and how long it may take
+                    said = True
+                    self._event(job, f"waiting: {exc}")
                 await asyncio.sleep(4 * POLL)
 
     async def _cancel_batches(self, job: JobRecord) -> None:
@@ -268,7 +370,7 @@ class JobWorkers:
 
     def _fail(self, job: JobRecord, message: str) -> None:
         self.jobs.set_status(job.id, "error", error=message)
-        self.jobs.log(job.id, f"job failed: {message}")
+        self._event(job, f"job failed: {message}")
 
     async def _execute(self, job: JobRecord, pool: ConnectionPool, sink: StatusSink) -> None:
         uploads = await asyncio.to_thread(self.jobs.uploads, job.id)
@@ -325,26 +427,35 @@ class JobWorkers:
             self.jobs.set_result(job.id, METRICS, label_metrics(body))
             self.jobs.set_details(job.id, StatusDetails(progress=100.0).model_dump())
 
-    async def _heartbeat(self, job: JobRecord, work: asyncio.Task[None]) -> None:
-        """Renew the lease; cancel the job's task when it is cancelled or no longer ours."""
+    async def _heartbeat(self, job: JobRecord, work: asyncio.Task[None]) -> str | None:
+        """Renew the lease; cancel the job's task when it is cancelled or no longer ours (returns
+        the status seen: None when another worker took the job over)."""
         renew_every = min(self.settings.lease / 3, 2.0)
         last = time.monotonic()
         while True:
             await asyncio.sleep(POLL)
-            if time.monotonic() - last < renew_every:
-                status = await asyncio.to_thread(self._status, job.id)
-            else:
-                last = time.monotonic()
-                status = await asyncio.to_thread(
-                    self.jobs.renew, job.id, self.owner, time.time() + self.settings.lease
-                )
+            try:
+                if time.monotonic() - last < renew_every:
+                    status = await asyncio.to_thread(self._status, job.id)
+                else:
+                    status = await asyncio.to_thread(
+                        self.jobs.renew, job.id, self.owner, time.time() + self.settings.lease
+                    )
+                    last = time.monotonic()
+            except STORE_FAILURES:  # the job's own store calls meet the outage too: handed back then
+                continue
             if status != "active":
                 work.cancel()
-                return
+                return status
 
     def _status(self, job_id: str) -> str | None:
         record = self.jobs.get_by_id(job_id)
         return record.status if record is not None else None
+
+
+def _taken_over(watch: asyncio.Task[str | None]) -> bool:
+    """Whether the job's heartbeat ended because the job is no longer this worker's."""
+    return watch.done() and not watch.cancelled() and watch.exception() is None and watch.result() is None
 
 
 def model_failure(exc: ModelError) -> str:
@@ -414,10 +525,14 @@ def _reap() -> None:
             pass
 
 
-def worker_process_main(target: str | None, settings: WorkerSettings, parent: int) -> None:
+def worker_process_main(
+    target: str | None, settings: WorkerSettings, parent: int, shared: Any = None, log_format: str = "text"
+) -> None:
     """Entry point of the service's worker process: run jobs until asked to stop (SIGTERM/SIGINT)
-    or until the service process is gone."""
+    or until the service process is gone, telling the service process its health through ``shared``
+    (`publish_health`)."""
     _die_with_parent()
+    configure_logging(log_format)
     with contextlib.suppress(OSError, AttributeError):  # os.nice: Unix only
         os.nice(WORKER_NICENESS)
     stop = threading.Event()
@@ -427,11 +542,15 @@ def worker_process_main(target: str | None, settings: WorkerSettings, parent: in
             signal.signal(sig, lambda *_: stop.set())
 
     listen()
-    store = Store(target)
+    store = _open_store(target, stop)
+    if store is None:
+        return
     try:
         with JobWorkers(store, settings) as workers:
             ray_seen = False
             while not stop.wait(POLL) and os.getppid() == parent:
+                if shared is not None:
+                    publish_health(shared, workers.health())
                 if workers.ray_started and not ray_seen:
                     ray_seen = True
                     listen()  # Ray's core worker put its own SIGTERM handler (it exits at once) over ours
@@ -440,14 +559,58 @@ def worker_process_main(target: str | None, settings: WorkerSettings, parent: in
         end_descendants()
 
 
-class WorkerProcess:
-    """`JobWorkers` in a child process, so that a busy job never holds the HTTP process's GIL."""
+def _open_store(target: str | None, stop: threading.Event) -> Store | None:
+    """The worker process's store, tried again (a growing pause) while it does not answer; None
+    when asked to stop first."""
+    retry = POLL
+    while True:
+        try:
+            return Store(target)
+        except StoreError as exc:
+            LOG.warning("the store does not answer (%s): the job workers wait for it", exc)
+        if stop.wait(retry):
+            return None
+        retry = min(2 * retry, STORE_RETRY_MAX)
 
-    def __init__(self, target: str | None, settings: WorkerSettings) -> None:
+
+def publish_health(shared: Any, health: WorkerHealth) -> None:
+    """Write ``health`` (stamped with the time) where the service process reads it (`read_health`)."""
+    state = {**asdict(health), "store_error": (health.store_error or "")[:300] or None, "at": time.time()}
+    shared.value = json.dumps(state).encode()[: SHARED_HEALTH_BYTES - 1]
+
+
+def read_health(shared: Any) -> WorkerHealth:
+    """What the worker process last published; not running if it said nothing for `HEALTH_STALE` s."""
+    raw = shared.value
+    if not raw:  # not published yet: the process imports and opens the store first
+        return WorkerHealth(False, starting=True)
+    try:
+        state = json.loads(raw)
+    except ValueError:
+        return WorkerHealth(False)
+    if time.time() - state["at"] > HEALTH_STALE:
+        return WorkerHealth(False)
+    return WorkerHealth(state["running"], state["store_error"], state["since"], state["starting"])
+
+
+class WorkerProcess:
+    """`JobWorkers` in a child process, so that a busy job never holds the HTTP process's GIL. Its
+    `health` is what the child publishes every `POLL` seconds (shared memory)."""
+
+    def __init__(self, target: str | None, settings: WorkerSettings, log_format: str = "text") -> None:
         context = multiprocessing.get_context("spawn")
+        self._shared = context.Array(ctypes.c_char, SHARED_HEALTH_BYTES)
         self._process = context.Process(
-            target=worker_process_main, args=(target, settings, os.getpid()), name="healthbench-jobs"
+            target=worker_process_main,
+            args=(target, settings, os.getpid(), self._shared, log_format),
+            name="healthbench-jobs",
         )
+
+    def health(self) -> WorkerHealth:
+        """The workers' state as the worker process last published it (not running if it died)."""
+        if not self._process.is_alive():
+            return WorkerHealth(False)
+        return read_health(self._shared)
 
     def __enter__(self) -> WorkerProcess:
         self._process.start()

@@ -153,8 +153,12 @@ def connect(url: URL, *, create: bool = True) -> Engine:
     if path is not None:
         _check_sqlite_path(path, create=create)
     options: dict[str, Any] = {}
-    if url.get_backend_name() == "postgresql" and "connect_timeout" not in url.query:
-        options["connect_args"] = {"connect_timeout": PG_CONNECT_TIMEOUT}
+    if url.get_backend_name() == "postgresql":
+        # a pooled connection is checked before use: after the server restarted, the first
+        # statement gets a new connection instead of failing on the one the restart closed
+        options["pool_pre_ping"] = True
+        if "connect_timeout" not in url.query:
+            options["connect_args"] = {"connect_timeout": PG_CONNECT_TIMEOUT}
     try:
         engine = create_engine(url, **options)
     except ImportError as exc:
@@ -182,6 +186,8 @@ def _store_failure(where: str) -> Any:
     store, never a traceback. A key conflict (IntegrityError) stays for its caller to handle."""
 
     def handle(context: ExceptionContext) -> None:
+        if context.is_pre_ping:  # a pooled connection the server closed: the pool opens another
+            return
         exc = context.sqlalchemy_exception
         if isinstance(exc, DBAPIError) and not isinstance(exc, IntegrityError):
             raise StoreError(f"cannot use the store {where}: {reason(exc)}") from None

@@ -76,6 +76,11 @@ class JobStore:
         self.store = store
         self._engine = store.engine
 
+    def ping(self) -> None:
+        """One trivial query: returns if the store answers, else raises `StoreError`."""
+        with self._engine.connect() as conn:
+            conn.execute(select(1)).scalar()
+
     # -- jobs -----------------------------------------------------------------------------------
     def create(
         self,
@@ -300,6 +305,22 @@ class JobStore:
                 ).rowcount
             if moved == 1:
                 return self.get_by_id(job_id)
+        return None
+
+    def hand_back(self, job_id: str, owner: str) -> str | None:
+        """Give up a job this owner holds: an active one goes back to pending (any worker claims it
+        again), a cancelling one is cancelled. Returns the new status (None if no longer ours)."""
+        ours = [benchmark_jobs.c.id == job_id, benchmark_jobs.c.owner == owner]
+        values = {"owner": None, "lease_until": None, "updated_at": db.now()}
+        with self._engine.begin() as conn:
+            for was, status in (("active", "pending"), ("cancelling", "cancelled")):
+                moved = conn.execute(
+                    update(benchmark_jobs)
+                    .where(*ours, benchmark_jobs.c.status == was)
+                    .values(status=status, **values)
+                ).rowcount
+                if moved == 1:
+                    return status
         return None
 
     def renew(self, job_id: str, owner: str, until: float) -> str | None:
