@@ -407,7 +407,7 @@ class Store:
         with self.engine.connect() as conn:
             for start in range(0, len(wanted), CACHE_CHUNK):
                 chunk = wanted[start : start + CACHE_CHUNK]
-                rows += conn.execute(picked.where(call_cache.c.key.in_(chunk))).tuples().all()
+                rows += [tuple(row) for row in conn.execute(picked.where(call_cache.c.key.in_(chunk)))]
         return rows
 
     def cache_get(self, key: str) -> CachedCall | None:
