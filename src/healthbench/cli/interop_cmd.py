@@ -19,9 +19,7 @@ from healthbench.cli.options import (
 from healthbench.cli.summary_view import render_summary
 from healthbench.defaults import DEFAULT_RESAMPLES, DEFAULT_SEED
 from healthbench.errors import ConfigError
-from healthbench.results.rescore import rescore_allresults
 from healthbench.results.summary import summary_of
-from healthbench.scoring.run_score import ScoringOptions
 from healthbench.store.location import store_file
 
 
@@ -76,6 +74,9 @@ def import_allresults(
     The file stores no example tags: theme: and physician_agreed_category: metrics need the dataset,
     given by --data and/or --dataset and joined on prompt_id (rubrics must match).
     """
+    from healthbench.results.rescore import rescore_allresults
+    from healthbench.scoring.run_score import ScoringOptions
+
     if name is not None and store is None:
         raise ConfigError("--name names the run kept with --store; give --store too")
     center, penalty = length_adjustment(length_center, length_penalty)
