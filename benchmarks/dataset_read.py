@@ -13,10 +13,11 @@ Inputs (written to a temporary folder, never into the repository), from the real
 Each read runs in a fresh process (``load_conversations(data=...)`` / ``load_meta_eval(data=...)``,
 the path every command and the service take), side by side for the two trees in each round, twice:
 with the interpreter's default collector thresholds (``default``, as in the job service) and with a
-command-line process's (``cli``: `healthbench.process_settings.apply`, a collection every 50,000
-allocations instead of 700). The child reports the read's own CPU seconds (``resource.getrusage``:
-the import of the package is not counted) and wall seconds, and a digest of the records (prompt_ids,
-criteria, points, tags, texts, labels) that must be equal for the two trees. Best of the rounds; the
+command-line process's (``cli``: `healthbench.process_settings.apply` in trees before issue #29, a
+collection every 50,000 allocations instead of 700; since #29 a command keeps the defaults). The
+child reports the read's own CPU seconds (``resource.getrusage``: the import of the package is not
+counted) and wall seconds, and a digest of the records (prompt_ids, criteria, points, tags, texts,
+labels) that must be equal for the two trees. Best of the rounds; the
 machine is shared, so absolute numbers drift.
 """
 
@@ -41,8 +42,11 @@ from healthbench.data.sources import load_conversations, load_meta_eval
 
 kind, path, settings = sys.argv[1], sys.argv[2], sys.argv[3]
 if settings == "cli":
-    from healthbench.process_settings import apply
-    apply()
+    try:  # a tree before issue #29 (its commands retuned the collector); none since: as default
+        from healthbench.process_settings import apply
+        apply()
+    except ImportError:
+        pass
 def cpu():
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime

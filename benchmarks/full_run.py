@@ -15,7 +15,7 @@ its set-up.
 
     python benchmarks/full_run.py [--conversations 5000 [2500 ...]] [--criteria 14] [--concurrency 512]
         [--latency 0.2] [--baseline-src /tmp/NAME-base/src] [--stores empty prior regrade]
-        [--setup-only] [--process-settings default|cli] [--floor CALLS] [--rounds N] [--profile N]
+        [--setup-only] [--floor CALLS] [--rounds N] [--profile N]
 
 ``--rounds N`` runs every side and store N times, the sides alternating round by round, and reads the
 client CPU per call as each side's median over the rounds (a process's figure moves by ±10 % from one
@@ -47,7 +47,6 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -94,20 +93,11 @@ def cpu_since(before: resource.struct_rusage) -> float:
     return now.ru_utime + now.ru_stime - before.ru_utime - before.ru_stime
 
 
-def enter_tree(src: str, settings: str) -> Callable[[], None]:
-    """Make ``src`` the healthbench this child imports (nothing of healthbench is imported before)
-    with ``settings`` (``cli``: `healthbench.process_settings` applied first); what it returns is
-    called once the child's imports are done (``cli``: `process_settings.settle`)."""
+def enter_tree(src: str) -> None:
+    """Make ``src`` the healthbench this child imports (nothing of healthbench is imported before). The
+    child runs with the interpreter's own settings, as `healthbench run` does from issue #29 on (older
+    trees' commands also retuned the cyclic collector: not applied here, on either side)."""
     sys.path.insert(0, src)
-    if settings != "cli":
-        return lambda: None
-    try:
-        from healthbench import process_settings
-    except ImportError:  # a tree from before the module's rename (the issue's own main, 1f3ec22)
-        from healthbench import cli_settings as process_settings  # type: ignore[no-redef]
-
-    process_settings.apply()
-    return process_settings.settle
 
 
 def tree() -> str:
@@ -125,15 +115,12 @@ def client(
     concurrency: int,
     action: str = "run",
     profile: str = "",
-    settings: str = "default",
 ) -> dict[str, object]:
     """One run (``action`` "run", or "regrade" of the store's run) in this process (the child), with the
     healthbench of ``src`` (nothing of healthbench is imported in a client before this). ``profile``: a
     file to write cProfile's statistics of the run to (its CPU figure then includes the profiler's
-    overhead). ``settings``: ``default``, the interpreter's (a program calling the API), or ``cli``,
-    the process settings every `healthbench` command applies (`healthbench.process_settings`: the
-    collector's thresholds, and `gc.freeze` after the imports)."""
-    settle = enter_tree(src, settings)
+    overhead)."""
+    enter_tree(src)
     from healthbench.config import build_config
 
     try:
@@ -161,7 +148,6 @@ def client(
     }
     s = Store(store)
     cfg = build_config(layer)
-    settle()
     before = resource.getrusage(resource.RUSAGE_SELF)
     profiler = cProfile.Profile() if profile else None
     # CPU seconds and collections of the cyclic collector, per generation (a few µs per collection)
@@ -238,18 +224,17 @@ def setup_client(src: str, url: str, data: str, store: str, kind: str) -> dict[s
     }
 
 
-def http_floor(src: str, url: str, calls: int, concurrency: int, settings: str) -> dict[str, object]:
+def http_floor(src: str, url: str, calls: int, concurrency: int) -> dict[str, object]:
     """The floor of a model call (the child): ``calls`` POSTs of a judge-sized chat body through the
     ``src`` tree's one request path (`HttpClient.request`: the body's encoding, aiohttp, the answer's
     text), ``concurrency`` at once, to the same fake server, with nothing else: no engine, key,
     prompt, parsing or store."""
-    settle = enter_tree(src, settings)
+    enter_tree(src)
     import asyncio
 
     from healthbench.models.transport import HttpClient
     from healthbench.runner.loop import run_async
 
-    settle()
     body = {"model": "bench-judge", "messages": [{"role": "user", "content": "question " * 350}]}
 
     async def main() -> float:
@@ -270,17 +255,16 @@ def http_floor(src: str, url: str, calls: int, concurrency: int, settings: str) 
     return {"src": tree(), "cpu": run_async(main()), "calls": calls}
 
 
-def write_floor(src: str, store: str, calls: int, per_commit: int, settings: str) -> dict[str, object]:
+def write_floor(src: str, store: str, calls: int, per_commit: int) -> dict[str, object]:
     """The rest of a call's floor (the child): per call, the judge call's cache key (`request_key` of a
     3 KB judge-sized prompt) and its two rows (a grade and its call-cache entry, random sha256 keys
     as a run's) written into a new store ``per_commit`` calls per transaction through `Store.put_rows`
     (the group commit's write), with nothing else: no HTTP, engine, prompt rendering or parsing."""
-    settle = enter_tree(src, settings)
+    enter_tree(src)
     from healthbench.models.base import ModelSettings, parse_model_spec, request_key
     from healthbench.store import Store
     from healthbench.store.runs import CacheEntry, GradeRow, Rows
 
-    settle()
     s = Store(store)
     items = [(f"{i:08x}", {"i": i}) for i in range(calls // 14 + 1)]
     run = s.create_run("floor", "eval", {}, items)
@@ -362,12 +346,6 @@ def main(argv: list[str] | None = None) -> int:
         "--fragments",
         action="store_true",
         help="--setup-only on dataset_read.py's files (real fragments cycled; 29,511 meta-eval rows)",
-    )
-    parser.add_argument(
-        "--process-settings",
-        choices=["default", "cli"],
-        default="default",
-        help="the clients' collector settings: the interpreter's (API use) or the CLI's (process_settings)",
     )
     parser.add_argument(
         "--floor",
@@ -453,8 +431,7 @@ def measure(args: argparse.Namespace, conversations: int) -> None:
         other.write_text(data.read_text().replace("question ", "query "))
         print(
             f"{conversations} conversations x {args.criteria} criteria; fake server (own process): "
-            f"{args.latency}s per call; --max-connections {args.concurrency}; each run its own process "
-            f"({args.process_settings} process settings)"
+            f"{args.latency}s per call; --max-connections {args.concurrency}; each run its own process"
         )
         with fake_server_process("--latency", str(args.latency)) as url:
             # each side's prior and regrade stores made by its own tree (an older tree cannot open a
@@ -491,7 +468,6 @@ def measure(args: argparse.Namespace, conversations: int) -> None:
                     concurrency=args.concurrency,
                     action=action,
                     profile=profile or "",
-                    settings=args.process_settings,
                 )
                 rows.append((label, kind, result))
                 for suffix in ("", "-wal", "-shm"):  # a round's store is not read again: disk kept small
@@ -506,7 +482,6 @@ def measure(args: argparse.Namespace, conversations: int) -> None:
                         url=url,
                         calls=args.floor,
                         concurrency=args.concurrency,
-                        settings=args.process_settings,
                     )
                     floors.append((label, floor))
                 for per_commit in (25, 80):
@@ -518,7 +493,6 @@ def measure(args: argparse.Namespace, conversations: int) -> None:
                             store=store,
                             calls=args.floor,
                             per_commit=per_commit,
-                            settings=args.process_settings,
                         )
                         writes.append((label, per_commit, written))
     print(f"{'side':>10} {'store':>7} {'calls':>6} {'wall s':>7} {'cpu s':>6} {'cpu ms/call':>11} "

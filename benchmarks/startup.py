@@ -5,10 +5,11 @@ Run with ``python benchmarks/startup.py [--rounds 5] [--baseline SRC]``.
 Each command runs in a fresh process (``python -m healthbench ...``), best of ``--rounds``: CPU =
 user + system seconds of the child (``resource.getrusage``) and wall seconds. ``runs`` lists a store
 holding one imported run of ``--conversations`` (50) conversations (each tree imports it into its
-own store); ``results`` shows that run, once before the timings (untimed: a tree that remembers a
-run's figures in the store has them, as after `run` or any earlier `results`), and ``results
-demo-run (scores)`` shows it from a copy of the store as `import` left it, nothing remembered (the
-copy is taken again before each timing). The children run with compiled bytecode (an untimed
+own store); ``results`` shows that run, once before the timings (untimed), and ``results demo-run
+(scores)`` shows it from a copy of the store as `import` left it (taken again before each timing).
+Since issue #29 the two are the same work (a run is scored each time it is shown); a baseline tree
+from before it (e.g. ed62df2) remembered a run's figures in the store, so there the first row is
+the remembered figures and the second the scoring. The children run with compiled bytecode (an untimed
 warm-up first). With ``--baseline SRC`` (e.g. the ``src`` folder of an export of ``main``: ``git
 archive main src | tar -x -C /tmp/main``) the same commands run from that source side by side. The
 machine is shared with other engineers' work: CPU seconds are the figure to read, wall seconds drift
@@ -40,8 +41,8 @@ COMMANDS = (
     ("runs",),
     ("results", "demo-run"),
 )
-# `results demo-run` on a copy of the store as `import` left it, taken again before each timing:
-# nothing remembered, so it scores the run (and remembers its figures in the copy)
+# `results demo-run` on a copy of the store as `import` left it, taken again before each timing
+# (a baseline tree that remembers figures in the store has none there: it scores the run)
 SCORED = ("results", "demo-run", "(scores)")
 
 
@@ -67,8 +68,8 @@ def copy_store(source: Path, target: Path) -> None:
 
 def tree_stores(python: str, file: Path, folder: Path, label: str, env: dict[str, str]) -> tuple[Path, Path]:
     """(store, pristine copy) of one tree: `demo-run` imported by that tree (a store written by a
-    newer tree is refused by an older one); the store is then shown once, untimed, so that a tree
-    that remembers figures has them."""
+    newer tree is refused by an older one); the store is then shown once, untimed (a baseline tree
+    that remembers figures then has them)."""
     store = folder / f"{label.replace(' ', '-')}.db"
     cpu_of(
         [python, "-m", "healthbench", "import", str(file), "--store", str(store), "--name", "demo-run"], env

@@ -12,9 +12,10 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
+from support.fake_runs import FAST_RETRY, fake_run_config
 from support.process import GARBAGE_JUDGE, fake_server_process, free_port
 
-from healthbench.config import ModelConfig, build_config
+from healthbench.config import ModelConfig
 from healthbench.data.schema import Conversation
 from healthbench.data.sources import load_conversations, read_records
 from healthbench.errors import RunError
@@ -26,8 +27,6 @@ from healthbench.scoring.run_score import GradedSample, ScoringOptions, score_ru
 from healthbench.store import Store
 from healthbench.store.runs import CachedCall, CacheEntry
 from healthbench.testing.fake_server import fake_answer, fake_verdict, fetch_stats, reset_stats
-
-FAST_RETRY = {"max_retries": 12, "initial_delay": 0.01, "max_delay": 0.05}
 
 
 def expected_samples(conversations: list[Conversation], n_repeats: int = 1) -> list[GradedSample]:
@@ -43,16 +42,6 @@ def expected_samples(conversations: list[Conversation], n_repeats: int = 1) -> l
             )
             out.append(GradedSample(conv, answer, verdicts, repeat=repeat))
     return out
-
-
-def config(url: str, **extra: object):
-    layer = {
-        "model": {"spec": "fake-candidate", "base_url": url},
-        "judge": {"spec": "fake-judge", "base_url": url},
-        "retry": FAST_RETRY,
-    }
-    layer.update(extra)
-    return build_config(layer)
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +68,7 @@ def demo() -> list[Conversation]:
 
 def test_grades_stay_attached_whatever_order_calls_finish(jittery_server: str, store: Store) -> None:
     outcome = run_eval(
-        config(jittery_server, n_repeats=2, max_connections=32),
+        fake_run_config(jittery_server, n_repeats=2, max_connections=32),
         store=store,
         name="jitter",
     )
@@ -94,7 +83,7 @@ def test_grades_stay_attached_whatever_order_calls_finish(jittery_server: str, s
 
 def test_faults_change_nothing_and_leave_nothing_ungraded(faulty_server: str, store: Store) -> None:
     reset_stats(faulty_server)
-    outcome = run_eval(config(faulty_server), store=store, name="faults")
+    outcome = run_eval(fake_run_config(faulty_server), store=store, name="faults")
     stats = fetch_stats(faulty_server)
     assert stats["faults_total"] > 0  # the faults really happened
     score = score_stored_run(store, outcome.run)
@@ -103,7 +92,7 @@ def test_faults_change_nothing_and_leave_nothing_ungraded(faulty_server: str, st
 
 
 def test_finished_run_makes_no_call_and_cache_serves_a_new_run(jittery_server: str, store: Store) -> None:
-    cfg = config(jittery_server)
+    cfg = fake_run_config(jittery_server)
     run_eval(cfg, store=store, name="first")
     reset_stats(jittery_server)
     again = run_eval(cfg, store=store, name="first")
@@ -133,24 +122,26 @@ def test_a_run_reads_only_the_call_cache_keys_its_calls_ask_for(
 
     monkeypatch.setattr(Store, "cache_lookup", spy)
     calls = 8 + N_CRITERIA
-    first = run_eval(config(jittery_server), store=store, name="first")
+    first = run_eval(fake_run_config(jittery_server), store=store, name="first")
     assert first.counters.tally.made == calls
     assert len(asked) == calls and found == []  # one key per call; none of the 3,000 others is read
     assert score_stored_run(store, first.run).metrics() == score_run(expected_samples(demo())).metrics()
     asked.clear()
-    second = run_eval(config(jittery_server), store=store, name="second")  # the same requests: all cached
+    second = run_eval(
+        fake_run_config(jittery_server), store=store, name="second"
+    )  # the same requests: all cached
     assert second.counters.tally.cached_calls == calls and len(asked) == len(found) == calls
     assert score_stored_run(store, second.run).metrics() == score_stored_run(store, first.run).metrics()
 
 
 def test_existing_name_with_other_settings_is_refused(jittery_server: str, store: Store) -> None:
-    run_eval(config(jittery_server), store=store, name="r")
+    run_eval(fake_run_config(jittery_server), store=store, name="r")
     with pytest.raises(RunError, match="exists with different settings"):
-        run_eval(config(jittery_server, n_repeats=2), store=store, name="r")
+        run_eval(fake_run_config(jittery_server, n_repeats=2), store=store, name="r")
 
 
 def test_regrade_reuses_samples(jittery_server: str, store: Store) -> None:
-    source = run_eval(config(jittery_server), store=store, name="src")
+    source = run_eval(fake_run_config(jittery_server), store=store, name="src")
     reset_stats(jittery_server)
     judge = ModelConfig(spec="another-judge", base_url=jittery_server)
     out = regrade("src", judge, store=store, name="re", overrides={"retry": FAST_RETRY})
@@ -167,7 +158,7 @@ N_CRITERIA = sum(len(c.rubrics) for c in demo())
 def test_unparseable_judge_is_ungraded_then_resumed(store: Store) -> None:
     port = free_port()
     with fake_server_process(*GARBAGE_JUDGE, port=port) as url:
-        outcome = run_eval(config(url, judge_retries=1), store=store, name="g")
+        outcome = run_eval(fake_run_config(url, judge_retries=1), store=store, name="g")
         stats = fetch_stats(url)
     assert stats["judge"] == N_CRITERIA * 2  # each criterion asked twice (one re-ask), then left ungraded
     score = score_stored_run(store, outcome.run)
@@ -190,7 +181,7 @@ def test_shared_527_end_to_end_matches_the_core(shared_data: Path, store: Store)
     data = shared_data / "eval" / "oss_eval_sample527.jsonl"
     with fake_server_process() as url:
         outcome = run_eval(
-            config(url, data=str(data), max_connections=128),
+            fake_run_config(url, data=str(data), max_connections=128),
             store=store,
             name="e2e",
         )
@@ -206,7 +197,7 @@ def test_limit_keeps_simple_evals_sample_order(jittery_server: str, store: Store
     ids = [c.prompt_id for c in demo()]
     chosen = [c.prompt_id for c in random.Random(0).sample(demo(), 3)]
     assert chosen != sorted(chosen, key=ids.index)  # the two orders differ, so the check below can fail
-    outcome = run_eval(config(jittery_server, limit=3), store=store, name="lim")
+    outcome = run_eval(fake_run_config(jittery_server, limit=3), store=store, name="lim")
     assert [s.conversation.prompt_id for s in graded_samples(store, outcome.run)] == chosen
 
 
@@ -215,7 +206,7 @@ def test_a_changed_grader_template_is_refused_on_continue(
 ) -> None:
     template = tmp_path / "grader.txt"
     template.write_text(builtin_template().text)
-    cfg = config(jittery_server, grader_template=str(template), limit=1)
+    cfg = fake_run_config(jittery_server, grader_template=str(template), limit=1)
     run_eval(cfg, store=store, name="t")
     template.write_text(builtin_template().text + "\nBe strict.")
     with pytest.raises(RunError, match="grader template text"):

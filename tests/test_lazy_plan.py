@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 from sqlalchemy import and_, delete, select
+from support.fake_runs import fake_run_config
 from support.process import fake_server_process
 
-from healthbench.config import ModelConfig, build_config
+from healthbench.config import ModelConfig
 from healthbench.data.schema import Conversation
 from healthbench.data.sources import load_conversations
 from healthbench.executors.grading import Todo
@@ -44,13 +45,7 @@ def demo() -> list[Conversation]:
     return load_conversations("demo")[1]
 
 
-def config(url: str = "http://127.0.0.1:9", **extra: object) -> Any:
-    layer: dict[str, Any] = {
-        "model": {"spec": "fake-candidate", "base_url": url},
-        "judge": {"spec": "fake-judge", "base_url": url},
-        "retry": {"max_retries": 2, "initial_delay": 0.01, "max_delay": 0.05},
-    }
-    return build_config({**layer, **extra})
+NOWHERE = "http://127.0.0.1:9"  # a plan alone: nothing is called
 
 
 def sample(item: str, repeat: int, completion: str | None, error: str | None = None) -> SampleRow:
@@ -122,7 +117,7 @@ def test_the_plan_reads_one_page_at_a_time_in_repeat_then_item_order(
         return page, after
 
     monkeypatch.setattr(store, "item_page", counted)
-    plan = stored_plan(store, run, config(n_repeats=2))
+    plan = stored_plan(store, run, fake_run_config(NOWHERE, n_repeats=2))
     assert reads == []  # counted by the store: no item read yet
     assert (plan.samples_total, plan.samples_done) == (16, 4)
     assert (plan.criteria_total, plan.criteria_done) == (2 * sum(n_criteria.values()), len(stored) - 1)
@@ -158,7 +153,7 @@ def test_a_finished_run_plans_nothing(store: Store) -> None:
         samples=[sample(c.prompt_id, 0, "x") for c in conversations],
         grades=[grade(c.prompt_id, 0, k, "met") for c in conversations for k in range(len(c.rubrics))],
     )
-    plan = stored_plan(store, run, config())
+    plan = stored_plan(store, run, fake_run_config(NOWHERE))
     assert plan.empty and list(plan.pages()) == []
 
 
@@ -227,7 +222,7 @@ def test_resumed_and_regraded_runs_store_exactly_the_expected_rows(store: Store)
     conversations = demo()
     ids = [c.prompt_id for c in conversations]
     with fake_server_process() as url:
-        cfg = config(url, n_repeats=2, max_connections=4)
+        cfg = fake_run_config(url, n_repeats=2, max_connections=4)
         want_samples, want_grades = expected_rows(conversations, 2, PriceTable.load(cfg.prices))
         first = run_eval(cfg, store=store, name="lazy")
         run_id = first.run.id
@@ -317,7 +312,7 @@ def test_the_engine_reads_a_page_only_when_an_item_can_be_opened(
     monkeypatch.setattr(store, "item_page", counted)
     with fake_server_process() as url:
         # 2 connections: 4 conversations open at once, so page k is read once k - 4 are done
-        outcome = run_eval(config(url, max_connections=2), store=store, name="window")
+        outcome = run_eval(fake_run_config(url, max_connections=2), store=store, name="window")
     assert outcome.run.status == "finished"
     reads = answered_at_read[: len(demo())]  # then one empty read: the end of the items
     assert len(answered_at_read) == len(demo()) + 1

@@ -25,7 +25,7 @@ from typer.testing import CliRunner
 
 from healthbench.cli import app
 from healthbench.client import Client, ServiceError
-from healthbench.config import RunConfig, build_config
+from healthbench.config import build_config
 from healthbench.data.schema import Conversation
 from healthbench.data.sources import read_records
 from healthbench.errors import ConfigError
@@ -38,7 +38,6 @@ from healthbench.store import Store
 from healthbench.testing.fake_server import fetch_stats, reset_stats
 from healthbench.testing.fake_vllm import fake_vllm_engine
 
-FAST_RETRY = {"max_retries": 12, "initial_delay": 0.01, "max_delay": 0.05}
 HAS_RAY = importlib.util.find_spec("ray") is not None
 needs_ray = pytest.mark.skipif(not HAS_RAY, reason="Ray is not installed (pip install 'healthbench[ray]')")
 
@@ -89,10 +88,6 @@ def fragment_head(fragment: Fragment, tmp_path_factory: pytest.TempPathFactory) 
     return Fragment(path, conversations, len(conversations) + sum(len(c.rubrics) for c in conversations))
 
 
-def config(url: str, executor: str = "ray", data: Path | None = None, **extra: Any) -> RunConfig:
-    return fake_run_config(url, data, **({"retry": FAST_RETRY, "executor": executor} | extra))
-
-
 def calls(url: str) -> int:
     return int(fetch_stats(url)["requests"])
 
@@ -118,7 +113,7 @@ def test_a_provider_ray_cannot_call_is_refused(server: str) -> None:
 
 
 def test_request_bodies_are_the_local_engines(server: str) -> None:
-    cfg = config(server, requests_per_minute=600)
+    cfg = fake_run_config(server, requests_per_minute=600, executor="ray")
     assert cfg.model is not None
     endpoint = ray_executor.endpoint_for(cfg.model.parsed(), cfg.model.settings, cfg, {})
     messages = [{"role": "user", "content": "hi"}]
@@ -137,17 +132,17 @@ def test_demo_on_ray_equals_the_core_and_a_repeat_calls_nothing(
 ) -> None:
     store = Store(store_target)
     reset_stats(server)
-    outcome = run_eval(config(server), store=store, name="ray-demo")
+    outcome = run_eval(fake_run_config(server, executor="ray"), store=store, name="ray-demo")
     criteria = sum(len(c.rubrics) for c in demo())
     assert outcome.run.status == "finished"
     assert outcome.counters.tally.made == calls(server) == len(demo()) + criteria
     assert outcome.counters.tally.input_tokens > 0 and outcome.counters.tally.output_tokens > 0
     assert score_stored_run(store, outcome.run).metrics() == score_run(expected_samples(demo())).metrics()
-    again = run_eval(config(server), store=store, name="ray-demo")
+    again = run_eval(fake_run_config(server, executor="ray"), store=store, name="ray-demo")
     assert calls(server) == outcome.counters.tally.made  # nothing left: no call
     assert again.counters.tally.made == 0
     # a new run with the same requests is answered from the call cache, on Ray too
-    fresh = run_eval(config(server), store=store, name="ray-demo-2")
+    fresh = run_eval(fake_run_config(server, executor="ray"), store=store, name="ray-demo-2")
     assert fresh.counters.tally.made == 0 and fresh.counters.tally.cached_calls == len(demo()) + criteria
     assert calls(server) == outcome.counters.tally.made
 
@@ -158,7 +153,7 @@ def test_unparseable_judge_stays_ungraded_then_resumes(ray_cluster: str, tmp_pat
     n_criteria = sum(len(c.rubrics) for c in demo())
     port = free_port()
     with fake_server_process(*GARBAGE_JUDGE, port=port) as url:
-        outcome = run_eval(config(url, judge_retries=1), store=store, name="g")
+        outcome = run_eval(fake_run_config(url, judge_retries=1, executor="ray"), store=store, name="g")
         assert fetch_stats(url)["judge"] == n_criteria * 2  # asked twice (one re-ask), then ungraded
     assert outcome.run.status == "incomplete"
     assert outcome.counters.ungraded == n_criteria
@@ -197,7 +192,7 @@ def test_a_call_failing_after_the_retries_is_stored_like_the_local_engine_does(
         for executor in ("local", "ray"):
             stores[executor] = Store(tmp_path / f"{executor}.db")
             outcomes[executor] = run_eval(
-                config(url, executor, retry=retry), store=stores[executor], name="f"
+                fake_run_config(url, executor=executor, retry=retry), store=stores[executor], name="f"
             )
         assert fetch_stats(url)["faults"]["server_error"] == 2 * 2 * 3  # 2 calls × 3 tries, per executor
     for executor, outcome in outcomes.items():
@@ -246,7 +241,9 @@ def test_under_faults_ray_stores_the_local_rows_and_keeps_up(ray_cluster: str, t
         executor = "local" if name == "local" else "ray"
         with fake_server_process(*faults) as url:
             started = time.perf_counter()
-            outcome = run_eval(config(url, executor, judge_retries=6), store=store, name=name)
+            outcome = run_eval(
+                fake_run_config(url, executor=executor, judge_retries=6), store=store, name=name
+            )
             seconds[name] = time.perf_counter() - started
             assert answered_once(url) == needed, name
             if faults:
@@ -274,8 +271,8 @@ def test_vllm_candidate_rows_give_the_same_samples_and_metrics(
     sample rows (text and tokens) as the HTTP path, the judge over HTTP, the same metrics."""
     monkeypatch.setattr(VllmEndpoint, "processor", _fake_vllm_processor)
     stores = {kind: Store(tmp_path / f"{kind}.db") for kind in ("http", "vllm")}
-    http = run_eval(config(server), store=stores["http"], name="v")
-    cfg = config(server, vllm_engine_args={"max_model_len": 4096})
+    http = run_eval(fake_run_config(server, executor="ray"), store=stores["http"], name="v")
+    cfg = fake_run_config(server, vllm_engine_args={"max_model_len": 4096}, executor="ray")
     layer = cfg.model_dump(mode="json") | {"model": {"spec": "vllm/fake-candidate"}}
     on_vllm = run_eval(build_config(layer), store=stores["vllm"], name="v")
     assert on_vllm.run.status == "finished" and on_vllm.counters.tally.made == http.counters.tally.made
@@ -323,12 +320,20 @@ def test_shared_527_on_ray_equals_the_local_engine(
     options = ScoringOptions()
     with fake_server_process() as url:
         local_store, ray_store = Store(tmp_path / "local.db"), Store(tmp_path / "ray.db")
-        on_local = config(url, "local", fragment.path, max_connections=128)
+        on_local = fake_run_config(url, fragment.path, executor="local", max_connections=128)
         local = run_eval(on_local, store=local_store, name="e2e")
         reset_stats(url)
-        on_ray = run_eval(config(url, data=fragment.path, max_connections=128), store=ray_store, name="e2e")
+        on_ray = run_eval(
+            fake_run_config(url, fragment.path, executor="ray", max_connections=128),
+            store=ray_store,
+            name="e2e",
+        )
         assert calls(url) == on_ray.counters.tally.made == fragment.calls
-        again = run_eval(config(url, data=fragment.path, max_connections=128), store=ray_store, name="e2e")
+        again = run_eval(
+            fake_run_config(url, fragment.path, executor="ray", max_connections=128),
+            store=ray_store,
+            name="e2e",
+        )
         assert again.counters.tally.made == 0 and calls(url) == on_ray.counters.tally.made
     want = score_run(expected_samples(fragment.conversations), options).metrics()
     assert score_stored_run(ray_store, on_ray.run, options).metrics() == want

@@ -228,6 +228,31 @@ def test_a_store_made_by_the_first_version_is_migrated_and_kept(store_target: st
     assert {"lease_token", "lease_host", "lease_pid", "lease_since", "lease_expires"} <= columns
 
 
+def test_a_store_with_remembered_figures_is_migrated_and_kept(store_target: str) -> None:
+    """0009 drops what 0008 added (table run_results, column runs.revision) and keeps the runs."""
+    store = Store(store_target)
+    run = store.create_run("old", "eval", {"run": _run_cfg()}, [("c1", {})])
+    store.put(run.id, samples=[_sample("kept", False)])
+    with store.engine.begin() as conn:  # a store as 0008 left it, figures remembered
+        conn.execute(text("DELETE FROM schema_migrations WHERE name = '0009_drop_run_results'"))
+        conn.execute(text("ALTER TABLE runs ADD COLUMN revision INTEGER NOT NULL DEFAULT 0"))
+        conn.execute(
+            text(
+                "CREATE TABLE run_results (run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,"
+                " name VARCHAR(40) NOT NULL, key VARCHAR(64) NOT NULL, body TEXT NOT NULL,"
+                " PRIMARY KEY (run_id, name))"
+            )
+        )
+        conn.execute(text(f"INSERT INTO run_results VALUES ({run.id}, 'figures', 'k', '{{}}')"))
+    store.close()
+    store = Store(store_target)
+    assert _applied(store) == ALL_MIGRATIONS
+    assert "run_results" not in _tables(store)
+    assert "revision" not in {c["name"] for c in inspect(store.engine).get_columns("runs")}
+    assert store.load_samples(store.require_run("old").id)[("c1", 0)].completion == "kept"
+    store.close()
+
+
 def test_the_initial_migration_is_today_minus_later_changes() -> None:
     """0001 is frozen: the tables it creates never follow edits of db.py."""
     assert set(initial_tables().tables) == {"runs", "items", "samples", "grades", "call_cache", "jobs"}
@@ -329,15 +354,10 @@ def test_rows_read_back_as_written_and_json_null_stays_json_null(store_target: s
             text("SELECT messages IS NULL, usage IS NULL FROM samples WHERE repeat = 1")
         ).one()
         assert tuple(stored) == (False, False)  # JSON null, not SQL NULL
-    assert store.revision(run.id) == 1
-    store.set_run_result(run.id, "figures", "a" * 64, "{}")
-    store.set_run_result(run.id, "figures", "b" * 64, '{"x": NaN}')
-    assert store.run_result(run.id, "figures", "b" * 64) == '{"x": NaN}'
 
 
-def test_padded_cache_lookups_find_exactly_the_keys_held(store_target: str) -> None:
-    """A lookup's keys are padded to a power of two (the last key repeated): any number of keys finds
-    exactly those held, none twice."""
+def test_cache_lookups_find_exactly_the_keys_held(store_target: str) -> None:
+    """Any number of keys finds exactly those held, none twice."""
     store = Store(store_target)
     run = store.create_run("r", "eval", {"run": _run_cfg()}, [])
     store.put(
@@ -395,78 +415,41 @@ def test_a_failed_group_commit_reaches_every_waiting_writer(store_target: str) -
     assert store.load_samples(run.id) == {}  # one transaction: nothing of the batch was written
 
 
-def test_group_commit_waits_while_rows_keep_coming_then_commits_them_together(tmp_path: Path) -> None:
-    """While rows keep coming (each within ``quiet`` of the last), a flush waits up to ``wait`` seconds
-    after the first, then commits everything queued in one transaction; each caller returns once its
-    rows are committed."""
+def test_rows_queued_before_the_deadline_are_committed_together(tmp_path: Path) -> None:
+    """Rows queued before the flush's deadline are committed in one transaction; each caller returns
+    once its rows are durable."""
     store = Store(tmp_path / "s.db")
     run = store.create_run("r", "eval", {"run": _run_cfg()}, [("c1", {})])
-    commits: list[float] = []
-    event.listen(store.engine, "commit", lambda conn: commits.append(time.perf_counter()))
-    returned: list[float] = []
+    commits: list[int] = []
+    event.listen(store.engine, "commit", lambda conn: commits.append(1))
 
-    async def put(writer: StoreWriter, repeat: int, after: float) -> None:
-        await asyncio.sleep(after)
+    async def put(writer: StoreWriter, repeat: int) -> None:
         await writer.put(Rows(samples=[_sample("ok", False, repeat=repeat)]))
-        returned.append(time.perf_counter())
         assert ("c1", repeat) in store.load_samples(run.id)  # durable when put returns
 
-    async def main() -> float:
-        async with StoreWriter(store, run.id, quiet=0.2, wait=0.3, rows=100) as writer:
-            start = time.perf_counter()
-            await asyncio.gather(put(writer, 0, 0), put(writer, 1, 0.05), put(writer, 2, 0.1))
-        return start
+    async def main() -> None:
+        async with StoreWriter(store, run.id, wait=0.05) as writer:
+            await asyncio.gather(*(put(writer, i) for i in range(3)))
+            await put(writer, 3)  # queued alone: committed alone, by its own deadline
 
-    start = asyncio.run(main())
-    assert len(commits) == 1 and len(returned) == 3
-    assert min(returned) - start >= 0.3  # the first rows waited for the others
-    assert sorted(store.load_samples(run.id)) == [("c1", 0), ("c1", 1), ("c1", 2)]
+    asyncio.run(main())
+    assert len(commits) == 2
+    assert sorted(store.load_samples(run.id)) == [("c1", i) for i in range(4)]
 
 
-def test_group_commit_does_not_wait_once_rows_stop_coming(tmp_path: Path) -> None:
-    """A lone call is committed ``quiet`` seconds after it was queued, not ``wait``: a run of few calls
-    at once is not slowed by the group commit."""
+def test_the_writers_exit_commits_what_is_still_queued(tmp_path: Path) -> None:
     store = Store(tmp_path / "s.db")
     run = store.create_run("r", "eval", {"run": _run_cfg()}, [("c1", {})])
-    commits: list[int] = []
-    event.listen(store.engine, "commit", lambda conn: commits.append(1))
 
-    async def main() -> float:
-        async with StoreWriter(store, run.id, quiet=0.01, wait=60, rows=100) as writer:
-            t0 = time.perf_counter()
-            for i in range(3):  # one after another: each is alone
-                await writer.put(Rows(samples=[_sample("ok", False, repeat=i)]))
-            return time.perf_counter() - t0
+    async def main() -> None:
+        async with StoreWriter(store, run.id, wait=3600) as writer:
+            last = asyncio.create_task(writer.put(Rows(samples=[_sample("ok", False)])))
+            await asyncio.sleep(0)  # queued: its deadline is an hour away
+            assert not last.done()
+        await asyncio.wait_for(last, 60)  # committed by the exit, not by the deadline
 
-    assert asyncio.run(main()) < 5 and len(commits) == 3
-    assert sorted(store.load_samples(run.id)) == [("c1", i) for i in range(3)]
-
-
-def test_group_commit_does_not_wait_once_enough_rows_are_queued(tmp_path: Path) -> None:
-    """Once ``rows`` rows are queued the flush is in the next loop iteration; the writer's exit
-    commits what is still queued (its timer cancelled)."""
-    store = Store(tmp_path / "s.db")
-    run = store.create_run("r", "eval", {"run": _run_cfg()}, [("c1", {})])
-    commits: list[int] = []
-    event.listen(store.engine, "commit", lambda conn: commits.append(1))
-
-    async def main() -> tuple[float, float]:
-        async with StoreWriter(store, run.id, quiet=60, wait=60, rows=2) as writer:
-            t0 = time.perf_counter()
-            await writer.put(Rows(samples=[_sample("ok", False, repeat=0), _sample("ok", False, repeat=1)]))
-            await asyncio.gather(
-                *(writer.put(Rows(samples=[_sample("ok", False, repeat=i)])) for i in (2, 3))
-            )
-            took = time.perf_counter() - t0
-            last = asyncio.create_task(writer.put(Rows(samples=[_sample("ok", False, repeat=4)])))
-            await asyncio.sleep(0.05)
-            assert not last.done()  # one row: waits for more (up to 60 s)
-        await last  # committed by the writer's exit
-        return took, time.perf_counter() - t0
-
-    took, total = asyncio.run(main())
-    assert took < 5 and total < 5 and len(commits) == 3
-    assert sorted(store.load_samples(run.id)) == [("c1", i) for i in range(5)]
+    asyncio.run(main())
+    assert sorted(store.load_samples(run.id)) == [("c1", 0)]
 
 
 def test_group_commit_writes_every_batch(store_target: str) -> None:

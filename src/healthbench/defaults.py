@@ -33,9 +33,7 @@ DEFAULT_META_EVAL_VARIANT = "demo_meta_eval"  # the meta-eval dataset of `health
 DEFAULT_SERVICE_WORKERS = 2  # jobs a service (or `Client.local`) process runs at once
 DEFAULT_SERVICE_CONNECTIONS = 256  # the service's connection budget per endpoint, shared by its jobs
 DEFAULT_LEASE = 15.0  # seconds an active job stays claimed without a heartbeat
-DEFAULT_COMMIT_QUIET = 0.002  # seconds without a new finished call after which they are committed
 DEFAULT_COMMIT_WAIT = 0.02  # seconds a run's finished calls wait at most to be committed together
-DEFAULT_COMMIT_ROWS = 500  # rows a group commit writes at once without waiting longer
 DEFAULT_STATUS_CACHE = 0.1  # seconds the service reuses a job's status read (a burst of polls: one read)
 
 # `healthbench serve`: what one request and one workspace may hold (see docs/service.md)

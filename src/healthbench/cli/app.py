@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -63,8 +64,11 @@ class LazyGroup(TyperGroup):
 
     def get_help_option(self, ctx: ClickContext) -> Any:
         """The group's ``--help``, defaulting to False rather than None: typer coerces a None flag
-        through a pydantic adapter, which would load pydantic for every ``COMMAND --help``."""
-        return _off_by_default(super().get_help_option(ctx))
+        through a pydantic adapter, which would load pydantic (~0.04 s) for every ``COMMAND --help``."""
+        option = super().get_help_option(ctx)
+        if option is not None and option.default is None:
+            option.default = False
+        return option
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
         """Run the app; a usage error (a bad option value, a missing argument, an unknown option) is one
@@ -96,62 +100,6 @@ class LazyGroup(TyperGroup):
             self._listing = False
 
 
-def _off_by_default(option: Any) -> Any:
-    """A ``--help`` option defaulting to False rather than None (see `LazyGroup.get_help_option`)."""
-    if option is not None and option.default is None:
-        option.default = False
-    return option
-
-
-class LightCommand(TyperCommand):
-    """Every command of `app`: parsing its command line loads no pydantic where none is needed.
-    typer (0.24 on) coerces each parameter through a pydantic TypeAdapter built on first use, which
-    imports pydantic (~0.04 CPU-s: most of what `healthbench runs --store PATH` would load beside
-    the store): its ``--help`` defaults to False (a bool needs no coercion), and a single-valued
-    parameter left unset (None) or given as text to a text parameter is taken as it is
-    (`_TakenAsIs`): typer's coercion is built only for a value that needs it."""
-
-    def get_help_option(self, ctx: ClickContext) -> Any:
-        return _off_by_default(super().get_help_option(ctx))
-
-    def parse_args(self, ctx: ClickContext, args: list[str]) -> list[str]:
-        for param in self.params:
-            descriptor = getattr(param, "type_descriptor", None)
-            single = param.nargs == 1 and not getattr(param, "multiple", False)
-            if descriptor is None or not single or getattr(param, "_runtime_param", False) is not None:
-                continue
-            text = descriptor.annotation is str and descriptor.parameter_info.parser is None
-            # typer's lazily built coercion, taken before typer builds its own
-            setattr(param, "_runtime_param", _TakenAsIs(param, text=text))  # noqa: B010
-        return super().parse_args(ctx, args)
-
-
-class _TakenAsIs:
-    """The coercion of a single-valued parameter: None (unset) is None, as typer's own coercion
-    makes it, and text given to a text parameter is itself; any other value goes to typer's own
-    coercion (built then)."""
-
-    def __init__(self, param: Any, *, text: bool) -> None:
-        self._param = param
-        self._text = text
-
-    def coerce(self, value: Any, param: Any, ctx: ClickContext) -> Any:
-        if value is None or (self._text and isinstance(value, str)):
-            return value
-        self._param._runtime_param = None
-        return self._param.get_runtime_param().coerce(value, param=param, ctx=ctx)
-
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-class _App(typer.Typer):
-    """`typer.Typer` whose commands are `LightCommand` unless they name another class."""
-
-    def command(self, *args: Any, cls: type[TyperCommand] | None = None, **kwargs: Any) -> Callable[[F], F]:
-        return super().command(*args, cls=cls or LightCommand, **kwargs)
-
-
 def _lazy_commands() -> dict[str, LazyCommand]:
     from healthbench.cli import COMMANDS
 
@@ -164,7 +112,7 @@ def _built(name: str) -> ClickCommand | None:
     return typer.main.get_command(app).commands.get(name)  # type: ignore[attr-defined]
 
 
-app = _App(
+app = typer.Typer(
     name="healthbench",
     help="Run, grade and analyse HealthBench on any chat model.",
     no_args_is_help=True,
@@ -242,15 +190,11 @@ def handles_errors(func: Callable[P, R]) -> Callable[P, R]:
 
 def main() -> None:
     from healthbench import cli  # noqa: F401  (registers the commands)
-    from healthbench.process_settings import apply, settle
 
-    apply()  # (python -m healthbench applied them before any import already)
-
+    # our matrix products are small: OpenBLAS keeps to one thread unless told otherwise (its thread
+    # pool costs ~30 ms of CPU to start with numpy, which every command imports after this)
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     # a store failure is one line of ours: the database driver's own warnings (psycopg's "error ignored
     # terminating ..." when the server goes away) are not printed beside it
     logging.getLogger("psycopg").addHandler(logging.NullHandler())
-    settle()
-    try:
-        sys.exit(app())
-    finally:
-        settle()
+    sys.exit(app())

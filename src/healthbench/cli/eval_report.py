@@ -13,7 +13,6 @@ from healthbench.cli.option_groups import Bootstrap, ScoreFiles
 from healthbench.errors import RunError
 
 if TYPE_CHECKING:
-    from healthbench.results.figures import RunFigures
     from healthbench.results.views import RunView
     from healthbench.runner.run import RunOutcome
     from healthbench.scoring.run_score import GradedSample, RunScore
@@ -39,55 +38,45 @@ def report_eval_run(
     extra_metrics: Mapping[str, Any] | None = None,
     inspect_log_out: Path | None = None,
     mlflow: bool = False,
-) -> RunFigures:
-    """Print the run's scores (marked PARTIAL while conversations lack an answer), write the files
-    asked for, and warn about (or, ``strict``, refuse) ungraded criteria. The figures shown are the
-    ones remembered in the store when they were computed from the run as it is now, with the same
-    options (`healthbench.results.figures`: no scoring, no numpy); else the run is scored and its
-    figures remembered. The files that need the scores themselves always score."""
+) -> tuple[int, int]:
+    """Score the run, print its scores (marked PARTIAL while conversations lack an answer), write the
+    files asked for, and warn about (or, ``strict``, refuse) ungraded criteria. Returns the
+    (conversation, repeat) pairs without an answer and all of them (`RunView.unanswered`)."""
     from healthbench.cli.summary_view import render_summary
-    from healthbench.results.figures import figures_key, remember, remembered
     from healthbench.results.metrics_out import metrics_document, write_metrics
+    from healthbench.results.summary import summary_of
     from healthbench.results.views import RunView
 
     view = RunView.of(store, run).require_kind("eval")
     bootstrap = bootstrap or Bootstrap()  # the run's stored settings
-    key = figures_key(view, seed=bootstrap.seed, n_resamples=bootstrap.n_resamples)  # before scoring
+    options = view.scoring_options(seed=bootstrap.seed, n_resamples=bootstrap.n_resamples)
     # the graded samples (every answer's text) only for the files that carry them; else read as columns
     with_samples = files.allresults_out is not None or aggregate_out is not None or mlflow
-    figures = None if with_samples or inspect_log_out is not None else remembered(view, key)
-    samples: list[GradedSample] = []
-    score: RunScore | None = None
-    if figures is None:
-        options = view.scoring_options(seed=bootstrap.seed, n_resamples=bootstrap.n_resamples)
-        samples = view.graded_samples() if with_samples else []
-        score = view.score_samples(samples, options) if with_samples else view.score(options)
-        figures = remember(view, key, score)
+    samples = view.graded_samples() if with_samples else []
+    score = view.score_samples(samples, options) if with_samples else view.score(options)
+    summary = summary_of(score)
     judge = view.judge_spec
-    missing, expected = figures.unanswered
+    missing, expected = unanswered = view.unanswered()
     title = f"run {run.name} · judge {judge} · {view.describe_provenance()}"
     if missing:  # never shown as if it were the run's score
         title = f"PARTIAL: {expected - missing} of {expected} conversations answered, not the run's score · {title}"
-    render_summary(figures.summary, title=title, console=console)
+    render_summary(summary, title=title, console=console)
     if counters_line:
         say(counters_line)
     if judge.startswith("local/"):
         say(f"note: {SMOKE_WARNING}", style="yellow", stderr=True)
     extra = [extra_metrics] if extra_metrics is not None else []
-    metrics = metrics_document(figures.metrics, *extra, provenance=view.provenance())
+    metrics = metrics_document(score.metrics(), *extra, provenance=view.provenance())
     if files.metrics_out is not None:
         write_metrics(files.metrics_out, metrics)
         say(f"metrics written to {files.metrics_out}")
-    if score is not None:  # (the files below were asked for, so the run was scored)
-        _write_score_files(view, samples, score, metrics, files, aggregate_out, inspect_log_out, mlflow)
+    _write_score_files(view, samples, score, metrics, files, aggregate_out, inspect_log_out, mlflow)
     if row_scores_out is not None:
         from healthbench.results.rows import iter_row_scores, write_row_scores
 
         del samples  # the rows stream from the store
-        options = view.scoring_options(seed=bootstrap.seed, n_resamples=bootstrap.n_resamples)
         _, count = write_row_scores(row_scores_out, iter_row_scores(store, run.name, options))
         say(f"{count} row scores written to {row_scores_out}")
-    summary = figures.summary
     if summary.ungraded_criteria:
         message = (
             f"{summary.ungraded_criteria} criteria ungraded in {summary.ungraded_samples} conversations "
@@ -96,7 +85,7 @@ def report_eval_run(
         if strict:
             raise RunError(f"--strict: {message}")
         say(f"warning: {message}", style="yellow", stderr=True)
-    return figures
+    return unanswered
 
 
 def _write_score_files(
@@ -156,10 +145,9 @@ def finish_eval(
     from healthbench.cli.run_flow import calls_line
 
     line = calls_line(outcome.counters)
-    figures = report_eval_run(
+    missing, expected = report_eval_run(
         store, outcome.run, files, bootstrap=bootstrap, strict=strict, counters_line=line, mlflow=mlflow
     )
-    missing, expected = figures.unanswered
     if missing:
         raise RunError(
             f"run {outcome.run.name!r} is incomplete: {missing} of {expected} conversations have no "

@@ -9,7 +9,6 @@ import typer
 
 from healthbench.atomic import refuse_overwriting_inputs
 from healthbench.cli.app import app, console, handles_errors, say
-from healthbench.cli.gc_paused import gc_paused
 from healthbench.cli.options import (
     LengthCenter,
     LengthPenalty,
@@ -20,9 +19,7 @@ from healthbench.cli.options import (
 from healthbench.cli.summary_view import render_summary
 from healthbench.defaults import DEFAULT_RESAMPLES, DEFAULT_SEED
 from healthbench.errors import ConfigError
-from healthbench.results.rescore import rescore_allresults
 from healthbench.results.summary import summary_of
-from healthbench.scoring.run_score import ScoringOptions
 from healthbench.store.location import store_file
 
 
@@ -77,6 +74,9 @@ def import_allresults(
     The file stores no example tags: theme: and physician_agreed_category: metrics need the dataset,
     given by --data and/or --dataset and joined on prompt_id (rubrics must match).
     """
+    from healthbench.results.rescore import rescore_allresults
+    from healthbench.scoring.run_score import ScoringOptions
+
     if name is not None and store is None:
         raise ConfigError("--name names the run kept with --store; give --store too")
     center, penalty = length_adjustment(length_center, length_penalty)
@@ -84,23 +84,22 @@ def import_allresults(
         {"--metrics-out": metrics_out, "--export": export},
         [file, *(data or []), store_file(store) if store is not None else None],
     )
-    with gc_paused():  # a short-lived process building no cycles: no collection of every object in between
-        rescored = rescore_allresults(
-            file,
-            data=data or [],
-            dataset=dataset,
-            cache=cache,
-            allow_untagged=allow_untagged,
-            options=ScoringOptions(
-                n_resamples=DEFAULT_RESAMPLES if n_resamples is None else n_resamples,
-                seed=DEFAULT_SEED if seed is None else seed,
-                length_center=center,
-                length_penalty=penalty,
-            ),
-            with_samples=export is not None or store is not None,
-        )
-        run_score, a = rescored.run_score, rescored.agreement
-        render_summary(summary_of(run_score), title=f"{file.name} (re-scored)", console=console)
+    rescored = rescore_allresults(
+        file,
+        data=data or [],
+        dataset=dataset,
+        cache=cache,
+        allow_untagged=allow_untagged,
+        options=ScoringOptions(
+            n_resamples=DEFAULT_RESAMPLES if n_resamples is None else n_resamples,
+            seed=DEFAULT_SEED if seed is None else seed,
+            length_center=center,
+            length_penalty=penalty,
+        ),
+        with_samples=export is not None or store is not None,
+    )
+    run_score, a = rescored.run_score, rescored.agreement
+    render_summary(summary_of(run_score), title=f"{file.name} (re-scored)", console=console)
     say(
         f"agreement with the file: {a.equal}/{a.compared} means and n_samples equal, top-level score "
         f"{'equal' if a.same_score else 'differs'} (bootstrap std not compared: it is random)"

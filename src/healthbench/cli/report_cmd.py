@@ -10,7 +10,6 @@ import typer
 from healthbench.atomic import check_folder, refuse_overwriting_inputs
 from healthbench.cli.analysis_cmd import AllowUntaggedOpt, CacheOpt, DataOpt, DatasetOpt, _load
 from healthbench.cli.app import app, console, handles_errors
-from healthbench.cli.gc_paused import gc_paused
 from healthbench.cli.options import ResamplesOpt, SeedOpt, StoreOpt
 from healthbench.store.location import store_file
 
@@ -67,19 +66,14 @@ def report_command(
         n_resamples=defaults.n_resamples if n_resamples is None else n_resamples,
         seed=defaults.seed if seed is None else seed,
     )
-    # a short-lived process building ~10^5 acyclic objects (samples, then the browser's data): no
-    # collection that walks all of them again every few thousand allocations (~0.3 CPU-s of a full run)
-    with gc_paused():
-        runs = _load(
-            inputs, store=store, data=data, dataset=dataset, allow_untagged=allow_untagged, cache=cache
-        )
-        comparison = default_comparison(runs, options)
-        for warning in comparison.warnings if comparison else ():
-            _say(f"warning: {warning}", style="yellow")
-        report = build_report(
-            runs, options=options, title=title, comparison=comparison, conversations=conversations
-        )
-        path = report.write(output)
+    runs = _load(inputs, store=store, data=data, dataset=dataset, allow_untagged=allow_untagged, cache=cache)
+    comparison = default_comparison(runs, options)
+    for warning in comparison.warnings if comparison else ():
+        _say(f"warning: {warning}", style="yellow")
+    report = build_report(
+        runs, options=options, title=title, comparison=comparison, conversations=conversations
+    )
+    path = report.write(output)
     answers = sum(run.score.n_samples for run in report.runs)
     _say(f"report: {path} ({path.stat().st_size / 1e6:.1f} MB, {len(report.runs)} runs, {answers} answers)")
     if figures is not None:

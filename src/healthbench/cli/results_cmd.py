@@ -1,9 +1,9 @@
 """`healthbench runs` and `results`: the read-only commands over the store (no model call).
 
-They start fast (< 0.3 s is the target, docs/benchmarks.md): this module loads typer, rich and the
-options only; `runs` reads the store through `RunView` without parsing any run's settings (no
-pydantic, no numpy), `results` loads the scoring core when it scores, and the judge-correction and
-export modules only when their flags are given."""
+This module loads typer, rich and the options only (docs/benchmarks.md: `runs` and `results NAME`
+start-up); `runs` reads the store through `RunView` without parsing any run's settings (no numpy),
+`results` loads the scoring core when it scores, and the judge-correction and export modules only
+when their flags are given."""
 
 from __future__ import annotations
 

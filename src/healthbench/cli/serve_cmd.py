@@ -19,7 +19,6 @@ from healthbench.defaults import (
     DEFAULT_WORKSPACE_QUEUED_JOBS,
     DEFAULT_WORKSPACE_UPLOAD_MB,
 )
-from healthbench.service.jobs import WorkerSettings
 from healthbench.service.logs import LogFormat
 
 
@@ -104,7 +103,7 @@ def serve(
 
     from healthbench.service.app import create_app
     from healthbench.service.auth import BOOTSTRAP_TOKEN_ENV, bootstrap_token, first_token
-    from healthbench.service.jobs import WorkerProcess
+    from healthbench.service.jobs import WorkerProcess, WorkerSettings
     from healthbench.service.limits import ServiceLimits
     from healthbench.service.logs import configure_logging
     from healthbench.service.operations import JobService

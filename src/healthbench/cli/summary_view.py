@@ -1,6 +1,5 @@
 """The terminal rendering of a run's summary (`healthbench.results.summary.Summary`): one rich
-table per section, then the ungraded line. It needs no scoring core (no numpy): a summary read back
-from the store prints the same bytes as the one just computed."""
+table per section, then the ungraded line."""
 
 from __future__ import annotations
 

@@ -6,15 +6,13 @@ provider writes (one request in, one `Completion` out, failures raised as `Provi
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, TypeVar, cast, runtime_checkable
+from typing import Any, Literal, Protocol, cast, runtime_checkable
 
-from msgspec import json as _msgspec_json
 from pydantic import BaseModel, ConfigDict, Field
 
 from healthbench.defaults import DEFAULT_TIMEOUT
@@ -216,91 +214,19 @@ def request_key(
 ) -> str:
     """sha256 hex of the normalized request: the call-cache key. Never includes an API key or timeout.
 
-    The normalized request is the UTF-8 of ``json.dumps(payload, sort_keys=True, separators=(",", ":"),
-    ensure_ascii=False)`` with ``payload`` = provider, model, base_url, settings (without timeout),
-    messages, json_schema and salt. It is written here part by part in that key order (the same bytes):
-    the messages, most of a request, by msgspec (which escapes every string as `json` does, ~15x
-    faster; pinned for every code point by the tests), the parts that may hold floats by `json` (msgspec
-    writes exponents differently: ``1e16`` where `json` writes ``1e+16``); the parts that are the same
-    for every call of a model (spec, schema, settings) are written once and remembered."""
-    head, tail = _key_parts(spec, json_schema)
-    return hashlib.sha256(
-        b"".join((head, _canonical_messages(messages), tail, _msgspec_json.encode(salt), _key_end(settings)))
-    ).hexdigest()
-
-
-# The parts of `request_key` that are the same for every call of a model (spec, schema, settings),
-# written once per (spec, schema) and per settings object instead of per call. Each entry keeps its
-# objects alive, so no other object can take their ids while it is kept, and a copy of what could
-# change in place (a schema's contents, the settings' extra_body: the frozen models' other fields
-# cannot), compared on every use.
-T = TypeVar("T")
-_PARTS_MEMO = 64  # entries kept before a memo starts over (a process uses a handful of models)
-_parts: dict[Any, tuple[Any, Any, Any]] = {}
-_ends: dict[Any, tuple[Any, Any, Any]] = {}
-
-
-def _key_parts(spec: ModelSpec, json_schema: dict[str, Any] | None) -> tuple[bytes, bytes]:
-    """`request_key`'s bytes before the messages and from the messages to the salt."""
-    return _remembered(
-        _parts,
-        (id(spec), id(json_schema)),
-        (spec, json_schema),
-        json_schema,
-        lambda: (
-            b'{"base_url":'
-            + _msgspec_json.encode(spec.url)
-            + b',"json_schema":'
-            + _canonical(json_schema)
-            + b',"messages":',
-            b',"model":'
-            + _msgspec_json.encode(spec.model)
-            + b',"provider":'
-            + _msgspec_json.encode(spec.provider)
-            + b',"salt":',
-        ),
-    )
-
-
-def _key_end(settings: ModelSettings) -> bytes:
-    """`request_key`'s bytes from the settings on."""
-    return _remembered(
-        _ends,
-        id(settings),
-        settings,
-        settings.extra_body,
-        lambda: b',"settings":' + _canonical(settings.model_dump(mode="json", exclude={"timeout"})) + b"}",
-    )
-
-
-def _remembered(
-    memo: dict[Any, tuple[Any, Any, Any]], key: Any, owners: Any, contents: Any, build: Callable[[], T]
-) -> T:
-    """What ``build`` makes of ``owners`` (found by ``key``, their ids), remembered in ``memo`` while
-    ``contents`` (what could change in place) stays equal to the copy taken when it was built."""
-    known = memo.get(key)
-    if known is not None and known[1] == contents:
-        return cast(T, known[2])
-    value = build()
-    if len(memo) >= _PARTS_MEMO:
-        memo.clear()
-    memo[key] = (owners, copy.deepcopy(contents), value)
-    return value
-
-
-def _canonical(value: Any) -> bytes:
-    """`request_key`'s JSON of any value: sorted keys, no spaces, UTF-8."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-
-
-def _canonical_messages(messages: Messages) -> bytes:
-    """`_canonical` of chat messages: by msgspec when they are dicts of strings (the same bytes),
-    else by `_canonical`."""
-    if all(
-        type(m) is dict and all(type(k) is str and type(v) is str for k, v in m.items()) for m in messages
-    ):
-        return _msgspec_json.encode(messages, order="sorted")
-    return _canonical(messages)
+    The normalized request is the UTF-8 of one ``json.dumps`` (sorted keys, no spaces, non-ASCII as
+    is) of the provider, model, base URL, settings (without timeout), messages, schema and salt."""
+    payload = {
+        "provider": spec.provider,
+        "model": spec.model,
+        "base_url": spec.url,
+        "settings": settings.model_dump(mode="json", exclude={"timeout"}),
+        "messages": messages,
+        "json_schema": json_schema,
+        "salt": salt,
+    }
+    text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 @runtime_checkable

@@ -3,13 +3,12 @@ HealthBench Professional's task tags), then the ungraded count, as plain rows (`
 of it in a `Summary` (`summary_of`). The terminal rendering is
 `healthbench.cli.summary_view.render_summary`.
 
-Importing this module loads no numpy: a `Summary` read back from the store
-(`healthbench.results.figures`) is printed without the scoring core."""
+Importing this module loads no numpy."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     from healthbench.scoring.run_score import RunScore
@@ -109,9 +108,7 @@ def ungraded_line(run_score: RunScore | Summary) -> str:
 @dataclass(frozen=True)
 class Summary:
     """Everything a run's summary shows: its rows (`summary_rows`), the CI level, what the CIs are
-    over (`unit_line`) and the ungraded counts. Plain values: `to_json` / `from_json` give it back
-    exactly through Python's JSON (floats keep every bit; NaN, a CI without resamples, is written
-    ``NaN``, which Python's JSON reads back)."""
+    over (`unit_line`) and the ungraded counts."""
 
     rows: tuple[SummaryRow, ...]
     confidence: float
@@ -119,31 +116,6 @@ class Summary:
     n_samples: int
     ungraded_criteria: int
     ungraded_samples: int
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "rows": [[r.section, r.key, r.mean, r.ci_lower, r.ci_upper, r.n_samples] for r in self.rows],
-            "confidence": self.confidence,
-            "unit": self.unit,
-            "n_samples": self.n_samples,
-            "ungraded_criteria": self.ungraded_criteria,
-            "ungraded_samples": self.ungraded_samples,
-        }
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Summary:
-        rows = tuple(
-            SummaryRow(section, key, float(mean), float(lower), float(upper), int(n))
-            for section, key, mean, lower, upper, n in data["rows"]
-        )
-        return cls(
-            rows=rows,
-            confidence=float(data["confidence"]),
-            unit=data["unit"],
-            n_samples=int(data["n_samples"]),
-            ungraded_criteria=int(data["ungraded_criteria"]),
-            ungraded_samples=int(data["ungraded_samples"]),
-        )
 
 
 def summary_of(run_score: RunScore) -> Summary:

@@ -24,7 +24,6 @@ from healthbench.errors import HealthBenchError
 from healthbench.executors.ray import require_ray
 from healthbench.grading.template import GraderTemplate
 from healthbench.results.aggregate import aggregate_scores
-from healthbench.results.figures import run_figures
 from healthbench.results.meta_results import score_meta_run
 from healthbench.results.metrics_out import metrics_document
 from healthbench.results.rows import iter_row_scores
@@ -426,8 +425,7 @@ class JobService:
         view = RunView.of(self.store, run)
         if record.spec.get("kind") == "meta-eval":
             return metrics_document(score_meta_run(self.store, run).metrics, provenance=view.provenance())
-        # the figures `healthbench results NAME` shows, remembered in the store (scored when stale)
-        return metrics_document(run_figures(view).metrics, provenance=view.provenance())
+        return metrics_document(view.score().metrics(), provenance=view.provenance())
 
     def allresults_file(self, workspace: str, name: str, folder: Path) -> Path:
         """The simple-evals ``_allresults.json`` of the job, written into ``folder``."""

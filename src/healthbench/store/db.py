@@ -25,10 +25,8 @@ from sqlalchemy import (
     String,
     Table,
     Text,
-    bindparam,
     create_engine,
     event,
-    select,
 )
 from sqlalchemy.engine import URL, Connection, Dialect, ExceptionContext
 from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, SQLAlchemyError
@@ -60,9 +58,6 @@ runs = Table(
     Column("lease_pid", Integer),
     Column("lease_since", String(40)),
     Column("lease_expires", Float),  # epoch seconds
-    # bumped in the transaction of every write of the run's samples or grades (Store.put,
-    # a regrade created with its parent's answers): what a remembered figure (run_results) was computed from
-    Column("revision", Integer, nullable=False, default=0, server_default="0"),
 )
 
 items = Table(
@@ -117,19 +112,6 @@ call_cache = Table(
     Column("text", Text, nullable=False),
     Column("usage", JSON),
     Column("created_at", String(40), nullable=False),
-)
-
-
-# figures derived from a run, remembered (results/figures.py): ``key`` is a sha256 of everything they
-# were computed from (the run's settings and revision, the scoring options, the code's version),
-# ``body`` their JSON text (written by us: NaN survives, which a JSON column would refuse on PostgreSQL)
-run_results = Table(
-    "run_results",
-    metadata,
-    Column("run_id", Integer, ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
-    Column("name", String(40), primary_key=True),  # which figures: "figures"
-    Column("key", String(64), nullable=False),
-    Column("body", Text, nullable=False),
 )
 
 
@@ -263,36 +245,6 @@ def _layout(table: Table) -> tuple[Callable[[Mapping[str, Any]], tuple[Any, ...]
     return operator.itemgetter(*names), tuple(c.name for c in table.columns if isinstance(c.type, JSON))
 
 
-def rows_with_keys(
-    conn: Connection, table: Table, columns: tuple[str, ...], key: str, keys: Sequence[str]
-) -> list[tuple[Any, ...]]:
-    """``columns`` of the rows of ``table`` whose column ``key`` is one of ``keys`` (a few hundred at
-    most): one ``IN (...)`` query, handed to the driver as compiled for a padded number of keys (the
-    next power of two; the last key repeated), so that a handful of statements serve every lookup and
-    none of SQLAlchemy's per-query work is done. A JSON column's value is as the driver gives it:
-    decode it with `json_value`."""
-    if not keys:
-        return []
-    size = 1 << (len(keys) - 1).bit_length()
-
-    def query() -> tuple[Any, tuple[str, ...]]:
-        names = tuple(f"k{i}" for i in range(size))
-        chosen = table.c[key].in_([bindparam(n) for n in names])
-        return select(*(table.c[c] for c in columns)).where(chosen), names
-
-    statement = _driver_statement(conn.dialect, ("keys", table.name, columns, key, size), query)
-    padded = [*keys, *[keys[-1]] * (size - len(keys))]
-    return [tuple(row) for row in conn.exec_driver_sql(statement.sql, statement.params(padded))]
-
-
-def json_value(raw: Any) -> Any:
-    """A JSON column's value as read by `rows_with_keys`: the text SQLite gives, decoded (PostgreSQL's
-    driver gives it decoded already)."""
-    import msgspec.json  # (as in `_json_text`)
-
-    return msgspec.json.decode(raw) if isinstance(raw, str | bytes) else raw
-
-
 @dataclass(frozen=True)
 class _DriverStatement:
     """A statement compiled for a dialect, as its driver takes it: the SQL text, and the parameter
@@ -313,8 +265,8 @@ def _driver_statement(
     dialect: Dialect, memo: tuple[Any, ...], build: Callable[[], tuple[Any, tuple[str, ...]]]
 ) -> _DriverStatement:
     """The statement ``build`` makes (with its parameters' names, in order), compiled for ``dialect``
-    once per dialect, driver and ``memo`` (what names the statement): what `upsert` and
-    `rows_with_keys` hand to the driver, with none of SQLAlchemy's per-execution work."""
+    once per dialect, driver and ``memo`` (what names the statement): what `upsert` hands to the
+    driver, with none of SQLAlchemy's per-execution work."""
     full = (dialect.name, dialect.driver, *memo)
     known = _driver_statements.get(full)
     if known is None:

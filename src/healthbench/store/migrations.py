@@ -273,6 +273,12 @@ def _0008_run_results(conn: Connection) -> None:
     metadata.tables["run_results"].create(conn)
 
 
+def _0009_drop_run_results(conn: Connection) -> None:
+    """0008 undone: figures are computed each time they are shown (no remembered figures, no revision)."""
+    conn.execute(text("DROP TABLE run_results"))
+    conn.execute(text("ALTER TABLE runs DROP COLUMN revision"))
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration("0001_initial", _0001_initial),
     Migration("0002_drop_unused_jobs", _0002_drop_unused_jobs),
@@ -281,6 +287,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("0006_provider_batches", _0006_provider_batches),
     Migration("0007_job_results", _0007_job_results),
     Migration("0008_run_results", _0008_run_results),
+    Migration("0009_drop_run_results", _0009_drop_run_results),
 )
 
 

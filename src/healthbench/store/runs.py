@@ -8,12 +8,12 @@ from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Engine, Select, Table, and_, bindparam, func, literal, select, update
+from sqlalchemy import Connection, Engine, Select, Table, and_, func, literal, select, update
 from sqlalchemy.exc import IntegrityError
 
 from healthbench.errors import RunError, RunExistsError
 from healthbench.store import db
-from healthbench.store.db import call_cache, grades, items, run_results, runs, samples, upsert
+from healthbench.store.db import call_cache, grades, items, runs, samples, upsert
 from healthbench.store.location import shown, store_url
 
 
@@ -54,7 +54,6 @@ class RunRecord:
     created_at: str
     updated_at: str
     parent_run: str | None
-    revision: int = 0  # bumped by every write of the run's samples or grades (`Store.put`)
 
 
 RUN_COLUMNS = tuple(runs.c[f.name] for f in fields(RunRecord))
@@ -205,7 +204,6 @@ class Store:
                 if copy_of is not None:
                     _copy_rows(conn, items, copy_of, run_id)
                     _copy_rows(conn, samples, copy_of, run_id, samples.c.error.is_(None))
-                    _touch(conn, run_id)
         except IntegrityError:  # another process created it between our check and our insert
             raise RunExistsError(f"a run named {name!r} already exists") from None
         run = self.get_run(name)
@@ -231,28 +229,6 @@ class Store:
     def set_status(self, run_id: int, status: RunStatus) -> None:
         with self.engine.begin() as conn:
             conn.execute(update(runs).where(runs.c.id == run_id).values(status=status, updated_at=db.now()))
-
-    def revision(self, run_id: int) -> int:
-        """The run's revision as stored now: it changes with every write of its samples or grades."""
-        with self.engine.connect() as conn:
-            return int(conn.execute(select(runs.c.revision).where(runs.c.id == run_id)).scalar_one())
-
-    def run_result(self, run_id: int, name: str, key: str) -> str | None:
-        """The body of the run's remembered result ``name`` if it was stored under ``key`` (else None:
-        none, or one computed from something else)."""
-        with self.engine.connect() as conn:
-            row = conn.execute(
-                select(run_results.c.key, run_results.c.body).where(
-                    run_results.c.run_id == run_id, run_results.c.name == name
-                )
-            ).first()
-        return row.body if row is not None and row.key == key else None
-
-    def set_run_result(self, run_id: int, name: str, key: str, body: str) -> None:
-        """Remember (or replace) the run's result ``name``, computed from what ``key`` names."""
-        with self.engine.begin() as conn:
-            row = {"run_id": run_id, "name": name, "key": key, "body": body}
-            upsert(conn, run_results, [db.row_values(run_results, row)])
 
     def load_items(self, run_id: int) -> list[tuple[str, dict[str, Any]]]:
         with self.engine.connect() as conn:
@@ -415,7 +391,7 @@ class Store:
         """The call cache's answers to ``keys`` (those it holds), read ``CACHE_CHUNK`` keys per query:
         what a run reads of the cache is bounded by its own requests, never by the store's age."""
         return {
-            key: CachedCall(text, db.json_value(usage))
+            key: CachedCall(text, usage)
             for key, text, usage in self._cache_rows(("key", "text", "usage"), keys)
         }
 
@@ -424,13 +400,14 @@ class Store:
         return {key for (key,) in self._cache_rows(("key",), keys)}
 
     def _cache_rows(self, columns: tuple[str, ...], keys: Iterable[str]) -> list[tuple[Any, ...]]:
+        """``columns`` of the call cache's rows under ``keys``: one ``key IN (...)`` query per chunk."""
         wanted = list(dict.fromkeys(keys))
+        picked = select(*(call_cache.c[c] for c in columns))
         rows: list[tuple[Any, ...]] = []
         with self.engine.connect() as conn:
             for start in range(0, len(wanted), CACHE_CHUNK):
-                rows += db.rows_with_keys(
-                    conn, call_cache, columns, "key", wanted[start : start + CACHE_CHUNK]
-                )
+                chunk = wanted[start : start + CACHE_CHUNK]
+                rows += [tuple(row) for row in conn.execute(picked.where(call_cache.c.key.in_(chunk)))]
         return rows
 
     def cache_get(self, key: str) -> CachedCall | None:
@@ -456,8 +433,6 @@ class Store:
                 (call_cache, [_values(call_cache, c, stamp) for c in cache]),
             ):
                 upsert(conn, table, rows)
-            if sample_rows or grade_rows:
-                _touch(conn, run_id)
 
     def put_rows(self, run_id: int, rows: Rows) -> None:
         """`put` of a `Rows` batch."""
@@ -475,23 +450,12 @@ def _narrowed(
     return query
 
 
-# built once: building the statement for each commit cost 3x what executing it costs (~0.15 ms)
-_BUMP_REVISION = update(runs).where(runs.c.id == bindparam("run_id")).values(revision=runs.c.revision + 1)
-
-
 def _copy_rows(conn: Connection, table: Table, source: int, target: int, *where: Any) -> None:
     """Copy ``table``'s rows of run ``source`` (those matching ``where``) to run ``target``, in SQL."""
     names = [c.name for c in table.columns]
     picked = [literal(target).label("run_id") if n == "run_id" else table.c[n] for n in names]
     chosen = select(*picked).where(table.c.run_id == source, *where)
     conn.execute(table.insert().from_select(names, chosen))
-
-
-def _touch(conn: Connection, run_id: int) -> None:
-    """Bump the run's revision in the transaction that writes its samples or grades: every writer of
-    a run's rows calls this, so figures remembered at another revision are never served
-    (`healthbench.results.figures`)."""
-    conn.execute(_BUMP_REVISION, {"run_id": run_id})
 
 
 def _values(
