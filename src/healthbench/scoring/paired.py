@@ -5,8 +5,8 @@ Each run's score is its mean clipped to [0, 1], as simple-evals clips every mean
 ``mean_b``). The test is on the *unclipped* conversation means: the statistic is ``d = mean(b) -
 mean(a)`` and a resample draws ``n`` conversation indices uniformly with replacement and takes *the
 same indices* from both runs, so the CI reflects the pairing (a conversation that is hard for both runs
-moves both means together; drawn by the exact samplers every bootstrap of the project uses,
-`healthbench.scoring.bootstrap`, each pair as one complex value ``a + 1j * b``). Clipping the resampled
+moves both means together: the one bootstrap of `healthbench.scoring.bootstrap`, both runs' values
+as two figures over the same counts). Clipping the resampled
 means would tie many of them at 0 or 1 (two runs both below 0 would differ by exactly 0), so it is not
 done; ``clipped`` says whether clipping binds on the key (a run's mean, or any resampled mean, outside
 [0, 1]), in which case the difference of the reported (clipped) scores is not ``difference``. The CI is
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from healthbench.scoring.bootstrap import PairSample, resample_sums
+from healthbench.scoring.bootstrap import resample_means
 from healthbench.scoring.stats import BootstrapOptions, clipped_mean
 
 __all__ = [
@@ -62,14 +62,12 @@ def paired_resample_means(
     a: npt.ArrayLike, b: npt.ArrayLike, *, n_resamples: int, seed: int
 ) -> tuple[Floats, Floats]:
     """The unclipped means of ``a`` and of ``b`` over ``n_resamples`` paired resamples: each resample
-    draws ``n`` indices uniformly with replacement and reads both arrays at those indices. Drawn by
-    the project's one bootstrap (`healthbench.scoring.bootstrap.resample_sums`) with each pair as the
-    complex value ``a + 1j * b``, whose sums add both runs at once; exact, seeded by ``seed``."""
+    draws ``n`` conversations uniformly with replacement and reads both arrays at them (the one
+    bootstrap, `healthbench.scoring.bootstrap.resample_means`, seeded by ``seed``)."""
     first, second = _pair(a, b)
-    n = first.size
-    pairs = PairSample(np.arange(n, dtype=np.intp), first + 1j * second)
-    sums = resample_sums([pairs], n, n_resamples=n_resamples, seed=seed)[:, 0]
-    return sums.real / n, sums.imag / n
+    pairs = np.column_stack([first, second])
+    means = resample_means(pairs, np.ones_like(pairs), n_resamples, np.random.default_rng(seed))
+    return means[:, 0], means[:, 1]
 
 
 def paired_bootstrap(
