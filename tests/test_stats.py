@@ -185,11 +185,13 @@ def test_hand_computed_resample_means() -> None:
     assert set(observed) == {1.0, round(2 / 3, 12), 0.0}
     assert observed[1.0] / 40_000 == pytest.approx(0.25, abs=0.01)
     assert observed[round(2 / 3, 12)] / 40_000 == pytest.approx(0.5, abs=0.01)
-    # the counts times the values, resample by resample
+    # the counts times the values, resample by resample (two figures on the same answers, then a third)
     w = resample_counts(2, 5, np.random.default_rng(7))
-    means = resample_means([[2.0, 0.5], [0.0, 1.5]], [[2.0, 1.0], [1.0, 1.0]], 5, np.random.default_rng(7))
+    sums, counts = [[2.0, 2.0, 0.5], [0.0, 1.0, 1.5]], [[2.0, 2.0, 1.0], [1.0, 1.0, 1.0]]
+    means = resample_means(sums, counts, 5, np.random.default_rng(7))
     np.testing.assert_array_equal(means[:, 0], (2 * w[:, 0]) / (2 * w[:, 0] + w[:, 1]))
-    np.testing.assert_array_equal(means[:, 1], (0.5 * w[:, 0] + 1.5 * w[:, 1]) / 2)
+    np.testing.assert_array_equal(means[:, 1], (2 * w[:, 0] + w[:, 1]) / (2 * w[:, 0] + w[:, 1]))
+    np.testing.assert_array_equal(means[:, 2], (0.5 * w[:, 0] + 1.5 * w[:, 1]) / 2)
 
 
 def test_a_key_on_some_rows_is_the_mean_over_its_drawn_rows() -> None:

@@ -69,12 +69,14 @@ def resample_means(
     if c == 0:
         out.fill(np.nan)
         return out
-    distinct, which = np.unique(n, axis=1, return_inverse=True)  # figures on the same answers: one W @ n
+    first: dict[bytes, int] = {}  # figures on the same answers share one column of W @ n
+    which = np.array([first.setdefault(column.tobytes(), k) for k, column in enumerate(n.T)], dtype=np.intp)
+    distinct, which = np.unique(which, return_inverse=True)
     step = max(1, BLOCK_DRAWS // c)
     for start in range(0, n_resamples, step):
         w = resample_counts(c, min(step, n_resamples - start), rng)
         with np.errstate(invalid="ignore", divide="ignore"):
-            np.divide(w @ s, (w @ distinct)[:, which.ravel()], out=out[start : start + w.shape[0]])
+            np.divide(w @ s, (w @ n[:, distinct])[:, which], out=out[start : start + w.shape[0]])
     return out
 
 
