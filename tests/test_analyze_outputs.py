@@ -39,7 +39,7 @@ EXPECTED = {
     "combined": "3500025788f2a0072e03916662139f80c948673c7b1496bcc0d40113bc744296",
     "models": "11c1580fbd055c69f1d49c2a59d2850c8c1fd7b18f0ea6d7ee40d8f1b163d6bc",
     "conversations": "da99614c6457425e7e9bef3ab9a27f1db50605b1ea89d9d48f1a54c1aa16563c",
-    "worst_at_k": "d601e8ca1d7fbd298e4c362155a428acd8c4014db2d55ed5d627b7d8f8f60c2c",
+    "worst_at_k": "1d0b9b0123a47b56d982a76ef74a1fdd2b5fc7770a08c626f7731c1e71aa4fef",
 }
 
 

@@ -69,15 +69,22 @@ def resample_means(
     if c == 0:
         out.fill(np.nan)
         return out
-    first: dict[bytes, int] = {}  # figures on the same answers share one column of W @ n
-    which = np.array([first.setdefault(column.tobytes(), k) for k, column in enumerate(n.T)], dtype=np.intp)
-    distinct, which = np.unique(which, return_inverse=True)
+    s_columns, s_of = _distinct_columns(s)  # identical columns: one product, the same bits
+    n_columns, n_of = _distinct_columns(n)  # (figures on the same answers share their counts)
     step = max(1, BLOCK_DRAWS // c)
     for start in range(0, n_resamples, step):
         w = resample_counts(c, min(step, n_resamples - start), rng)
         with np.errstate(invalid="ignore", divide="ignore"):
-            np.divide(w @ s, (w @ n[:, distinct])[:, which], out=out[start : start + w.shape[0]])
+            np.divide((w @ s_columns)[:, s_of], (w @ n_columns)[:, n_of], out=out[start : start + w.shape[0]])
     return out
+
+
+def _distinct_columns(matrix: Floats) -> tuple[Floats, npt.NDArray[np.intp]]:
+    """The distinct columns of ``matrix`` (in first-seen order) and each column's index among them."""
+    index: dict[bytes, int] = {}
+    of = np.array([index.setdefault(column.tobytes(), len(index)) for column in matrix.T], dtype=np.intp)
+    _, firsts = np.unique(of, return_index=True)  # (ids are numbered in first-seen order)
+    return matrix[:, firsts], of
 
 
 def percentile_ci(means: Floats, confidence: float) -> tuple[Floats, Floats]:
