@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     rng = np.random.default_rng(0)
     counts = rng.multinomial(200, [0.42, 0.08, 0.45, 0.05], size=len(clusters)).astype(np.int64)
     cells = JudgeCells(tuple(clusters), counts)
-    options = ScoringOptions(n_resamples=args.resamples, workers=2)
+    options = ScoringOptions(n_resamples=args.resamples)
 
     def corrected() -> Any:
         model = error_model(cells)
@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.resamples} resamples"
     )
     print(f"meta-eval: {len(clusters)} categories x 200 rows; {len(result.keys)} corrected keys")
-    print(f"score_run (workers=2):                 {1000 * scored_time:8.1f} ms")
+    print(f"score_run:                             {1000 * scored_time:8.1f} ms")
     print(f"correction (tables + joint bootstrap): {1000 * correct_time:8.1f} ms")
     print(
         f"correction / score_run: {correct_time / scored_time:.1f}x  "

@@ -9,9 +9,7 @@ level:example / level:cluster, 35 clusters, points -10..10) is scored twice in t
   ``np.random.choice`` resamples whose clipped means are taken one by one -- the way simple-evals'
   ``_compute_clipped_stats`` does it;
 - ``score_run``: the library path (per-conversation metrics of all samples at once, then the
-  bootstrap of `healthbench.scoring.stats`), with one thread and with ``workers=2``. No
-  `healthbench.scoring.stats.Workspace` is kept: every timed call allocates its own scratch buffers,
-  as a user's call does.
+  bootstrap of `healthbench.scoring.stats`: `healthbench.scoring.bootstrap`).
 
 The means must agree to 1e-12 and the ``n_samples`` exactly; the bootstrap stds are random on both
 sides, so only their agreement within Monte Carlo noise is reported.
@@ -215,20 +213,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     conversations = [s.conversation for s in data.samples]
     verdicts = [s.verdicts for s in data.samples]
-    options = {w: ScoringOptions(n_resamples=args.resamples, seed=0, workers=w) for w in (1, 2)}
+    options = ScoringOptions(n_resamples=args.resamples, seed=0)
     table = batch_metrics(conversations, verdicts)
     rows = [dict(m, score=m[OVERALL]) for m in table.per_conversation if m is not None]
     columns = columns_of(rows)  # the same columns as score_run's, to time the bootstrap alone
 
     # Side by side: each round runs the reference once and each of ours five times; best of all.
-    # (No workspace is passed: each call pays for its own scratch buffers, as a user's call does.)
     ours = {
         "metrics": lambda: batch_metrics(conversations, verdicts),
         "bootstrap": lambda: aggregate_columns(
             columns, len(rows), options=BootstrapOptions(n_resamples=args.resamples, seed=0)
         ),
-        "workers=1": lambda: score_run(data.samples, options[1]).metrics(),
-        "workers=2": lambda: score_run(data.samples, options[2]).metrics(),
+        "score_run": lambda: score_run(data.samples, options).metrics(),
     }
     times: dict[str, float] = defaultdict(lambda: float("inf"))
     reference: dict[str, float | int] = {}
@@ -242,29 +238,26 @@ def main(argv: list[str] | None = None) -> int:
         for name, function in ours.items():
             seconds, results[name] = best_of(5, function)
             times[name] = min(times[name], seconds)
-    assert results["workers=1"] == results["workers=2"], "the bootstrap must not depend on the workers"
 
-    keys, std_gap = compare(reference, results["workers=1"])
+    keys, std_gap = compare(reference, results["score_run"])
     print(
         f"keys: {keys}; means agree to 1e-12, n_samples exactly; "
         f"largest relative bootstrap-std gap (Monte Carlo noise): {std_gap:.1%}"
     )
-    ref, single, double = times["reference"], times["workers=1"], times["workers=2"]
+    ref, single = times["reference"], times["score_run"]
     print(
         f"reference (simple-evals transcription): {ref * 1e3:8.1f} ms "
         f"(per-conversation metrics {times['reference metrics'] * 1e3:.1f} ms, "
         f"bootstrap {(ref - times['reference metrics']) * 1e3:.1f} ms)"
     )
     print(
-        f"score_run, one thread:                  {single * 1e3:8.1f} ms "
+        f"score_run:                              {single * 1e3:8.1f} ms "
         f"(per-conversation metrics {times['metrics'] * 1e3:.1f} ms, "
         f"bootstrap {times['bootstrap'] * 1e3:.1f} ms, timed separately)"
     )
-    print(f"score_run, workers=2 (same bits):       {double * 1e3:8.1f} ms")
-    for label, seconds in (("one thread", single), ("workers=2", double)):
-        ratio = ref / seconds
-        verdict = "MET" if ratio >= args.target else "NOT met"
-        print(f"speed-up, {label}: {ratio:5.1f}x  (target {args.target:.0f}x: {verdict})")
+    ratio = ref / single
+    verdict = "MET" if ratio >= args.target else "NOT met"
+    print(f"speed-up: {ratio:5.1f}x  (target {args.target:.0f}x: {verdict})")
     print(f"(best of {args.rounds} reference runs vs best of {5 * args.rounds} of ours, side by side)")
     return 0
 

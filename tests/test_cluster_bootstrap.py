@@ -1,8 +1,8 @@
 """The conversation-level (cluster) bootstrap and the paper's worst-at-k (issue 16, parts 1 and 2).
 
-- exactness: every sampler of `healthbench.scoring.bootstrap` draws conversations as (sum, count)
-  pairs exactly: sampled ratios against the distribution enumerated with fractions (chi-square);
-- reduction: one answer per conversation gives today's bootstrap bit for bit;
+- exactness: the one bootstrap (`healthbench.scoring.bootstrap`) draws conversations with all their
+  answers: sampled ratios against the distribution enumerated with fractions;
+- reduction: one answer per conversation given as its own cluster is the plain bootstrap bit for bit;
 - simulation (seeded): 95% CIs of runs with correlated repeats (identical, and partly correlated)
   cover the true mean in 93-97% of 1,000 simulated runs, where the answers' bootstrap does not; a run
   of 3 identical repeats per conversation gets a CI as wide as the same run with one answer each;
@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import itertools
-import math
 import statistics
 from collections import Counter
 from fractions import Fraction
@@ -30,7 +29,7 @@ from healthbench.analysis.report import build_report
 from healthbench.cli.app import app
 from healthbench.results.simple_evals import write_allresults
 from healthbench.results.summary import unit_line
-from healthbench.scoring.bootstrap import Scratch, _Binary, _Counted, _Frame, _Tallied
+from healthbench.scoring.bootstrap import resample_means
 from healthbench.scoring.correction import JudgeCells, KeyTable, correct, error_model
 from healthbench.scoring.rubric import OVERALL, batch_metrics
 from healthbench.scoring.run_score import GradedSample, ScoringOptions, score_run, score_table
@@ -38,16 +37,11 @@ from healthbench.scoring.stats import (
     BootstrapOptions,
     Column,
     aggregate_columns,
-    bootstrap_columns,
     conversation_clusters,
 )
 from healthbench.scoring.worst_at_k import expected_minima, minimum_weights, worst_at_k_curves
 
 Pair = tuple[Fraction, int]
-
-
-def rng(seed: int) -> np.random.Generator:
-    return np.random.Generator(np.random.SFC64(seed))
 
 
 def exact_ratios(pairs: list[Pair]) -> dict[Fraction, Fraction]:
@@ -70,72 +64,7 @@ def exact_ratios(pairs: list[Pair]) -> dict[Fraction, Fraction]:
     return out
 
 
-def assert_exact_ratio(sums: np.ndarray, pairs: list[Pair]) -> None:
-    """Chi-square test of sampled (complex) pair sums against `exact_ratios`."""
-    exact = exact_ratios(pairs)
-    support = sorted(exact)
-    points = np.array([float(r) for r in support])
-    ratios = np.clip(sums.real / sums.imag, 0, 1)
-    at = np.clip(np.searchsorted(points, ratios - 1e-9), 0, len(points) - 1)
-    assert np.allclose(points[at], ratios, atol=1e-9), "a resample ratio that no resample can have"
-    observed = Counter(at.tolist())
-    total = len(ratios)
-    big = [i for i, r in enumerate(support) if exact[r] * total >= 10]
-    expected = [float(exact[support[i]]) * total for i in big]
-    counts = [observed.get(i, 0) for i in big]
-    expected.append(total - sum(expected))
-    counts.append(total - sum(counts))
-    chi2 = sum((o - e) ** 2 / e for o, e in zip(counts, expected, strict=True) if e > 0)
-    dof = len(big)
-    assert chi2 < dof + 6 * math.sqrt(2 * dof) + 10, (chi2, dof)
-
-
-def as_pairs(values: np.ndarray) -> list[Pair]:
-    return [(Fraction(float(v.real)), int(v.imag)) for v in values]
-
-
-# conversations as (sum of their answers' scores, number of answers), some values outside [0, 1]
-PAIRS = np.array([1.5 + 3j, 0.5 + 1j, -0.5 + 2j, 2.25 + 3j, 1.5 + 3j, 0.0 + 1j])
-BINARY_PAIRS = np.array([3 + 3j, 0 + 3j, 3 + 3j, 0 + 3j, 3 + 3j])  # identical 0/1 repeats
-
-
-@pytest.mark.parametrize("n_heavy", [0, 1, None])  # gathered, mixed, counted (cost model's choice)
-def test_counted_pairs_are_exact(n_heavy: int | None) -> None:
-    sampler = _Counted.of((0,), PAIRS, n_heavy=n_heavy)
-    assert_exact_ratio(sampler.sums(120_000, rng(1), Scratch())[:, 0], as_pairs(PAIRS))
-
-
-def test_binary_and_tallied_pairs_are_exact() -> None:
-    binary = _Binary.of([_Counted.of((0,), BINARY_PAIRS, n_heavy=2)])
-    assert_exact_ratio(binary.sums(120_000, rng(2), Scratch())[:, 0], as_pairs(BINARY_PAIRS))
-    other = np.array([0.5 + 2j, 1.0 + 1j, 0.25 + 1j, 2.0 + 2j, -0.25 + 1j, 1.5 + 2j])
-    samples = [_Counted.of((0,), PAIRS), _Counted.of((1,), other)]
-    sums = _Tallied.of(samples, [PAIRS, other]).sums(120_000, rng(3), Scratch())
-    assert sums.dtype == np.complex128
-    assert_exact_ratio(sums[:, 0], as_pairs(PAIRS))
-    assert_exact_ratio(sums[:, 1], as_pairs(other))
-
-
-@pytest.mark.parametrize("n_columns", [1, 2])
-def test_frame_pairs_are_exact(n_columns: int) -> None:
-    full = np.array([1.5 + 3j, 0.5 + 1j, -0.5 + 2j, 2.25 + 3j, 1.5 + 3j, 0.0 + 1j, 2.0 + 2j, 1.0 + 1j])
-    second = np.array([0.5 + 3j, 0.5 + 1j, 1.0 + 2j, 1.0 + 3j, 1.5 + 3j, 1.0 + 1j, 0.0 + 2j, 0.0 + 1j])
-    a, b, rows = np.array([0, 1, 2, 5]), np.array([2, 3, 4, 5, 6]), np.arange(8)
-    columns = [Column(rows, full), Column(a, full[a]), Column(b, full[b]), Column(rows, second)]
-    alone = {i: _Counted.of((i,), c.values) for i, c in enumerate(columns)}
-    costly = {0, 1, 2} | ({3} if n_columns == 2 else set())
-    alone = {
-        i: _Counted(s.keys, s.n, s.heavy, s.categories, s.tail, cost=1e9 if i in costly else 0.0)
-        for i, s in alone.items()
-    }
-    frame = _Frame.of(columns, alone, 8)
-    assert frame is not None and frame.table.shape == (8, n_columns)
-    sums = frame.sums(120_000, rng(4 + n_columns), Scratch())
-    for position, key in enumerate(frame.keys):
-        assert_exact_ratio(sums[:, position], as_pairs(columns[key].values))
-
-
-def test_one_answer_per_conversation_is_todays_bootstrap_bit_for_bit() -> None:
+def test_one_answer_per_conversation_is_the_plain_bootstrap_bit_for_bit() -> None:
     values = np.array([0.1, 0.9, 0.4, 0.4, 1.0, 0.0, 0.75, -0.3, 0.6, 0.2] * 5)
     rows = np.arange(values.size)
     options = BootstrapOptions(n_resamples=500, seed=3)
@@ -155,8 +84,9 @@ def test_clustered_resamples_are_ratios_over_drawn_conversations() -> None:
     # drawing three of them with replacement can give, with the exact probabilities
     values = np.array([0.0, 1.0, 0.5, 0.25, 0.25, 1.0])
     clusters = np.array([0, 1, 1, 2, 2, 2])
-    column = Column(np.arange(6), values, clusters)
-    boot = bootstrap_columns([column], 6, BootstrapOptions(n_resamples=100_000, seed=0))[:, 0]
+    sums = np.bincount(clusters, weights=values)[:, None]
+    counts = np.bincount(clusters).astype(np.float64)[:, None]
+    boot = resample_means(sums, counts, 100_000, np.random.default_rng(0))[:, 0]
     pairs = [(Fraction(0), 1), (Fraction(3, 2), 2), (Fraction(3, 2), 3)]
     exact = exact_ratios(pairs)
     observed = Counter(np.round(boot, 12).tolist())

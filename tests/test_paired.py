@@ -17,6 +17,9 @@ from healthbench.scoring.paired import (
     PairedDifference,
     paired_bootstrap,
     paired_resample_means,
+    paired_t_p,
+    significance_level,
+    student_t_two_sided,
     verdict,
 )
 from healthbench.scoring.stats import BootstrapOptions
@@ -167,12 +170,12 @@ def test_bad_shapes_are_errors() -> None:
 def test_verdict_at_a_margin(
     difference: float, low: float, high: float, margin: float, expected: str
 ) -> None:
-    result = PairedDifference(100, 0.5, 0.5 + difference, difference, low, high, 0.01)
+    result = PairedDifference(100, 0.5, 0.5 + difference, difference, low, high, 0.01, 0.01)
     assert verdict(result, margin) == expected
 
 
 def test_verdict_on_an_adjusted_p_value() -> None:
-    result = PairedDifference(100, 0.5, 0.55, 0.05, 0.01, 0.09, 0.01)
+    result = PairedDifference(100, 0.5, 0.55, 0.05, 0.01, 0.09, 0.01, 0.01)
     assert verdict(result) == BETTER
     assert verdict(result, p_value=0.04) == BETTER
     assert verdict(result, p_value=0.06) == NO_DIFFERENCE  # Holm-adjusted above alpha: no verdict
@@ -202,3 +205,29 @@ def test_false_positive_rate_under_the_null() -> None:
         b = np.clip(difficulty + rng.normal(0, 0.15, 80), -0.2, 1)
         rejected += paired_bootstrap(a, b, BootstrapOptions(n_resamples=1000, seed=sim)).p_value < 0.05
     assert 30 <= rejected <= 70, rejected
+
+
+@pytest.mark.parametrize(
+    ("t", "df", "p"),  # two-sided p of Student's t, from printed tables
+    [(2.045230, 29, 0.05), (3.169273, 10, 0.01), (1.0, 1, 0.5), (12.706205, 1, 0.05), (2.919986, 2, 0.1)],
+)
+def test_student_t_tail_against_tables(t: float, df: int, p: float) -> None:
+    assert student_t_two_sided(t, df) == pytest.approx(p, rel=1e-5)
+    assert student_t_two_sided(-t, df) == student_t_two_sided(t, df)
+
+
+def test_paired_t_p_is_the_paired_t_test() -> None:
+    a, b = np.array([0.2, 0.5, 0.4, 0.9, 0.3]), np.array([0.3, 0.7, 0.4, 1.0, 0.6])
+    d = b - a  # mean 0.14, sd (ddof 1) 0.1140175..., t = 2.7456 on 4 df: p = 0.0516
+    result = paired_bootstrap(a, b, BootstrapOptions(n_resamples=0))
+    assert result.p_t == pytest.approx(student_t_two_sided(d.mean() / (d.std(ddof=1) / np.sqrt(5)), 4))
+    assert result.p_t == pytest.approx(0.0516, abs=1e-4)
+    assert paired_t_p(np.zeros(4)) == 1.0 and paired_t_p(np.full(4, 0.1)) == 0.0
+    assert np.isnan(paired_t_p(np.array([0.3])))
+
+
+def test_alpha_is_one_minus_confidence_as_written() -> None:
+    assert significance_level(0.95) == 0.05  # 1.0 - 0.95 is 0.050000000000000044
+    assert significance_level(0.9) == 0.1 and significance_level(0.99) == 0.01
+    result = PairedDifference(100, 0.5, 0.55, 0.05, 0.01, 0.09, 0.01, 0.01)
+    assert verdict(result, p_value=0.05, alpha=significance_level(0.95)) == NO_DIFFERENCE

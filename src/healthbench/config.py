@@ -83,7 +83,7 @@ class ScoringConfig(BaseModel):
     # overall_score_length_adjusted: --length-adjustment-penalty-per-500-chars / --length-adjustment-center
     length_penalty: float | None = Field(default=None, ge=0)
     length_center: float | None = Field(default=None, ge=0)
-    # bootstrap threads; the numbers do not depend on it
+    # unused (the bootstrap runs on the calling thread); kept so stored run configs still load
     workers: int = Field(default=DEFAULT_BOOTSTRAP_WORKERS, ge=1)
 
     @model_validator(mode="after")

@@ -21,7 +21,7 @@ DEFAULT_PAGE_SIZE = 50  # jobs per page of the service's job list
 DEFAULT_PROGRESS_EVERY = 5.0  # seconds between two progress lines (CLI without a terminal, job logs)
 DEFAULT_MLFLOW_EXPERIMENT = "healthbench"  # MLflow experiment of --mlflow (unless $MLFLOW_EXPERIMENT_NAME)
 DEFAULT_CONFIDENCE = 0.95  # the level of every bootstrap CI (and of the judge check of a correction)
-DEFAULT_BOOTSTRAP_WORKERS = 2  # bootstrap threads; the numbers do not depend on it
+DEFAULT_BOOTSTRAP_WORKERS = 2  # ScoringConfig.workers of stored configs (unused: no bootstrap threads)
 DEFAULT_READ_WORKERS = None  # worker processes reading analyze's files (1: none; None: the rule below)
 # ... no figure depends on it. None: `AUTO_READ_WORKERS` when the files are at least two and hold
 # `AUTO_READ_MB` MB or more together, the process may use that many cores, and the 1-minute load

@@ -21,7 +21,13 @@ from healthbench.analysis.inputs import LoadedRun, grading_setup_warning
 from healthbench.analysis.scores import AXIS_PREFIX, THEME_PREFIX, ConversationScores, conversation_scores
 from healthbench.errors import DataError
 from healthbench.scoring.multiplicity import holm
-from healthbench.scoring.paired import WORSE, PairedDifference, paired_bootstrap, verdict
+from healthbench.scoring.paired import (
+    WORSE,
+    PairedDifference,
+    paired_bootstrap,
+    significance_level,
+    verdict,
+)
 from healthbench.scoring.rubric import OVERALL
 from healthbench.scoring.stats import BootstrapOptions
 
@@ -127,7 +133,7 @@ class Comparison:
             d = fail_if_worse_by
             worse = self.worse_by(d)
             rule = f"fails only when B - A < -{d:g} and the CI lies below 0 ({numbers}): " + (
-                "both hold" if worse else _which_fails(r.difference < -d, r.ci_upper < 0, d)
+                "both hold" if worse else _which_fails(r, d)
             )
             out.append(GateDecision(FAIL_IF_WORSE_BY, d, not worse, rule))
         if require_non_inferiority is not None:
@@ -151,12 +157,11 @@ def p_text(p_value: float | None, n_resamples: int, digits: int = 3) -> str:
     return f"{p_value:.{digits}f}"
 
 
-def _which_fails(worse_by_more: bool, ci_below: bool, d: float) -> str:
-    missing = [
-        text
-        for holds, text in ((worse_by_more, f"B - A is not below -{d:g}"), (ci_below, "the CI includes 0"))
-        if not holds
-    ]
+def _which_fails(r: PairedDifference, d: float) -> str:
+    """Why the worse-by gate passed: which of its two conditions does not hold."""
+    missing = [f"B - A is not below -{d:g}"] if not r.difference < -d else []
+    if not r.ci_upper < 0:
+        missing.append("the CI includes 0" if r.ci_lower <= 0 else "the CI lies above 0")
     return " and ".join(missing)
 
 
@@ -191,7 +196,7 @@ def compare_runs(
 
     themes = sorted({t for i in common for t in scores_a.themes[i]})
     axes = sorted({k for i in common for k in scores_a.scores[i] if k.startswith(AXIS_PREFIX)})
-    alpha = 1.0 - options.confidence
+    alpha = significance_level(options.confidence)
     return Comparison(
         a=a.label,
         b=b.label,
@@ -235,9 +240,12 @@ def compare_runs(
 
 def _family(rows: list[GroupComparison], margin: float, alpha: float) -> tuple[GroupComparison, ...]:
     """A table's rows with Holm-adjusted p-values across those with at least `FEW_CONVERSATIONS`
-    paired conversations, and their verdicts on the adjusted p-values; the others get `N_TOO_SMALL`."""
+    paired conversations, and their verdicts on the adjusted p-values (``p_holm < alpha``); the others
+    get `N_TOO_SMALL`. Holm adjusts the rows' paired t-test p-values (`PairedDifference.p_t`): its
+    first step reads the far tail (alpha / m), where the percentile bootstrap's p-values are too small
+    (a family-wise error of 6-8% at 0.05 in simulation)."""
     tested = [row.result.n >= FEW_CONVERSATIONS for row in rows]
-    adjusted = holm([r.result.p_value if t else float("nan") for r, t in zip(rows, tested, strict=True)])
+    adjusted = holm([r.result.p_t if t else float("nan") for r, t in zip(rows, tested, strict=True)])
     out = []
     for row, ok, p in zip(rows, tested, adjusted, strict=True):
         if not ok:

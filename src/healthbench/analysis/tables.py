@@ -9,7 +9,7 @@ Definitions (as in the public Llama notebook, see docs/analysis.md):
   out everywhere;
 - per (model, run_id, theme or axis), plus an ``all`` row (the overall score) in both tables: the
   mean, clipped to [0, 1], and the 95% CI: the 2.5 / 97.5 percentiles of ``n_resamples`` clipped
-  bootstrap means, seeded (drawn by the exact samplers of `healthbench.scoring.stats`);
+  bootstrap means, seeded (the one bootstrap, `healthbench.scoring.bootstrap`);
 - per model across runs: the mean of the runs' ``all`` means, their standard deviation (ddof = 1,
   null for one run), min, max and the number of runs;
 - per (model, conversation) across every graded repeat of every run of the model: the number of
@@ -17,8 +17,8 @@ Definitions (as in the public Llama notebook, see docs/analysis.md):
 - worst-at-k per (model, run_id) and, for a model of several runs, its runs pooled as repeats
   (run_id ``all``): the paper's curve for k = 1..n (`healthbench.scoring.worst_at_k`).
 
-Every CI of a run with several answers of a conversation is over conversations (the cluster
-bootstrap of `healthbench.scoring.stats`); ``n_conversations`` says how many.
+Every CI of a run with several answers of a conversation is over conversations (a drawn conversation
+brings all its answers: `healthbench.scoring.bootstrap`); ``n_conversations`` says how many.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from healthbench.scoring.stats import (
 from healthbench.scoring.worst_at_k import GroupedScores, worst_at_k_curves
 
 ALL = "all"
-RUNS_PER_CALL = 64  # runs bootstrapped together (sharing draws); bounds the resample means held at once
+RUNS_PER_CALL = 32  # runs bootstrapped together (sharing draws); bounds the sums and means held at once
 GRANULAR_SCHEMA = {
     "model": pl.String,
     "run_id": pl.String,
@@ -219,9 +219,8 @@ class ScoreTables:
 
 def score_tables(runs: Sequence[RunMetrics], options: BootstrapOptions | None = None) -> ScoreTables:
     """The theme and axis tables of every run (module doc), CIs as ``options`` says (default
-    `BootstrapOptions()`). The runs are bootstrapped together (`RUNS_PER_CALL` to a call): keys on
-    the same conversations share draws (every key's resamples stay exact; a run's CIs depend on the
-    seed and on the runs analysed with it)."""
+    `BootstrapOptions()`). The runs are bootstrapped together (`RUNS_PER_CALL` to a call): the keys
+    of a call share the draws of their rows (each run's graded samples, row r its r-th)."""
     options = options or BootstrapOptions()
     every = _runs_stats(runs, options)
     themes: list[tuple[str, str, str, KeyStats]] = []

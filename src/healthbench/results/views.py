@@ -225,7 +225,6 @@ class RunView:
             length_penalty=scoring.length_penalty,
             length_center=scoring.length_center,
             error_rate=self.config.dataset == "consensus",
-            workers=scoring.workers,
         )
 
     def score(self, options: ScoringOptions | None = None) -> RunScore:

@@ -17,15 +17,15 @@ documented fallback; `pooled_uses` names each such run category, why, and the sh
 criteria and points it covers). If the pooled estimate itself fails those tests there is no
 corrected score: `CorrectionError` says why.
 
-Uncertainty: one bootstrap draws the run's conversations (with replacement) and the meta-eval rows
-(with replacement, through the multinomial of their category × truth × judge cells, which is the same
-distribution for these statistics) together, recomputing Se, Sp and every corrected score per draw;
-the CI is the percentile interval of the clipped means. A draw where a Se + Sp that a key uses falls
-to 1 + epsilon or below makes *that key's* CI undefined (reported as unstable), never silently
-dropped; keys whose rates stayed stable in every draw keep their CI. With several answers of one
-conversation (repeats), the draw is of conversations, each taking all its answers (the cluster
-bootstrap of `healthbench.scoring.stats`): a drawn conversation weighs each of its answers once, and
-a key's resample mean is the ratio of the weighted sums over the weighted count of answers.
+Uncertainty: each draw resamples the run's conversations (the one bootstrap,
+`healthbench.scoring.bootstrap`: a drawn conversation brings all its answers, and a key's per-slot
+met and weight rates are the ratios of the drawn sums over the drawn number of the key's answers) and,
+from the same seeded generator, the meta-eval rows (with replacement, through the multinomial of
+their category × truth × judge cells, which is the same distribution for these statistics),
+recomputing Se, Sp and every corrected score per draw; the CI is the percentile interval of the
+clipped means. A draw where a Se + Sp that a key uses falls to 1 + epsilon or below makes *that
+key's* CI undefined (reported as unstable), never silently dropped; keys whose rates stayed stable in
+every draw keep their CI.
 
 Truth is the physicians' majority on a row; ties and rows the judge left ungraded are left out.
 Everything here is pure: arrays in, numbers out, randomness from the seed argument.
@@ -44,6 +44,7 @@ import numpy as np
 import numpy.typing as npt
 
 from healthbench.defaults import DEFAULT_CONFIDENCE
+from healthbench.scoring.bootstrap import percentile_ci, resample_means
 from healthbench.scoring.rubric import Verdict, key_members
 from healthbench.scoring.stats import BootstrapOptions, clip_unit
 
@@ -327,19 +328,14 @@ def correct(
     of the ``n_conversations`` graded answers its conversation (0, 1, ...: `conversation_clusters`)
     when some have several, to draw conversations rather than answers."""
     options = options or BootstrapOptions()
-    n_resamples, confidence = options.n_resamples, options.confidence
     se_point, sp_point = _parameters(model)
-    rng = np.random.default_rng(np.random.SeedSequence(options.seed))
-    draws: FloatArray | None = None
+    rng = np.random.default_rng(options.seed)
+    slots = {key: np.flatnonzero(t.weight.any(axis=0) | t.met.any(axis=0)) for key, t in tables.items()}
+    means = _resample_rates(tables, slots, n_conversations, clusters, options.n_resamples, rng)
     bad = np.zeros((0, len(se_point)), dtype=bool)
-    if n_resamples > 0:
-        n_drawn = n_conversations if clusters is None else int(clusters.max()) + 1
-        conv_counts = rng.multinomial(n_drawn, np.full(n_drawn, 1 / n_drawn), n_resamples)
-        if clusters is not None:
-            conv_counts = conv_counts[:, clusters]  # each answer weighs as its conversation
-        se_draw, sp_draw = _parameter_draws(cells, model, n_resamples, rng)
+    if options.n_resamples > 0:
+        se_draw, sp_draw = _parameter_draws(cells, model, options.n_resamples, rng)
         bad = ~((se_draw + sp_draw) > 1 + epsilon)  # NaN (a cell without rows) counts as unstable
-        draws = conv_counts.astype(np.float64)
     keys: dict[str, CorrectedKey] = {}
     unstable_any = np.zeros(bad.shape[0], dtype=bool)
     for key, table in tables.items():
@@ -347,25 +343,49 @@ def correct(
         raw = _clip(_corrected_means(met, weight, n, np.ones_like(se_point), np.ones_like(sp_point)))
         corrected = _clip(_corrected_means(met, weight, n, se_point, sp_point))
         lower = upper = None
-        cols = np.flatnonzero(table.weight.any(axis=0) | table.met.any(axis=0))  # the key's slots
+        cols = slots[key]
         key_bad = bad[:, cols].any(axis=1)
         unstable_any |= key_bad
         key_unstable = int(np.count_nonzero(key_bad))
-        if draws is not None and key_unstable == 0:
-            w = draws if len(table.rows) == n_conversations else draws[:, table.rows]
-            means = _corrected_means(
-                w @ table.met[:, cols],
-                w @ table.weight[:, cols],
-                w.sum(axis=1),
-                se_draw[:, cols],
-                sp_draw[:, cols],
-            )
-            means = clip_unit(means)
-            alpha = (1 - confidence) / 2
-            if np.isfinite(means).any():
-                lower, upper = (float(q) for q in np.nanquantile(means, [alpha, 1 - alpha]))
+        if options.n_resamples > 0 and key_unstable == 0:
+            met_rate, weight_rate = means[key]
+            drawn = clip_unit(_corrected_means(met_rate, weight_rate, 1, se_draw[:, cols], sp_draw[:, cols]))
+            if np.isfinite(drawn).any():
+                low, high = percentile_ci(drawn[:, None], options.confidence)
+                lower, upper = float(low[0]), float(high[0])
         keys[key] = CorrectedKey(raw, corrected, lower, upper, n, key_unstable)
-    return CorrectionResult(keys, model, cells, n_resamples, int(np.count_nonzero(unstable_any)))
+    return CorrectionResult(keys, model, cells, options.n_resamples, int(np.count_nonzero(unstable_any)))
+
+
+def _resample_rates(
+    tables: dict[str, KeyTable],
+    slots: dict[str, npt.NDArray[np.intp]],
+    n_answers: int,
+    clusters: npt.NDArray[np.intp] | None,
+    n_resamples: int,
+    rng: np.random.Generator,
+) -> dict[str, tuple[FloatArray, FloatArray]]:
+    """Per key, the resample means (one bootstrap for every key: `resample_means`) of its met and
+    weight sums in each of its slots, (n_resamples, slots) each: per conversation drawn, the sums
+    of its answers' values over the number of its answers in the key."""
+    n_units = n_answers if clusters is None else int(clusters.max()) + 1
+    sums: list[FloatArray] = []
+    counts: list[FloatArray] = []
+    for key, table in tables.items():
+        units = table.rows if clusters is None else clusters[table.rows]
+        for column in (*table.met[:, slots[key]].T, *table.weight[:, slots[key]].T):
+            sums.append(np.asarray(np.bincount(units, weights=column, minlength=n_units), dtype=np.float64))
+            counts.append(np.bincount(units, minlength=n_units).astype(np.float64))
+    if n_resamples == 0 or not sums:
+        return {}
+    means = resample_means(np.column_stack(sums), np.column_stack(counts), n_resamples, rng)
+    out: dict[str, tuple[FloatArray, FloatArray]] = {}
+    start = 0
+    for key in tables:
+        width = slots[key].size
+        out[key] = means[:, start : start + width], means[:, start + width : start + 2 * width]
+        start += 2 * width
+    return out
 
 
 def _parameters(model: ErrorModel) -> tuple[FloatArray, FloatArray]:
