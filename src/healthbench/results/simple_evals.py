@@ -26,17 +26,13 @@ import msgspec
 from healthbench.data.jsonl import Source
 from healthbench.data.schema import Conversation, Message, RubricItem
 from healthbench.data.shapes import Message as RawMessage
-from healthbench.results.allresults_columns import (
-    AnswerColumns,
-    Item,
-    Triples,
-    decode_allresults,
-    texts,
-)
+from healthbench.results.allresults_reader import Item, Triples, decode_allresults, texts
 from healthbench.results.metrics_out import write_json_atomic
-from healthbench.scoring.rubric import OVERALL, VERDICT_CODES
+from healthbench.scoring.rubric import OVERALL
 from healthbench.scoring.run_score import GradedSample, RunScore
+from healthbench.scoring.verdict import Verdict
 
+VERDICTS = {True: Verdict.MET, False: Verdict.NOT_MET, None: Verdict.UNGRADED}  # criteria_met -> verdict
 USAGE_KEYS = (
     "input_tokens",
     "input_cached_tokens",
@@ -76,7 +72,7 @@ def read_allresults(
 
 class Interned:
     """Rubric items and conversations shared by the files read with one instance (runs of the same
-    dataset then share their `Conversation` objects, and their rubric layout is read once)."""
+    dataset then share their `Conversation` objects)."""
 
     def __init__(self) -> None:
         self.items: dict[tuple[str, float, tuple[str, ...]], RubricItem] = {}
@@ -85,14 +81,11 @@ class Interned:
         self.rubrics: dict[int, tuple[Conversation, Triples]] = {}
 
     def item(self, raw: Item) -> RubricItem:
-        return self.item_of(raw.criterion, raw.points, raw.tags)
-
-    def item_of(self, criterion: str, points: float, tags: Sequence[str]) -> RubricItem:
-        key = (criterion, points, tuple(tags))
+        key = (raw.criterion, raw.points, tuple(raw.tags))
         item = self.items.get(key)
         if item is None:
             item = self.items[key] = RubricItem.model_construct(
-                criterion=criterion, points=points, tags=list(tags)
+                criterion=raw.criterion, points=raw.points, tags=list(raw.tags)
             )
         return item
 
@@ -108,10 +101,7 @@ class Interned:
 
     def prompt(self, messages: list[RawMessage]) -> tuple[dict[str, str], ...]:
         """The messages as sent, decoded; equal prompts (a dataset's, in every run) are one object."""
-        return self.prompt_of([m.role for m in messages], texts([m.content for m in messages]))
-
-    def prompt_of(self, roles: Sequence[str], contents: Sequence[str]) -> tuple[dict[str, str], ...]:
-        """`prompt` of messages already decoded."""
+        roles, contents = [m.role for m in messages], texts([m.content for m in messages])
         key = (*roles, *contents)
         prompt = self.prompts.get(key)
         if prompt is None:
@@ -147,7 +137,7 @@ def load_allresults(
     interned: Interned | None = None,
 ) -> AllResults:
     """Parse an ``_allresults.json`` (a path, or its bytes with ``name`` for messages) through the one
-    reader (`healthbench.results.allresults_columns.decode_allresults`): every missing or odd field
+    reader (`healthbench.results.allresults_reader.decode_allresults`): every missing or odd field
     is a `DataError` naming the file, the example index and the field.
 
     With ``conversations`` (the dataset, by ``prompt_id``) each sample takes the dataset's
@@ -166,7 +156,6 @@ def load_allresults(
     # time); prompts one call per example, interned
     completions = texts([e.completion[0].content for e in examples])
     explanations = iter(_explanations([i.explanation for e in examples for i in e.rubric_items]))
-    verdicts = map(VERDICT_CODES.__getitem__, decoded.verdicts.tolist())  # (read by the one decode)
     usages = _usages([e.usage for e in examples])
     samples: list[GradedSample] = []
     repeats: dict[str, int] = {}
@@ -183,7 +172,7 @@ def load_allresults(
             GradedSample(
                 conversation=known,
                 completion=completion,
-                verdicts=tuple(islice(verdicts, len(raw_items))),
+                verdicts=tuple(VERDICTS[item.criteria_met] for item in raw_items),
                 explanations=tuple(islice(explanations, len(raw_items))),
                 repeat=repeat,
                 prompt_messages=prompt,
@@ -202,23 +191,6 @@ def dataset_rubrics(
     if conversations is None:
         return None
     return {prompt_id: interned.rubric(c) for prompt_id, c in conversations.items()}.get
-
-
-def answer_conversations(
-    answers: AnswerColumns, conversations: Mapping[str, Conversation] | None, interned: Interned
-) -> list[Conversation]:
-    """Per answer of ``answers`` (`read_answers` with `dataset_rubrics` of ``conversations``), its
-    conversation as `load_allresults` gives it: the dataset's, or rebuilt from the file (shared
-    through ``interned``) for an answer without a dataset entry."""
-    known = conversations or {}
-    out = list(map(known.get, answers.prompt_ids))
-    for index, (prompt, triples) in answers.unjoined.items():
-        messages = interned.prompt_of([role for role, _ in prompt], [text for _, text in prompt])
-        items = [interned.item_of(*triple) for triple in triples]
-        out[index] = interned.conversation(answers.prompt_ids[index], messages, items)
-    if any(c is None for c in out):  # (not `None in out`: that compares every model with None)
-        raise ValueError("an answer has neither a dataset entry nor its rubric from the file")
-    return out  # type: ignore[return-value]
 
 
 def _explanations(raws: list[msgspec.Raw]) -> list[str | None]:
