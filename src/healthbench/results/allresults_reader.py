@@ -13,10 +13,9 @@ without writing them to disk).
 
 from __future__ import annotations
 
-import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, get_args
+from typing import Any, Protocol, get_args
 
 import msgspec
 
@@ -70,8 +69,29 @@ class _File(msgspec.Struct, gc=False):
 
 
 _DECODER = msgspec.json.Decoder(_File)
-Triples = list[tuple[str, float, list[str]]]  # a rubric as (criterion, points, tags) per criterion
-_TRIPLE = operator.attrgetter("criterion", "points", "tags")
+
+
+class _Criterion(Protocol):
+    @property
+    def criterion(self) -> str: ...
+    @property
+    def points(self) -> float: ...
+    @property
+    def tags(self) -> Sequence[str]: ...
+
+
+class Rubrics(Protocol):
+    """What the reader needs of a dataset: each conversation's rubric, by prompt_id."""
+
+    def get(self, prompt_id: str, /) -> Sequence[_Criterion] | None: ...
+
+
+def same_rubric(a: Sequence[_Criterion], b: Sequence[_Criterion]) -> bool:
+    """Whether two rubrics have the same criteria, points and tags, in the same order."""
+    return len(a) == len(b) and all(
+        x.criterion == y.criterion and x.points == y.points and x.tags == y.tags
+        for x, y in zip(a, b, strict=True)
+    )
 
 
 @dataclass(frozen=True)
@@ -86,13 +106,13 @@ class Decoded:
 
 def decode_allresults(
     source: Source,
-    rubric_of: Callable[[str], Triples | None] | None = None,
+    rubrics: Rubrics | None = None,
     *,
     allow_missing: bool = False,
     name: str | None = None,
 ) -> Decoded:
-    """Read and check a file (module doc). With ``rubric_of`` (the dataset's rubric of a prompt_id,
-    None when absent) each example's rubric must be the dataset's, and a prompt_id absent from the
+    """Read and check a file (module doc). With ``rubrics`` (the dataset's rubric by prompt_id) each
+    example's rubric must be the dataset's, and a prompt_id absent from the
     dataset is an error unless ``allow_missing``. ``name`` names ``source`` in errors (default: the
     path; ``<bytes>`` for data)."""
     data, label = source_bytes(source, name)
@@ -115,25 +135,25 @@ def decode_allresults(
     if not examples:
         raise DataError(f"the file holds no graded example ({EXAMPLES} is empty)", path=label)
     missing: list[str] = []
-    first_of: dict[str, tuple[int, Triples]] = {}  # prompt_id -> its first example and rubric
+    first_of: dict[str, int] = {}  # prompt_id -> its first example
     for index, example in enumerate(examples):
         where = f"{EXAMPLES}[{index}]"
         _check_example(example, label, where)
-        rubric: Triples = list(map(_TRIPLE, example.rubric_items))
-        first, known = first_of.setdefault(example.prompt_id, (index, rubric))
-        if known is not rubric and known != rubric:
+        rubric = example.rubric_items
+        first = first_of.setdefault(example.prompt_id, index)
+        if first != index and not same_rubric(examples[first].rubric_items, rubric):
             raise DataError(
                 f"prompt_id {example.prompt_id!r} is also example {first} with another rubric: answers "
                 "to one prompt_id are pooled as repeats, so their rubrics must be the same",
                 path=label,
                 field=f"{where}.rubric_items",
             )
-        expected = rubric_of(example.prompt_id) if rubric_of is not None else None
+        expected = rubrics.get(example.prompt_id) if rubrics is not None else None
         if expected is None:
-            if rubric_of is not None:
+            if rubrics is not None:
                 missing.append(example.prompt_id)
             check_conversation(example, label, where)
-        elif rubric != expected:
+        elif not same_rubric(rubric, expected):
             raise DataError(
                 f"the rubric stored for prompt_id {example.prompt_id} differs from the dataset's "
                 f"({len(rubric)} vs {len(expected)} criteria); join the dataset the run used",

@@ -15,7 +15,7 @@ import hashlib
 import html as html_lib
 import json
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
@@ -26,7 +26,7 @@ import msgspec
 from healthbench.data.jsonl import Source
 from healthbench.data.schema import Conversation, Message, RubricItem
 from healthbench.data.shapes import Message as RawMessage
-from healthbench.results.allresults_reader import Item, Triples, decode_allresults, texts
+from healthbench.results.allresults_reader import Item, decode_allresults, texts
 from healthbench.results.metrics_out import write_json_atomic
 from healthbench.scoring.rubric import OVERALL
 from healthbench.scoring.run_score import GradedSample, RunScore
@@ -78,7 +78,6 @@ class Interned:
         self.items: dict[tuple[str, float, tuple[str, ...]], RubricItem] = {}
         self.conversations: dict[tuple[object, ...], Conversation] = {}
         self.prompts: dict[tuple[str, ...], tuple[dict[str, str], ...]] = {}
-        self.rubrics: dict[int, tuple[Conversation, Triples]] = {}
 
     def item(self, raw: Item) -> RubricItem:
         key = (raw.criterion, raw.points, tuple(raw.tags))
@@ -88,16 +87,6 @@ class Interned:
                 criterion=raw.criterion, points=raw.points, tags=list(raw.tags)
             )
         return item
-
-    def rubric(self, conversation: Conversation) -> Triples:
-        """A dataset conversation's rubric as (criterion, points, tags) triples (computed once)."""
-        known = self.rubrics.get(id(conversation))
-        if known is None or known[0] is not conversation:
-            triples = [(i.criterion, i.points, list(i.tags)) for i in conversation.rubrics]
-            known = self.rubrics[id(conversation)] = (conversation, triples)
-            for item in conversation.rubrics:  # the file's items become the dataset's objects
-                self.items.setdefault((item.criterion, item.points, tuple(item.tags)), item)
-        return known[1]
 
     def prompt(self, messages: list[RawMessage]) -> tuple[dict[str, str], ...]:
         """The messages as sent, decoded; equal prompts (a dataset's, in every run) are one object."""
@@ -149,8 +138,8 @@ def load_allresults(
     items and rebuilt conversations.
     """
     interned = interned or Interned()
-    rubric_of = dataset_rubrics(conversations, interned)
-    decoded = decode_allresults(source, rubric_of, allow_missing=allow_missing, name=name)
+    rubrics = {p: c.rubrics for p, c in conversations.items()} if conversations is not None else None
+    decoded = decode_allresults(source, rubrics, allow_missing=allow_missing, name=name)
     examples = decoded.examples
     # the answers and explanations of the file decoded in two calls (a call per text is most of the
     # time); prompts one call per example, interned
@@ -180,17 +169,6 @@ def load_allresults(
             )
         )
     return AllResults(samples, decoded.score, decoded.metrics)
-
-
-def dataset_rubrics(
-    conversations: Mapping[str, Conversation] | None, interned: Interned
-) -> Callable[[str], Triples | None] | None:
-    """The dataset's rubric of a prompt_id (None when absent) as the reader checks it, or None
-    without a dataset. Every rubric is laid out here, once (`Interned.rubric`), so that the reader
-    looks one up per example in a dict, with no Python call."""
-    if conversations is None:
-        return None
-    return {prompt_id: interned.rubric(c) for prompt_id, c in conversations.items()}.get
 
 
 def _explanations(raws: list[msgspec.Raw]) -> list[str | None]:
