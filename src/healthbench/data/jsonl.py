@@ -60,9 +60,14 @@ def decode_json(
         return decoder.decode(text)
     except msgspec.ValidationError as exc:
         field, reason = schema_problem(str(exc))
+        field = "" if "[...]" in field else field  # (msgspec's placeholder where it lost the position)
         raise DataError(reason, path=source, line=line, field=field or None) from None
     except msgspec.DecodeError as exc:
         raise _syntax_error(str(exc), text, source, line) from None
+    except RecursionError:
+        raise DataError(
+            "invalid JSON (arrays or objects nested too deeply to read)", path=source, line=line
+        ) from None
 
 
 def _syntax_error(message: str, text: str | bytes, source: str, line: int | None) -> DataError:

@@ -25,6 +25,7 @@ from healthbench.data.shapes import (
     CRITERION,
     NULL,
     POINTS,
+    TAGS,
     Message,
     Points,
     is_object_or_null,
@@ -89,8 +90,7 @@ class Rubrics(Protocol):
 def same_rubric(a: Sequence[_Criterion], b: Sequence[_Criterion]) -> bool:
     """Whether two rubrics have the same criteria, points and tags, in the same order."""
     return len(a) == len(b) and all(
-        x.criterion == y.criterion and x.points == y.points and x.tags == y.tags
-        for x, y in zip(a, b, strict=True)
+        list(map(get, a)) == list(map(get, b)) for get in (CRITERION, POINTS, TAGS)
     )
 
 

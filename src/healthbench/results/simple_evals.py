@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import html as html_lib
 import json
+import operator
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from healthbench.scoring.rubric import OVERALL
 from healthbench.scoring.run_score import GradedSample, RunScore
 from healthbench.scoring.verdict import Verdict
 
+MET = operator.attrgetter("criteria_met")
 VERDICTS = {True: Verdict.MET, False: Verdict.NOT_MET, None: Verdict.UNGRADED}  # criteria_met -> verdict
 USAGE_KEYS = (
     "input_tokens",
@@ -88,9 +90,10 @@ class Interned:
             )
         return item
 
-    def prompt(self, messages: list[RawMessage]) -> tuple[dict[str, str], ...]:
-        """The messages as sent, decoded; equal prompts (a dataset's, in every run) are one object."""
-        roles, contents = [m.role for m in messages], texts([m.content for m in messages])
+    def prompt(self, messages: list[RawMessage], contents: Sequence[str]) -> tuple[dict[str, str], ...]:
+        """The messages as sent (their ``contents`` decoded); equal prompts (a dataset's, in every run)
+        are one object."""
+        roles = [m.role for m in messages]
         key = (*roles, *contents)
         prompt = self.prompts.get(key)
         if prompt is None:
@@ -141,9 +144,9 @@ def load_allresults(
     rubrics = {p: c.rubrics for p, c in conversations.items()} if conversations is not None else None
     decoded = decode_allresults(source, rubrics, allow_missing=allow_missing, name=name)
     examples = decoded.examples
-    # the answers and explanations of the file decoded in two calls (a call per text is most of the
-    # time); prompts one call per example, interned
+    # the texts of the file decoded in a few calls (a call per text is most of the time)
     completions = texts([e.completion[0].content for e in examples])
+    contents = iter(texts([m.content for e in examples for m in e.prompt]))
     explanations = iter(_explanations([i.explanation for e in examples for i in e.rubric_items]))
     usages = _usages([e.usage for e in examples])
     samples: list[GradedSample] = []
@@ -151,7 +154,7 @@ def load_allresults(
     item_of = interned.item
     for example, completion, usage in zip(examples, completions, usages, strict=True):
         prompt_id, raw_items = example.prompt_id, example.rubric_items
-        prompt = interned.prompt(example.prompt)
+        prompt = interned.prompt(example.prompt, list(islice(contents, len(example.prompt))))
         known = conversations.get(prompt_id) if conversations is not None else None
         if known is None:
             known = interned.conversation(prompt_id, prompt, list(map(item_of, raw_items)))
@@ -161,7 +164,7 @@ def load_allresults(
             GradedSample(
                 conversation=known,
                 completion=completion,
-                verdicts=tuple(VERDICTS[item.criteria_met] for item in raw_items),
+                verdicts=tuple(map(VERDICTS.__getitem__, map(MET, raw_items))),
                 explanations=tuple(islice(explanations, len(raw_items))),
                 repeat=repeat,
                 prompt_messages=prompt,

@@ -89,9 +89,11 @@ def conversation_metrics(conversation: Scored, verdicts: Sequence[Verdict]) -> d
     possible: dict[str, float] = {}  # per rubric tag, by first appearance: its positive points
     achieved: dict[str, float] = {}  # ... and its met points: `rubric_score`'s sums (+ 0 changes none)
     for item, verdict in zip(rubric, verdicts, strict=True):
+        positive = item.points if item.points > 0 else 0
+        met = item.points if verdict is Verdict.MET else 0
         for tag in dict.fromkeys(item.tags):  # (a tag repeated within a criterion counts once)
-            possible[tag] = possible.get(tag, 0) + (item.points if item.points > 0 else 0)
-            achieved[tag] = achieved.get(tag, 0) + (item.points if verdict is Verdict.MET else 0)
+            possible[tag] = possible.get(tag, 0) + positive
+            achieved[tag] = achieved.get(tag, 0) + met
     scores.update((tag, achieved[tag] / points) for tag, points in possible.items() if points > 0)
     return scores
 
