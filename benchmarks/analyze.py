@@ -13,22 +13,12 @@ dataset JSONL, then, side by side in each round, in fresh processes:
   notebook's tables (`benchmarks/analysis_tables.notebook_tables`: polars group-bys and 1,000
   ``np.random.choice`` resamples per (model, run, theme or axis));
 - ``healthbench analyze FILES --data DATASET --out DIR`` (every table, 1,000-resample CIs, files
-  written; the files read in its own process, ``--read-workers 1``), and ``analyze, 2 readers``: the
-  same with ``--read-workers 2`` (one file per worker process, two at once: what the default,
-  `healthbench.defaults.DEFAULT_READ_WORKERS`, picks for such inputs while a core is free);
+  written);
 - with ``--baseline SRC`` (e.g. ``git archive main src | tar -x -C /tmp/base``, then
-  ``--baseline /tmp/base/src``), the same commands run from that tree (``PYTHONPATH``; ``baseline``
-  with ``--read-workers 1``, ``baseline, 2 readers`` with 2): its seven files must be byte for byte
-  ours;
+  ``--baseline /tmp/base/src``), the same command run from that tree (``PYTHONPATH``): its seven
+  files must be byte for byte ours;
 - ``decode floor``: this script with ``--decode``: the reader's decode and checks of the files alone
-  (`healthbench.results.allresults_columns.decode_allresults`, every field decoded), and ``decode,
-  2 procs``: the same decode, one file per process in two processes (its wall time is the floor of
-  a reader using both cores); with ``--baseline``, ``decode floor, baseline``: the same from that
-  tree;
-- ``bare decode``: this script with ``--decode-bare``: each file's bytes read and decoded by
-  msgspec into the reader's full schema (`Example`), no check at all: what any typed reader of
-  every field spends; ``bare, no explanations``: the same into the schema analyze reads
-  (`Answer`: the graders' explanations skipped).
+  (`healthbench.results.allresults_reader.decode_allresults`).
 
 CPU = user + system seconds of the child process (``resource.getrusage``), best of the rounds; wall
 seconds are shown too. The children run with compiled bytecode (an untimed warm-up first). The
@@ -122,36 +112,10 @@ def notebook(dataset: Path, out: Path, files: list[Path], n_resamples: int) -> N
     out.write_text(json.dumps([[*key, *value] for key, value in tables.items()]))
 
 
-def decode(files: list[Path], workers: int = 1) -> None:
-    from concurrent.futures import ProcessPoolExecutor
+def decode(files: list[Path]) -> None:
+    from healthbench.results.allresults_reader import decode_allresults
 
-    if workers == 1:
-        print(sum(map(count_examples, files)))
-        return
-    with ProcessPoolExecutor(workers) as pool:
-        print(sum(pool.map(count_examples, files)))
-
-
-def count_examples(file: Path) -> int:
-    from healthbench.results.allresults_columns import decode_allresults
-
-    return len(decode_allresults(file).examples)
-
-
-# `decode` in a process that imports the baseline's healthbench (this script puts ours first on the path)
-BASELINE_DECODE = (
-    "import sys; from healthbench.results.allresults_columns import decode_allresults; "
-    "print(sum(len(decode_allresults(f).examples) for f in sys.argv[1:]))"
-)
-
-
-def decode_bare(files: list[Path], shape: str = "Example") -> None:
-    import msgspec
-
-    from healthbench.results import allresults_columns
-
-    decoder = msgspec.json.Decoder(allresults_columns._File[getattr(allresults_columns, shape)])
-    print(sum(len(decoder.decode(f.read_bytes()).metadata.example_level_metadata) for f in files))
+    print(sum(len(decode_allresults(file).examples) for file in files))
 
 
 def ours(folder: Path) -> dict[tuple[str, str, str, str], tuple[float, int]]:
@@ -174,19 +138,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--notebook", nargs="+", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--decode", nargs="+", type=Path, help=argparse.SUPPRESS)
-    parser.add_argument("--decode-workers", type=int, default=1, help=argparse.SUPPRESS)
-    parser.add_argument("--decode-bare", nargs="+", type=Path, help=argparse.SUPPRESS)
-    parser.add_argument("--bare-shape", default="Example", help=argparse.SUPPRESS)
     parser.add_argument("--baseline", type=Path, help="src folder of another tree to run analyze from too")
     args = parser.parse_args(argv)
     if args.notebook:
         notebook(args.notebook[0], args.notebook[1], args.notebook[2:], args.resamples)
         return 0
     if args.decode:
-        decode(args.decode, args.decode_workers)
-        return 0
-    if args.decode_bare:
-        decode_bare(args.decode_bare, args.bare_shape)
+        decode(args.decode)
         return 0
     python = sys.executable
     with tempfile.TemporaryDirectory() as tmp:
@@ -200,18 +158,8 @@ def main(argv: list[str] | None = None) -> int:
         options = ["--out", str(out), "--n-resamples", str(args.resamples), "--seed", "0"]
         commands: dict[str, list[str]] = {
             "notebook": [python, __file__, *resamples, "--notebook", str(dataset), str(reference), *names],
-            "analyze": [
-                *(python, "-m", "healthbench", "analyze", *names, "--data", str(dataset), *options),
-                *("--read-workers", "1"),
-            ],
-            "analyze, 2 readers": [
-                *(python, "-m", "healthbench", "analyze", *names, "--data", str(dataset), *options),
-                *("--read-workers", "2"),
-            ],
+            "analyze": [python, "-m", "healthbench", "analyze", *names, "--data", str(dataset), *options],
             "decode floor": [python, __file__, "--decode", *names],
-            "decode, 2 procs": [python, __file__, "--decode-workers", "2", "--decode", *names],
-            "bare decode": [python, __file__, "--decode-bare", *names],
-            "bare, no explanations": [python, __file__, "--bare-shape", "Answer", "--decode-bare", *names],
         }
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPATH")}
         env["PYTHONPYCACHEPREFIX"] = str(folder / "bytecode")
@@ -220,12 +168,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.baseline:
             base_options = ["--out", str(base_out), *options[2:]]
             commands["baseline"] = [python, "-m", "healthbench", "analyze", *names, "--data", str(dataset)]
-            commands["baseline"] += [*base_options, "--read-workers", "1"]
+            commands["baseline"] += base_options
             envs["baseline"] = {**env, "PYTHONPATH": str(args.baseline.resolve())}
-            commands["baseline, 2 readers"] = [*commands["baseline"][:-1], "2"]
-            envs["baseline, 2 readers"] = envs["baseline"]
-            commands["decode floor, baseline"] = [python, "-c", BASELINE_DECODE, *names]  # (that tree's src)
-            envs["decode floor, baseline"] = envs["baseline"]
             cpu_of([python, "-c", "import healthbench.cli, polars, numpy, msgspec"], envs["baseline"])
         cpu_of([python, "-c", "import healthbench.cli, polars, numpy, msgspec"], env)  # warm-up
         best: dict[str, tuple[float, float]] = {}
@@ -250,37 +194,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name:22s} {cpu:7.2f} s CPU {wall:7.2f} s wall")
         cpu_ratio = best["notebook"][0] / best["analyze"][0]
         wall_ratio = best["notebook"][1] / best["analyze"][1]
-        print(f"analyze vs notebook: {cpu_ratio:.1f}x CPU, {wall_ratio:.1f}x wall (target 20x wall)")
-        two_readers = best["notebook"][1] / best["analyze, 2 readers"][1]
-        print(f"analyze, 2 readers vs notebook: {two_readers:.1f}x wall")
+        print(f"analyze vs notebook: {cpu_ratio:.1f}x CPU, {wall_ratio:.1f}x wall (guardrail 8x)")
         if args.baseline:
             base = best["baseline"]
             print(
                 f"baseline vs notebook: {best['notebook'][0] / base[0]:.1f}x CPU, "
                 f"{best['notebook'][1] / base[1]:.1f}x wall; analyze vs baseline: "
-                f"{base[0] / best['analyze'][0]:.1f}x CPU, {base[1] / best['analyze'][1]:.1f}x wall"
+                f"{base[0] / best['analyze'][0]:.2f}x CPU, {base[1] / best['analyze'][1]:.2f}x wall"
             )
-            base2, ours2 = best["baseline, 2 readers"], best["analyze, 2 readers"]
-            ratios = f"{base2[0] / ours2[0]:.2f}x CPU, {base2[1] / ours2[1]:.2f}x wall"
-            print(f"2 readers, analyze vs baseline: {ratios}")
         floor = best["decode floor"][0]
         print(f"decode floor {floor:.2f} s CPU = {best['notebook'][0] / floor:.1f}x the notebook at most")
-        bare, light = best["bare decode"][0], best["bare, no explanations"][0]
-        print(
-            f"analyze above the floor: {best['analyze'][0] - floor:.2f} s CPU (decode floor), "
-            f"{best['analyze'][0] - bare:.2f} s CPU (bare decode {bare:.2f}), "
-            f"{best['analyze'][0] - light:.2f} s CPU (bare, no explanations {light:.2f})"
-        )
-        if args.baseline:
-            print(
-                f"baseline above the floor: {best['baseline'][0] - best['decode floor, baseline'][0]:.2f} s "
-                f"CPU (its decode floor), {best['baseline'][0] - bare:.2f} s CPU (bare decode)"
-            )
-        two = best["decode, 2 procs"][1]
-        print(
-            f"decode in 2 procs {two:.2f} s wall = {best['notebook'][1] / two:.1f}x the notebook's wall "
-            f"at most; analyze takes {best['analyze'][1] / two:.1f}x that floor"
-        )
     return 0
 
 

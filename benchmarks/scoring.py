@@ -33,8 +33,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from healthbench.data.schema import Conversation, Message, RubricItem
-from healthbench.scoring.rubric import OVERALL, Verdict, batch_metrics
-from healthbench.scoring.run_score import GradedSample, ScoringOptions, score_run
+from healthbench.scoring.rubric import OVERALL, Verdict
+from healthbench.scoring.run_score import GradedSample, ScoringOptions, sample_metrics, score_run
 from healthbench.scoring.stats import BootstrapOptions, aggregate_columns, columns_of
 
 AXES = ("accuracy", "completeness", "communication_quality", "context_awareness", "instruction_following")
@@ -211,16 +211,14 @@ def main(argv: list[str] | None = None) -> int:
         f"synthetic run: {len(data.samples)} conversations, {data.criteria} criteria, "
         f"{args.resamples} resamples"
     )
-    conversations = [s.conversation for s in data.samples]
-    verdicts = [s.verdicts for s in data.samples]
     options = ScoringOptions(n_resamples=args.resamples, seed=0)
-    table = batch_metrics(conversations, verdicts)
-    rows = [dict(m, score=m[OVERALL]) for m in table.per_conversation if m is not None]
+    per_sample = [sample_metrics(s, options) for s in data.samples]
+    rows = [dict(m, score=m[OVERALL]) for m in per_sample if m is not None]
     columns = columns_of(rows)  # the same columns as score_run's, to time the bootstrap alone
 
     # Side by side: each round runs the reference once and each of ours five times; best of all.
     ours = {
-        "metrics": lambda: batch_metrics(conversations, verdicts),
+        "metrics": lambda: [sample_metrics(s, options) for s in data.samples],
         "bootstrap": lambda: aggregate_columns(
             columns, len(rows), options=BootstrapOptions(n_resamples=args.resamples, seed=0)
         ),

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import multiprocessing
 from pathlib import Path
 from typing import Any
 
@@ -17,11 +16,10 @@ from typer.testing import CliRunner
 
 import healthbench.cli  # noqa: F401  (registers every command on the app)
 from healthbench.analysis.analyze import analyze, quote_style, write_analysis
-from healthbench.analysis.inputs import LoadedRun, RunAnswers, load_inputs
+from healthbench.analysis.inputs import LoadedRun, load_inputs
 from healthbench.cli.app import app
 from healthbench.data.sources import join_datasets
 from healthbench.errors import DataError
-from healthbench.results import allresults_columns
 from healthbench.results.simple_evals import write_allresults
 from healthbench.scoring.run_score import ScoringOptions, score_run
 from healthbench.scoring.stats import BootstrapOptions
@@ -68,120 +66,44 @@ def written_runs(folder: Path, runs: list[LoadedRun]) -> dict[str, str]:
     return {key: hashlib.sha256(path.read_bytes()).hexdigest() for key, path in paths.items()}
 
 
-@pytest.mark.parametrize(
-    "load",
-    [
-        {},  # samples (load_allresults), their columns built from them
-        {"columns_only": True, "workers": 1},  # columns, read here
-        {"columns_only": True, "workers": 2},  # columns, read in two worker processes
-    ],
-    ids=["samples", "columns", "workers"],
-)
-def test_outputs_are_byte_for_byte_those_of_the_sample_build(
-    inputs: tuple[list[Path], Path], tmp_path: Path, load: dict[str, Any]
-) -> None:
-    assert written(tmp_path, *inputs, **load) == EXPECTED
+def test_outputs_are_byte_for_byte_the_known_ones(inputs: tuple[list[Path], Path], tmp_path: Path) -> None:
+    assert written(tmp_path, *inputs) == EXPECTED
 
 
-def test_the_worker_processes_are_gone_when_the_files_are_read(inputs: tuple[list[Path], Path]) -> None:
-    files, dataset = inputs
-    assert not multiprocessing.active_children()
-    runs = load_inputs(files, data=join_datasets([dataset], None), columns_only=True, workers=2)
-    assert [len(r.answers.conversations) for r in runs] == [80, 80, 80]
-    assert not multiprocessing.active_children()
-
-
-def test_files_without_their_dataset_give_the_same_files_as_columns_and_as_samples(
+def test_files_without_their_dataset_have_no_theme_rows(
     inputs: tuple[list[Path], Path], tmp_path: Path
 ) -> None:
     files, _ = inputs  # (conversations rebuilt from the files, no theme)
-    hashes = []
-    for name, load in (("samples", {}), ("columns", {"columns_only": True, "workers": 2})):
-        runs = load_inputs(files, **load)
-        hashes.append(written_runs(tmp_path / name, runs))
-    assert hashes[0] == hashes[1]
-    assert hashes[0]["themes"] != EXPECTED["themes"]  # (no theme rows)
+    hashes = written_runs(tmp_path, load_inputs(files))
+    assert hashes["themes"] != EXPECTED["themes"]  # (no theme rows)
 
 
-def test_a_run_read_as_columns_reads_its_samples_on_first_use(inputs: tuple[list[Path], Path]) -> None:
-    files, dataset = inputs
-    data = join_datasets([dataset], None)
-    (columns,) = load_inputs(files[:1], data=data, columns_only=True)
-    (samples,) = load_inputs(files[:1], data=data)
-    assert len(columns.samples) == len(samples.samples) == 80
-    assert list(columns.samples) == list(samples.samples)
-    assert columns.samples[3] == samples.samples[3] and columns.ungraded_samples == samples.ungraded_samples
-    answers, expected = columns.answers, RunAnswers.of(samples.samples)
-    assert answers.conversations == expected.conversations
-    assert answers.repeats.tolist() == expected.repeats.tolist() == [0] * 40 + [1] * 40
-    assert answers.verdicts.tolist() == expected.verdicts.tolist()
-
-
-def test_a_bad_file_read_in_a_worker_is_the_error_of_that_file_and_field(
+def test_a_bad_file_is_the_error_of_that_file_and_field(
     inputs: tuple[list[Path], Path], tmp_path: Path
 ) -> None:
     files, dataset = inputs
     bad = tmp_path / files[1].name
     bad.write_text(files[1].read_text().replace('"criteria_met": true', '"criteria_met": "yes"', 1))
     with pytest.raises(DataError) as caught:
-        load_inputs(
-            [files[0], bad, files[2]], data=join_datasets([dataset], None), columns_only=True, workers=2
-        )
+        load_inputs([files[0], bad, files[2]], data=join_datasets([dataset], None))
     assert caught.value.path == str(bad)
     assert caught.value.field is not None and caught.value.field.endswith("criteria_met")
     assert str(caught.value).startswith(f"{bad} field 'metadata.example_level_metadata[")
+    assert str(caught.value).endswith(": expected true, false or null, got a string")
 
 
-def test_the_cli_reads_in_workers_or_in_its_own_process_with_the_same_files(
-    inputs: tuple[list[Path], Path], tmp_path: Path
-) -> None:
+def test_the_cli_writes_the_librarys_files(inputs: tuple[list[Path], Path], tmp_path: Path) -> None:
     files, dataset = inputs
-    outputs = {}
-    for workers in ("1", "2"):
-        out = tmp_path / workers
-        args = [*map(str, files), "--data", str(dataset), "--out", str(out), "--read-workers", workers]
-        result = CliRunner().invoke(app, ["analyze", *args, "--n-resamples", "200", "--seed", "3"])
-        assert result.exit_code == 0, result.output
-        outputs[workers] = {p.name: p.read_bytes() for p in out.iterdir()}
-    assert len(outputs["1"]) == 7 and outputs["1"] == outputs["2"]
-    refused = CliRunner().invoke(
-        app, ["analyze", str(files[0]), "--out", str(tmp_path), "--read-workers", "0"]
+    out = tmp_path / "cli"
+    args = [*map(str, files), "--data", str(dataset), "--out", str(out)]
+    result = CliRunner().invoke(app, ["analyze", *args, "--n-resamples", "200", "--seed", "3"])
+    assert result.exit_code == 0, result.output
+    library = write_analysis(
+        analyze(load_inputs(files, data=join_datasets([dataset], None)), OPTIONS), tmp_path
     )
-    assert refused.exit_code == 2 and "--read-workers" in refused.output
-
-
-def test_meanwhile_runs_once_while_the_workers_read_or_before_reading_here(
-    inputs: tuple[list[Path], Path],
-) -> None:
-    files, dataset = inputs
-    data = join_datasets([dataset], None)
-    for workers, forked in ((1, False), (2, True)):
-        seen: list[int] = []
-        runs = load_inputs(
-            files,
-            data=data,
-            columns_only=True,
-            workers=workers,
-            meanwhile=lambda seen=seen: seen.append(len(multiprocessing.active_children())),
-        )
-        assert len(runs) == 3 and len(seen) == 1 and (seen[0] == 2) is forked, (workers, seen)
-
-
-def test_the_default_readers_are_two_only_for_large_inputs_on_free_cores(
-    inputs: tuple[list[Path], Path], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    files, _ = inputs
-    size = sum(f.stat().st_size for f in files) / 1e6
-    monkeypatch.setattr(allresults_columns, "AUTO_READ_MB", size)  # (these files are small)
-    monkeypatch.setattr(allresults_columns.os, "sched_getaffinity", lambda _: {0, 1}, raising=False)
-    for load, expected in ((0.0, 2), (1.5, 2), (1.6, 1), (3.0, 1)):
-        monkeypatch.setattr(allresults_columns.os, "getloadavg", lambda load=load: (load, 0.0, 0.0))
-        assert allresults_columns.read_workers(files) == expected, load
-    monkeypatch.setattr(allresults_columns.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
-    assert allresults_columns.read_workers(files[:2]) == 1  # under AUTO_READ_MB together
-    assert allresults_columns.read_workers(files[:1]) == 1  # one file
-    monkeypatch.setattr(allresults_columns.os, "sched_getaffinity", lambda _: {0}, raising=False)
-    assert allresults_columns.read_workers(files) == 1  # one core
+    written_by_cli = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert len(written_by_cli) == 7
+    assert {p.name: p.read_bytes() for p in library.values()} == written_by_cli
 
 
 @pytest.mark.parametrize("model", ["plain-model", 'a "quoted" model', "a\ttabbed model", "a\nbroken\rmodel"])

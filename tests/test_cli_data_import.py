@@ -125,7 +125,7 @@ def test_import_refuses_an_incomplete_join(fixtures_dir: Path, tmp_path: Path) -
 def test_validate_names_the_bad_line(fixtures_dir: Path) -> None:
     code, _, stderr = invoke("data", "validate", fixtures_dir / "bad_points.jsonl")
     assert_one_line_error(
-        code, stderr, "bad_points.jsonl:2 field 'rubrics.0.points'", "expected int or float, got str"
+        code, stderr, "bad_points.jsonl:2 field 'rubrics.0.points'", "expected a number, got a string"
     )
 
 
@@ -139,7 +139,7 @@ def test_validate_meta_eval(tmp_path: Path) -> None:
     code, stdout, _ = invoke("data", "validate", demo_meta, "--meta-eval")
     assert (code, stdout.strip()) == (0, "ok: 24 records")
     code, _, stderr = invoke("data", "validate", demo_meta)  # read as conversations: no rubrics field
-    assert_one_line_error(code, stderr, "demo_meta_eval.jsonl:1 field 'rubrics': Field required")
+    assert_one_line_error(code, stderr, "demo_meta_eval.jsonl:1 field 'rubrics': missing field")
 
 
 def test_info_on_a_local_file(fixtures_dir: Path) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import itertools
 import statistics
 from collections import Counter
+from dataclasses import replace
 from fractions import Fraction
 from pathlib import Path
 
@@ -31,8 +32,8 @@ from healthbench.results.simple_evals import write_allresults
 from healthbench.results.summary import unit_line
 from healthbench.scoring.bootstrap import resample_means
 from healthbench.scoring.correction import JudgeCells, KeyTable, correct, error_model
-from healthbench.scoring.rubric import OVERALL, batch_metrics
-from healthbench.scoring.run_score import GradedSample, ScoringOptions, score_run, score_table
+from healthbench.scoring.rubric import OVERALL
+from healthbench.scoring.run_score import GradedSample, ScoringOptions, score_run
 from healthbench.scoring.stats import (
     BootstrapOptions,
     Column,
@@ -230,8 +231,11 @@ def test_run_score_cis_are_over_conversations_and_bootstrap_std_over_answers() -
             single.stats[key].ci_upper - single.stats[key].ci_lower, abs=1e-12
         ), key
     # simple-evals' bootstrap_std: over the 180 answers, as if the conversations had not been told
-    table = batch_metrics([s.conversation for s in thrice], [s.verdicts for s in thrice])
-    answers = score_table(table, options)  # no conversations given: the answers' bootstrap
+    apart = [  # each answer its own conversation: the answers' bootstrap
+        replace(s, conversation=s.conversation.model_copy(update={"prompt_id": f"answer {i}"}))
+        for i, s in enumerate(thrice)
+    ]
+    answers = score_run(apart, options)
     metrics = tripled.metrics()
     assert metrics["overall_score:bootstrap_std"] == answers.stats[OVERALL].bootstrap_std
     assert metrics["overall_score:bootstrap_std"] < 0.7 * one.bootstrap_std

@@ -82,7 +82,7 @@ CLASSIC_ROW = json.dumps(
             ":2: a HealthBench Professional row in a classic HealthBench file",
         ),
         (line() + "\n" + line() + "\n", ":2 field 'id': duplicate 't' (first seen on line 1)"),
-        (line(use_case=None), ":1 field 'use_case': Input should be a valid string"),
+        (line(use_case=None), ":1 field 'use_case': expected a string, got null"),
         (
             line(rubric_items=[{"criterion_text": "c", "points": -3}]),
             ":1 field 'rubric_items': the rubric has no criterion with positive",

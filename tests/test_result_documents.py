@@ -27,6 +27,7 @@ from healthbench.results.aggregate import aggregate_scores
 from healthbench.results.rows import iter_row_scores
 from healthbench.results.views import RunView
 from healthbench.runner.run import stored_record
+from healthbench.scoring.run_score import score_run
 from healthbench.store import Store
 from healthbench.store.runs import GradeRow, SampleRow
 
@@ -369,39 +370,21 @@ def _same_score(a: Any, b: Any) -> None:
 
 
 @pytest.mark.parametrize("scoring", [{}, {"length_penalty": 0.1, "length_center": 12}])
-def test_a_stored_runs_score_reads_columns_never_its_graded_samples(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scoring: dict[str, Any]
-) -> None:
-    store = Store(tmp_path / "cols.db")
-    _write_run(store, "cols", scoring=scoring)
-    view = RunView.open(store, "cols")
-    expected = view.score_samples(view.graded_samples())  # the samples path: every text in memory
+def test_a_stored_runs_score_is_score_run_of_its_samples(tmp_path: Path, scoring: dict[str, Any]) -> None:
+    store = Store(tmp_path / "runs.db")
+    _write_run(store, "run", scoring=scoring)
+    view = RunView.open(store, "run")
+    samples = view.graded_samples()
+    expected = score_run(samples, view.scoring_options())
     assert expected.ungraded_samples == 3 and expected.stats["overall_score"].n_conversations == 4
-    pages = list(view.column_pages(page_size=3))  # a repeat's 4 conversations: pages of 3 and 1
-    assert [page.prompt_ids for page in pages] == [["c1", "c2", "c3"], ["c4"]] * 2
-    assert [length for page in pages for length in page.completion_lengths] == [
-        len(f"answer to c{i} #0") for i in (1, 2, 3, 4)
-    ] + [len(f"answer to c{i} #1") + 10 for i in (1, 2, 3)] + [0]  # the failed sample: no answer
-    assert [len(page.points) for page in pages] == [len(page.verdicts) for page in pages] == [6, 2, 6, 2]
-    assert pages[0].criterion_tags[0] is pages[0].criterion_tags[2]  # one tuple per distinct tag list
-
-    def no_samples(*args: Any, **kwargs: Any) -> Any:
-        raise AssertionError("the metrics built a GradedSample")
-
-    monkeypatch.setattr("healthbench.results.views._graded", no_samples)
+    assert [len(s.completion) for s in samples] == [len(f"answer to c{i} #0") for i in (1, 2, 3, 4)] + [
+        len(f"answer to c{i} #1") + 10 for i in (1, 2, 3)
+    ] + [0]  # the failed sample: no answer
     _same_score(view.score(), expected)
     _same_score(healthbench.score_stored_run(store, view.record), expected)
-    # scored a page at a time: keys first seen on a later page, ungraded samples on some pages only
-    for page_size in (1, 3):
-        monkeypatch.setattr("healthbench.results.views.COLUMNS_PAGE_SIZE", page_size)
-        _same_score(view.score(), expected)
+    if scoring:  # each graded sample's length-adjusted score is its overall score less the penalty
+        for sample, metrics in zip(samples, expected.per_sample, strict=True):
+            if metrics is not None:
+                adjusted = metrics["overall_score"] - 0.1 * (len(sample.completion) - 12) / 500
+                assert metrics["overall_score_length_adjusted"] == adjusted
     store.close()
-
-
-def test_a_stored_runs_score_falls_back_to_its_samples_for_unusual_batches(
-    store: Store, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    view = RunView.open(store, "docs")
-    expected = view.score()
-    monkeypatch.setattr("healthbench.results.views.RunColumns.table", lambda self: None)
-    _same_score(view.score(), expected)

@@ -1,30 +1,25 @@
-"""Conversation-level scores against numbers worked out by hand (simple-evals' formulas), and the fast
-path (`batch_metrics`) against the readable specification (`scoring/reference.py`)."""
+"""Conversation-level scores against numbers worked out by hand and against simple-evals' own loop,
+transcribed (`healthbench.scoring.rubric` is the code that scores every run)."""
 
 from __future__ import annotations
 
-import itertools
-import random
 from collections.abc import Callable
 
-import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from healthbench.data.schema import Conversation, Message, RubricItem
-from healthbench.scoring.reference import conversation_scores, rubric_score, run_figure
 from healthbench.scoring.rubric import (
     OVERALL,
-    MetricTable,
-    RubricLayout,
     Verdict,
-    batch_metrics,
     conversation_metrics,
-    joined_tables,
+    key_members,
     length_adjusted,
+    rubric_score,
+    run_figure,
 )
-from healthbench.scoring.stats import clipped_mean, columns_of
+from healthbench.scoring.stats import clipped_mean
 
 MET, NOT, UNGRADED = Verdict.MET, Verdict.NOT_MET, Verdict.UNGRADED
 ConversationFactory = Callable[..., Conversation]
@@ -157,150 +152,61 @@ def test_length_adjusted(score: float, length: int, penalty: float, center: floa
     )
 
 
-# --- batch_metrics: every conversation at once, the same numbers as conversation_metrics ------------------
+# --- simple-evals' own loop, transcribed literally: the formulas must give its numbers, bit for bit ---------
 
 
-def random_batch(
-    seed: int,
-    *,
-    example_vocabulary: tuple[str, ...] = ("theme:a", "theme:b", "physician:x"),
-    rubric_vocabulary: tuple[str, ...] = (
-        "axis:accuracy",
-        "axis:completeness",
-        "level:example",
-        "level:cluster",
-        "cluster:c1",
-        "cluster:c2",
-    ),
-    n: int = 60,
-) -> tuple[list[Conversation], list[list[Verdict]]]:
-    """Random conversations: int and float points (negative too), tags repeated within a criterion,
-    tags with only negative points, criteria without tags, ungraded criteria, varied example tags."""
-    rng = random.Random(seed)
-    conversations, verdicts = [], []
-    for index in range(n):
-        items = []
-        for number in range(rng.randint(1, 7)):
-            points: float = rng.choice([-10, -3, -1, 1, 2, 5, 10, 2.5, 0.1, -0.7])
-            tags = rng.sample(rubric_vocabulary, rng.randint(0, min(3, len(rubric_vocabulary))))
-            if tags and rng.random() < 0.15:
-                tags.append(tags[0])  # a tag repeated within one criterion
-            items.append(RubricItem(criterion=f"c{number}", points=points, tags=tags))
-        if not any(item.points > 0 for item in items):
-            items.append(RubricItem(criterion="positive", points=4, tags=["axis:accuracy"]))
-        example_tags = rng.sample(example_vocabulary, rng.randint(0, min(2, len(example_vocabulary))))
-        conversations.append(
-            Conversation(
-                prompt=[Message(role="user", content="q")],
-                prompt_id=f"p{index}",
-                rubrics=items,
-                example_tags=example_tags,
-            )
-        )
-        verdicts.append(
-            [rng.choice([MET, NOT, MET, NOT, UNGRADED if rng.random() < 0.05 else MET]) for _ in items]
-        )
-    return conversations, verdicts
+def simple_evals_metrics(conversation: Conversation, verdicts: list[Verdict]) -> dict[str, float]:
+    """simple-evals' ``grade_sample`` metrics (healthbench_eval.py), tags deduplicated per criterion."""
+
+    def calculate_score(items: list[RubricItem], grades: list[Verdict]) -> float | None:
+        total_possible_points = sum(item.points for item in items if item.points > 0)
+        if total_possible_points == 0:
+            return None
+        achieved_points = sum(item.points for item, grade in zip(items, grades, strict=True) if grade is MET)
+        return achieved_points / total_possible_points
+
+    overall_score = calculate_score(conversation.rubrics, verdicts)
+    assert overall_score is not None
+    metrics = {OVERALL: overall_score}
+    metrics.update({tag: overall_score for tag in conversation.example_tags})
+    rubric_tag_items_grades: dict[str, list[tuple[RubricItem, Verdict]]] = {}
+    for rubric_item, grade in zip(conversation.rubrics, verdicts, strict=True):
+        for tag in set(rubric_item.tags):
+            rubric_tag_items_grades.setdefault(tag, []).append((rubric_item, grade))
+    order = list(dict.fromkeys(t for i in conversation.rubrics for t in i.tags))  # first appearance
+    rubric_tag_scores = {}
+    for tag in order:
+        items, grades = zip(*rubric_tag_items_grades[tag], strict=True)
+        score = calculate_score(list(items), list(grades))
+        if score is not None:
+            rubric_tag_scores[tag] = score
+    metrics.update(rubric_tag_scores)
+    return metrics
 
 
-def assert_same_as_one_by_one(conversations: list[Conversation], verdicts: list[list[Verdict]]) -> None:
-    table = batch_metrics(conversations, verdicts)
-    expected = [conversation_scores(c, v) for c, v in zip(conversations, verdicts, strict=True)]
-    assert table.per_conversation == expected
-    for mine, theirs in zip(table.per_conversation, expected, strict=True):
-        if theirs is not None:
-            assert mine is not None and list(mine) == list(theirs)  # same key order
-            assert [mine[k].hex() for k in mine] == [theirs[k].hex() for k in theirs]  # same bits
-    columns = columns_of([m for m in expected if m is not None])
-    assert list(table.columns) == list(columns)
-    for key, column in columns.items():
-        assert np.array_equal(table.columns[key].rows, column.rows), key
-        assert table.columns[key].values.tobytes() == column.values.tobytes(), key
-    assert table.ungraded_criteria == sum(v is UNGRADED for vs in verdicts for v in vs)
+def test_key_order_and_colliding_names(make_conversation: ConversationFactory) -> None:
+    conversation = make_conversation(
+        [(4, ["axis:b", "theme:a"]), (2, ["axis:a"]), (-3, ["cluster:neg"])],
+        example_tags=["theme:a", "theme:c"],
+    )
+    metrics = conversation_metrics(conversation, [MET, NOT, MET])
+    # overall = (4 - 3) / 6; the rubric tag theme:a overwrites the example tag in its place: 4 / 4
+    assert list(metrics or {}) == [OVERALL, "theme:a", "theme:c", "axis:b", "axis:a"]
+    assert metrics == {OVERALL: 1 / 6, "theme:a": 1.0, "theme:c": 1 / 6, "axis:b": 1.0, "axis:a": 0.0}
 
 
-@pytest.mark.parametrize("seed", range(6))
-def test_batch_metrics_matches_conversation_metrics(seed: int) -> None:
-    assert_same_as_one_by_one(*random_batch(seed))
-
-
-@pytest.mark.parametrize(
-    "example_vocabulary",
-    [
-        ("theme:a", "axis:accuracy"),  # an example tag that is also a rubric tag
-        ("theme:a", OVERALL),  # an example tag named like the overall score
-        ("theme:a", "theme:a"),  # the same example tag twice in a conversation
-        (),  # no example tags at all
-    ],
-)
-def test_batch_metrics_unusual_tags(example_vocabulary: tuple[str, ...]) -> None:
-    conversations, verdicts = random_batch(11, example_vocabulary=example_vocabulary)
-    if example_vocabulary == ("theme:a", "theme:a"):
-        conversations[0] = conversations[0].model_copy(update={"example_tags": ["theme:a", "theme:a"]})
-    assert_same_as_one_by_one(conversations, verdicts)
-
-
-def test_batch_metrics_with_a_rubric_tag_named_like_the_overall_score() -> None:
-    assert_same_as_one_by_one(*random_batch(12, rubric_vocabulary=("axis:accuracy", OVERALL)))
-
-
-def test_batch_metrics_of_nothing_and_of_only_ungraded() -> None:
-    assert batch_metrics([], []) == MetricTable([], {}, 0)
-    conversations, verdicts = random_batch(13, n=3)
-    verdicts = [[UNGRADED] * len(v) for v in verdicts]
-    table = batch_metrics(conversations, verdicts)
-    assert table.per_conversation == [None, None, None] and table.columns == {}
-    assert table.ungraded_criteria == sum(len(v) for v in verdicts)
-
-
-def test_batch_metrics_raises_what_conversation_metrics_raises(
-    make_conversation: ConversationFactory,
-) -> None:
-    conversation = make_conversation([(5, [])])
-    with pytest.raises(ValueError, match="1 rubric items but 2 verdicts"):
-        batch_metrics([conversation], [[MET, MET]])
-    with pytest.raises(ValueError, match="hand-built has no positive points"):
-        batch_metrics([conversation, hand_built_without_positive_points()], [[MET], [MET]])
-    with pytest.raises(ValueError, match="2 conversations but 1 verdict lists"):
-        batch_metrics([conversation, conversation], [[MET]])
-
-
-def test_a_batch_with_too_many_tag_cells_is_scored_in_parts(monkeypatch: pytest.MonkeyPatch) -> None:
-    from healthbench.scoring import rubric
-
-    monkeypatch.setattr(rubric, "_MAX_CELLS", 40)  # 60 conversations x ~6 tags: scored in halves
-    conversations, verdicts = random_batch(14)
-    assert_same_as_one_by_one(conversations, verdicts)
-    assert batch_metrics(conversations, verdicts).graded is not None
-
-
-@pytest.mark.parametrize("cuts", [(0, 60), (7, 8, 31), (1, 59), (20, 20, 40)])
-def test_tables_of_consecutive_pages_join_into_the_whole_batchs(cuts: tuple[int, ...]) -> None:
-    conversations, verdicts = random_batch(3)
-    bounds = [0, *cuts, len(conversations)]
-    pages = [(conversations[a:b], verdicts[a:b]) for a, b in itertools.pairwise(bounds)]
-    whole, joined = batch_metrics(conversations, verdicts), joined_tables([batch_metrics(*p) for p in pages])
-    assert joined.per_conversation == whole.per_conversation and list(joined.columns) == list(whole.columns)
-    for key, column in whole.columns.items():  # keys first seen on a later page come in their place
-        assert np.array_equal(joined.columns[key].rows, column.rows), key
-        assert joined.columns[key].values.tobytes() == column.values.tobytes(), key
-    assert joined.ungraded_criteria == whole.ungraded_criteria > 0
-    assert whole.graded is not None and joined.graded is not None
-    assert np.array_equal(joined.graded, whole.graded)
-    without_dicts = []
-    for page_conversations, page_verdicts in pages:
-        layout = RubricLayout.of(page_conversations)
-        assert layout is not None
-        table = layout.metrics(page_verdicts, dicts=False)
-        assert table is not None
-        without_dicts.append(table)
-    assert joined_tables(without_dicts).per_conversation == []
-    assert list(joined_tables(without_dicts).columns) == list(whole.columns)
-    filled = [k for k, (page, _) in enumerate(pages) if page]  # (an empty page carries nothing)
-    if len(filled) > 1:
-        mixed = [batch_metrics(*pages[k]) if k == filled[0] else t for k, t in enumerate(without_dicts)]
-        with pytest.raises(ValueError, match="with and without their per-conversation dicts"):
-            joined_tables(mixed)
+def test_key_members_by_hand(make_conversation: ConversationFactory) -> None:
+    first = make_conversation([(4, ["axis:a"]), (2, ["axis:b"]), (-3, ["axis:a"])], example_tags=["theme:t"])
+    second = make_conversation([(5, ["axis:b"])], example_tags=["theme:t"])
+    members = key_members([first, second, first], [[MET, NOT, MET], [NOT], [UNGRADED, MET, MET]])
+    assert list(members) == [OVERALL, "theme:t", "axis:a", "axis:b"]  # the ungraded third is left out
+    overall, axis_a, axis_b = members[OVERALL], members["axis:a"], members["axis:b"]
+    assert overall.rows.tolist() == [0, 1] and overall.criterion.tolist() == [0, 1, 2, 3]
+    assert overall.row.tolist() == [0, 0, 0, 1] and overall.possible.tolist() == [6.0, 5.0]
+    assert axis_a.rows.tolist() == [0] and axis_a.criterion.tolist() == [0, 2]
+    assert axis_a.possible.tolist() == [4.0]
+    assert axis_b.rows.tolist() == [0, 1] and axis_b.criterion.tolist() == [1, 3]
+    assert axis_b.row.tolist() == [0, 1] and axis_b.possible.tolist() == [2.0, 5.0]
 
 
 @st.composite
@@ -333,10 +239,17 @@ def graded_batches(draw: st.DrawFn) -> tuple[list[Conversation], list[list[Verdi
 
 @settings(max_examples=300, deadline=None)
 @given(graded_batches())
-def test_batch_metrics_equals_the_specification_on_any_rubric(
+def test_the_formulas_are_simple_evals_loop_on_any_rubric(
     batch: tuple[list[Conversation], list[list[Verdict]]],
 ) -> None:
-    assert_same_as_one_by_one(*batch)
+    for conversation, verdicts in zip(*batch, strict=True):
+        mine = conversation_metrics(conversation, verdicts)
+        if UNGRADED in verdicts:
+            assert mine is None
+            continue
+        theirs = simple_evals_metrics(conversation, verdicts)
+        assert mine is not None and list(mine) == list(theirs)  # same keys, same order
+        assert [mine[k].hex() for k in mine] == [float(theirs[k]).hex() for k in theirs]  # same bits
 
 
 @settings(max_examples=200, deadline=None)
@@ -346,8 +259,6 @@ def test_the_run_figure_of_the_specification_is_the_clipped_mean(scores: list[fl
     assert 0.0 <= run_figure(scores) <= 1.0
 
 
-def test_the_specification_refuses_what_the_fast_path_refuses(make_conversation: ConversationFactory) -> None:
-    with pytest.raises(ValueError, match="hand-built has no positive points"):
-        conversation_scores(hand_built_without_positive_points(), [MET])
+def test_a_run_figure_needs_a_conversation() -> None:
     with pytest.raises(ValueError, match="no conversation has this key"):
         run_figure([])

@@ -22,13 +22,6 @@ DEFAULT_PROGRESS_EVERY = 5.0  # seconds between two progress lines (CLI without 
 DEFAULT_MLFLOW_EXPERIMENT = "healthbench"  # MLflow experiment of --mlflow (unless $MLFLOW_EXPERIMENT_NAME)
 DEFAULT_CONFIDENCE = 0.95  # the level of every bootstrap CI (and of the judge check of a correction)
 DEFAULT_BOOTSTRAP_WORKERS = 2  # ScoringConfig.workers of stored configs (unused: no bootstrap threads)
-DEFAULT_READ_WORKERS = None  # worker processes reading analyze's files (1: none; None: the rule below)
-# ... no figure depends on it. None: `AUTO_READ_WORKERS` when the files are at least two and hold
-# `AUTO_READ_MB` MB or more together, the process may use that many cores, and the 1-minute load
-# average leaves `AUTO_READ_FREE_CORES` of them idle; else 1 (docs/analysis.md)
-AUTO_READ_WORKERS = 2
-AUTO_READ_MB = 150.0
-AUTO_READ_FREE_CORES = 0.5
 DEFAULT_META_EVAL_VARIANT = "demo_meta_eval"  # the meta-eval dataset of `healthbench meta-eval`
 DEFAULT_SERVICE_WORKERS = 2  # jobs a service (or `Client.local`) process runs at once
 DEFAULT_SERVICE_CONNECTIONS = 256  # the service's connection budget per endpoint, shared by its jobs

@@ -14,28 +14,21 @@ import fnmatch
 import json
 import os
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property, partial
 from itertools import chain
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
 from healthbench.data.schema import Conversation
-from healthbench.defaults import DEFAULT_READ_WORKERS
 from healthbench.errors import DataError, RunError
-from healthbench.results.allresults_columns import AnswerColumns, read_answers_of_files
-from healthbench.results.simple_evals import (
-    Interned,
-    answer_conversations,
-    dataset_rubrics,
-    load_allresults,
-)
-from healthbench.scoring.rubric import verdict_codes
+from healthbench.results.simple_evals import Interned, load_allresults
 from healthbench.scoring.run_score import GradedSample
+from healthbench.scoring.verdict import Verdict
 
 if TYPE_CHECKING:  # the store is loaded only for stored runs (files are read without it)
     from healthbench.results.views import RunView
@@ -48,13 +41,15 @@ _FILE_NAME = re.compile(
     + "$"
 )
 _GLOB_CHARS = frozenset("*?[")
+VERDICT_CODES = {Verdict.MET: 0, Verdict.NOT_MET: 1, Verdict.UNGRADED: 2}  # a verdict's code in `RunAnswers`
+UNGRADED_CODE = VERDICT_CODES[Verdict.UNGRADED]
 
 
 @dataclass(frozen=True)
 class RunAnswers:
     """A run's answers as columns, what the tables read: per answer its conversation (runs read from
-    one dataset share these objects) and repeat; per criterion its verdict code
-    (`healthbench.scoring.rubric.VERDICT_CODES`; the answers' criteria one after another)."""
+    one dataset share these objects) and repeat; per criterion its verdict code (`VERDICT_CODES`; the
+    answers' criteria one after another)."""
 
     conversations: list[Conversation]
     repeats: npt.NDArray[np.int64]
@@ -72,7 +67,11 @@ class RunAnswers:
         return cls(
             [s.conversation for s in samples],
             np.fromiter((s.repeat for s in samples), np.int64, len(samples)),
-            verdict_codes(chain.from_iterable(s.verdicts for s in samples), int(n_items.sum())),
+            np.fromiter(
+                map(VERDICT_CODES.__getitem__, chain.from_iterable(s.verdicts for s in samples)),
+                np.int8,
+                int(n_items.sum()),
+            ),
             n_items,
         )
 
@@ -80,7 +79,7 @@ class RunAnswers:
     def graded(self) -> npt.NDArray[np.bool_]:
         """Per answer: whether it has no ungraded criterion."""
         answer_of = np.repeat(np.arange(len(self.conversations)), self.n_items)
-        ungraded = np.bincount(answer_of[self.verdicts == 2], minlength=len(self.conversations))
+        ungraded = np.bincount(answer_of[self.verdicts == UNGRADED_CODE], minlength=len(self.conversations))
         graded: npt.NDArray[np.bool_] = ungraded == 0
         return graded
 
@@ -88,40 +87,6 @@ class RunAnswers:
     def distinct(self) -> list[Conversation]:
         """The conversations answered (each object once, in first-answer order)."""
         return list(dict(zip(map(id, self.conversations), self.conversations, strict=True)).values())
-
-
-class FileSamples(Sequence[GradedSample]):
-    """A file's graded samples, read (`load_allresults`, the same ``interned`` as its columns) on first
-    use: `healthbench analyze` reads its files as columns and never needs them."""
-
-    def __init__(
-        self,
-        path: str,
-        data: Mapping[str, Conversation] | None,
-        allow_untagged: bool,
-        interned: Interned,
-        n: int,
-    ) -> None:
-        self._read = (path, data, allow_untagged, interned)
-        self._n = n
-
-    @cached_property
-    def _samples(self) -> tuple[GradedSample, ...]:
-        path, data, allow_untagged, interned = self._read
-        return tuple(load_allresults(path, data, allow_missing=allow_untagged, interned=interned).samples)
-
-    def __len__(self) -> int:
-        return self._n
-
-    @overload
-    def __getitem__(self, index: int) -> GradedSample: ...
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[GradedSample]: ...
-    def __getitem__(self, index: int | slice) -> GradedSample | Sequence[GradedSample]:
-        return self._samples[index]
-
-    def __iter__(self) -> Iterator[GradedSample]:
-        return iter(self._samples)
 
 
 @dataclass(frozen=True)
@@ -141,7 +106,6 @@ class LoadedRun:
     reported: Mapping[str, Any] = field(default_factory=dict)  # the metrics the file itself reports
     # the full grading setup (`healthbench.results.correction.grading_setup`), as canonical JSON
     grading_setup: str | None = None
-    columns: RunAnswers | None = field(default=None, repr=False, compare=False)  # as read (else: samples)
 
     @property
     def label(self) -> str:
@@ -149,8 +113,8 @@ class LoadedRun:
 
     @cached_property
     def answers(self) -> RunAnswers:
-        """The answers as columns (as read, or from the samples)."""
-        return self.columns if self.columns is not None else RunAnswers.of(self.samples)
+        """The answers as columns."""
+        return RunAnswers.of(self.samples)
 
     @property
     def ungraded_samples(self) -> int:
@@ -185,9 +149,6 @@ def load_inputs(
     allow_untagged: bool = False,
     model: str | None = None,
     run_id: str | None = None,
-    columns_only: bool = False,
-    workers: int | None = DEFAULT_READ_WORKERS,
-    meanwhile: Callable[[], object] | None = None,
 ) -> list[LoadedRun]:
     """Every run named by ``inputs``, in order: an existing file is an ``_allresults.json``, an
     existing folder gives its ``*_allresults.json`` files (sorted), anything else is a stored run name
@@ -197,27 +158,16 @@ def load_inputs(
     their example tags, as ``healthbench import`` does; ``data_sha256`` is recorded as their dataset
     version. ``model`` overrides every run's model; ``run_id`` the run id of the single run loaded.
     Two runs with the same model and run id are an error (they would be merged in every table).
-
-    With ``columns_only`` files are read as columns (`RunAnswers`; their samples are read again if
-    ever used), one file per worker process (``workers`` at once; see
-    `healthbench.results.allresults_columns.read_answers_of_files`; None: its `read_workers`): what
-    ``analyze`` needs. ``meanwhile`` is called once, while worker processes read the files (else
-    before they are read): ``analyze`` imports its tables' modules there.
     """
     entries: list[Path | Callable[[], LoadedRun]] = []  # a file, or a stored run's loader
     for spec in inputs:
         entries.extend(_resolve(str(spec), store))
     files = [e for e in entries if isinstance(e, Path)]
-    interned = Interned()  # runs of the same conversations share them (their layout is read once)
-    if columns_only:
-        read = _column_runs(files, data, data_sha256, allow_untagged, interned, workers, meanwhile)
-    else:
-        if meanwhile is not None:
-            meanwhile()
-        read = [
-            load_file(f, data, data_sha256=data_sha256, allow_untagged=allow_untagged, interned=interned)
-            for f in files
-        ]
+    interned = Interned()  # runs of the same conversations share them
+    read = [
+        load_file(f, data, data_sha256=data_sha256, allow_untagged=allow_untagged, interned=interned)
+        for f in files
+    ]
     file_runs = iter(read)
     runs = [next(file_runs) if isinstance(e, Path) else e() for e in entries]
     if not runs:
@@ -242,52 +192,6 @@ def _resolve(spec: str, store: Store | None) -> Sequence[Path | Callable[[], Loa
     if store is None:
         raise DataError("no such file or folder (and no store to look up a run of that name)", path=spec)
     return [partial(load_stored, store, run) for run in _stored_runs(store, spec)]
-
-
-def _column_runs(
-    files: Sequence[Path],
-    data: Mapping[str, Conversation] | None,
-    data_sha256: str | None,
-    allow_untagged: bool,
-    interned: Interned,
-    workers: int | None,
-    meanwhile: Callable[[], object] | None,
-) -> list[LoadedRun]:
-    """The files' runs read as columns (`load_inputs`)."""
-    rubric_of = dataset_rubrics(data, interned)
-    read = read_answers_of_files(
-        files, rubric_of, allow_missing=allow_untagged, workers=workers, meanwhile=meanwhile
-    )
-    return [
-        column_run(
-            path, answers, data, data_sha256=data_sha256, allow_untagged=allow_untagged, interned=interned
-        )
-        for path, answers in zip(files, read, strict=True)
-    ]
-
-
-def column_run(
-    path: str | os.PathLike[str],
-    answers: AnswerColumns,
-    data: Mapping[str, Conversation] | None,
-    *,
-    data_sha256: str | None,
-    allow_untagged: bool,
-    interned: Interned,
-) -> LoadedRun:
-    """The run of a file read as columns (its samples read again on first use, as `load_file`)."""
-    name = parse_file_name(path)
-    conversations = answer_conversations(answers, data, interned)
-    return LoadedRun(
-        model=name.model,
-        run_id=name.run_id,
-        samples=FileSamples(str(path), data, allow_untagged, interned, len(conversations)),
-        source=str(path),
-        dataset_variant=name.variant,
-        dataset_sha256=data_sha256,
-        reported=dict(answers.metrics),
-        columns=RunAnswers(conversations, answers.repeats, answers.verdicts, answers.n_items),
-    )
 
 
 def looks_like_path(spec: str) -> bool:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from healthbench.data.schema import RubricItem
-from healthbench.scoring.rubric import OVERALL, batch_metrics
+from healthbench.scoring.rubric import OVERALL, conversation_metrics
 from healthbench.scoring.run_score import GradedSample
 
 THEME_PREFIX = "theme:"
@@ -32,12 +32,12 @@ class ConversationScores:
 
 
 def conversation_scores(samples: Sequence[GradedSample]) -> ConversationScores:
-    table = batch_metrics([s.conversation for s in samples], [s.verdicts for s in samples])
     sums: dict[str, dict[str, float]] = {}
     counts: dict[str, dict[str, int]] = {}
     themes: dict[str, tuple[str, ...]] = {}
     rubrics: dict[str, list[RubricItem]] = {}
-    for sample, metrics in zip(samples, table.per_conversation, strict=True):
+    for sample in samples:
+        metrics = conversation_metrics(sample.conversation, sample.verdicts)
         prompt_id = sample.conversation.prompt_id
         if prompt_id not in rubrics:
             rubrics[prompt_id] = sample.conversation.rubrics

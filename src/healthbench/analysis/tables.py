@@ -32,15 +32,16 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from healthbench.analysis.inputs import LoadedRun
+from healthbench.analysis.inputs import UNGRADED_CODE, LoadedRun
 from healthbench.analysis.scores import AXIS_PREFIX, THEME_PREFIX
 from healthbench.data.schema import Conversation
-from healthbench.scoring.rubric import OVERALL, VERDICT_CODES, MetricTable, RubricLayout, batch_metrics
+from healthbench.scoring.rubric import OVERALL, conversation_metrics
 from healthbench.scoring.stats import (
     BootstrapOptions,
     Column,
     KeyStats,
     aggregate_columns,
+    columns_of,
     conversation_clusters,
 )
 from healthbench.scoring.worst_at_k import GroupedScores, worst_at_k_curves
@@ -70,38 +71,36 @@ _STATS_SCHEMA = {
 
 
 @dataclass(frozen=True)
+class RunTable:
+    """A run's per-sample scores (`healthbench.scoring.rubric.conversation_metrics`) as one `Column`
+    per key (rows: the graded samples), per sample whether it is graded, and its ungraded criteria."""
+
+    columns: dict[str, Column]
+    graded: npt.NDArray[np.bool_]
+    ungraded_criteria: int
+
+
+@dataclass(frozen=True)
 class RunMetrics:
-    """A run's per-sample metrics (`healthbench.scoring.rubric.batch_metrics`), computed once."""
+    """A run's per-sample metrics, computed once."""
 
     run: LoadedRun
-    table: MetricTable
+    table: RunTable
     one_answer_each: bool | None = None  # every sample of its own conversation (None: not known)
 
     @classmethod
     def of(cls, run: LoadedRun) -> RunMetrics:
-        answers = run.answers
-        codes = list(map(VERDICT_CODES.__getitem__, answers.verdicts.tolist()))
-        ends = np.cumsum(answers.n_items).tolist()
-        verdicts = [codes[end - n : end] for n, end in zip(answers.n_items.tolist(), ends, strict=True)]
-        return cls(run, batch_metrics(answers.conversations, verdicts))
+        per_sample = [conversation_metrics(s.conversation, s.verdicts) for s in run.samples]
+        graded = np.fromiter((m is not None for m in per_sample), bool, len(per_sample))
+        ungraded = int((run.answers.verdicts == UNGRADED_CODE).sum())
+        table = RunTable(columns_of([m for m in per_sample if m is not None]), graded, ungraded)
+        prompt_ids = run.answers.prompt_ids
+        return cls(run, table, len(set(prompt_ids)) == len(prompt_ids))
 
 
 def run_metrics(runs: Sequence[LoadedRun]) -> list[RunMetrics]:
-    """Every run's metrics; runs of the same conversations (the same objects, as loaded from one
-    dataset) read their rubrics once (`healthbench.scoring.rubric.RubricLayout`)."""
-    layouts: dict[tuple[int, ...], tuple[RubricLayout | None, bool]] = {}
-    out = []
-    for run in runs:
-        answers = run.answers
-        conversations = answers.conversations
-        key = tuple(map(id, conversations))
-        if key not in layouts:
-            distinct = len({c.prompt_id for c in conversations}) == len(conversations)
-            layouts[key] = (RubricLayout.of(conversations) if conversations else None, distinct)
-        layout, one_answer_each = layouts[key]
-        table = layout.coded_metrics(answers.n_items, answers.verdicts, dicts=False) if layout else None
-        out.append(RunMetrics(run, table, one_answer_each) if table is not None else RunMetrics.of(run))
-    return out
+    """Every run's metrics."""
+    return [RunMetrics.of(run) for run in runs]
 
 
 # --- the granular table ---------------------------------------------------------------------------
@@ -332,12 +331,10 @@ def _graded_samples(metrics: RunMetrics) -> pl.DataFrame:
     )
 
 
-def graded_mask(table: MetricTable) -> list[bool]:
+def graded_mask(table: RunTable) -> list[bool]:
     """Per sample: whether it is graded (has no ungraded criterion)."""
-    if table.graded is not None:
-        mask: list[bool] = table.graded.tolist()
-        return mask
-    return [m is not None for m in table.per_conversation]
+    mask: list[bool] = table.graded.tolist()
+    return mask
 
 
 def conversation_repeats_frame(samples: pl.DataFrame) -> pl.DataFrame:

@@ -12,14 +12,9 @@ import typer
 
 from healthbench.atomic import check_folder
 from healthbench.cli.app import app, console, handles_errors
-from healthbench.cli.gc_paused import gc_paused
 from healthbench.cli.options import ResamplesOpt, SeedOpt, StoreOpt, below_one
-from healthbench.defaults import AUTO_READ_MB, AUTO_READ_WORKERS, DEFAULT_READ_WORKERS
-from healthbench.process_settings import settle
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from healthbench.analysis.compare import Comparison, GateDecision
     from healthbench.analysis.inputs import LoadedRun
     from healthbench.scoring.stats import BootstrapOptions
@@ -62,9 +57,6 @@ def _load(
     cache: Path | None,
     model: str | None = None,
     run_id: str | None = None,
-    columns_only: bool = False,
-    workers: int | None = DEFAULT_READ_WORKERS,
-    meanwhile: Callable[[], object] | None = None,
 ) -> list[LoadedRun]:
     """Load the inputs; the store is opened (and loaded) only when an input is not a file or folder."""
     from healthbench.analysis.inputs import load_inputs, needs_store
@@ -85,16 +77,7 @@ def _load(
         allow_untagged=allow_untagged,
         model=model,
         run_id=run_id,
-        columns_only=columns_only,
-        workers=workers,
-        meanwhile=meanwhile,
     )
-
-
-def _import_tables() -> None:
-    """The modules `analyze` needs once its files are read (polars and the tables)."""
-    import healthbench.analysis.analyze
-    import healthbench.cli.analysis_view  # noqa: F401
 
 
 @app.command("analyze")
@@ -118,16 +101,6 @@ def analyze(
     seed: SeedOpt = None,
     n_resamples: ResamplesOpt = None,
     cache: CacheOpt = None,
-    read_workers: Annotated[
-        int | None,
-        typer.Option(
-            "--read-workers",
-            min=1,
-            help=f"Worker processes reading the files, one file each (1: none; default {AUTO_READ_WORKERS} "
-            f"for 2+ files of {AUTO_READ_MB:g} MB or more when the cores are free, else 1).",
-            show_default=False,
-        ),
-    ] = None,
 ) -> None:
     """Theme and axis tables with 95% CIs for many runs and models, written to --out.
 
@@ -135,24 +108,16 @@ def analyze(
     table (TSV / CSV, or Parquet). Definitions: docs/analysis.md.
     """
     check_folder("--out", out)
-    with gc_paused():  # a short-lived process decoding ~10^5 acyclic objects per file (its readers too)
-        runs = _load(
-            inputs,
-            store=store,
-            data=data,
-            dataset=dataset,
-            allow_untagged=allow_untagged,
-            cache=cache,
-            model=model,
-            run_id=run_id,
-            columns_only=True,
-            workers=read_workers if read_workers is not None else DEFAULT_READ_WORKERS,
-            meanwhile=_import_tables,  # (while worker processes read the files: ~0.1 s of wall)
-        )
-        # the runs and dataset just read (~4 x 10^5 objects built with the collector off, no cycles)
-        # are kept out of every later collection, before the collector is back: the first one (the
-        # first allocation after the block) would walk them all (~0.1 CPU-s for 5 files)
-        settle()
+    runs = _load(
+        inputs,
+        store=store,
+        data=data,
+        dataset=dataset,
+        allow_untagged=allow_untagged,
+        cache=cache,
+        model=model,
+        run_id=run_id,
+    )
     from healthbench.analysis.analyze import analyze as run_analysis
     from healthbench.analysis.analyze import write_analysis
     from healthbench.cli.analysis_view import render_analysis

@@ -96,7 +96,6 @@ def import_allresults(
             length_center=center,
             length_penalty=penalty,
         ),
-        with_samples=export is not None or store is not None,
     )
     run_score, a = rescored.run_score, rescored.agreement
     render_summary(summary_of(run_score), title=f"{file.name} (re-scored)", console=console)

@@ -6,23 +6,21 @@ A source is a path, or the file's bytes with a ``name`` for messages (the servic
 without writing them to disk). A file is read a page at a time (`read_pages`: whole lines of about
 `PAGE_BYTES`; a path is never read whole), each page decoded in one typed batch (`msgspec.json.
 Decoder.decode_lines`); anything unusual sends the file to the line-by-line path, which decodes each
-line with ``json`` (so decode errors read as Python's, with their column) and converts it to the
-same struct: every failure is a `DataError` naming the file, the line and the field, the one the
-whole file gives. Both paths return the same structs; `read_lines` gathers the pages, and
-`healthbench.data.schema` builds the typed records callers use from them.
+line and converts it to the same struct, so that every failure is a `DataError` naming the file, the
+line and the field, the one the whole file gives. Both paths return the same structs; `read_lines`
+gathers the pages, and `healthbench.data.schema` builds the typed records callers use from them.
+msgspec's errors are worded in one place (`decode_json`, `schema_problem`), for this reader and the
+``_allresults.json`` one.
 
-No pydantic is imported here: readers that only need the decoded lines (`rubric_index`, the
-``_allresults.json`` reader) stay light.
+No pydantic is imported here: readers that only need the decoded lines stay light.
 """
 
 from __future__ import annotations
 
 import codecs
 import itertools
-import json
-import math
 import operator
-import sys
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -41,31 +39,46 @@ from healthbench.data.shapes import (
 )
 from healthbench.errors import DataError
 
+T = TypeVar("T")
+_ANY: msgspec.json.Decoder[Any] = msgspec.json.Decoder()
+
 # --- bytes and JSON: the one place decode failures are mapped --------------------------------------
 
 
-def load_json(text: str, *, source: str, line: int | None = None) -> Any:
-    """The JSON value of ``text``: a whole file (``line`` None) or one line of a JSONL file. Every way
-    the text can fail to decode (bad syntax, an integer of more than 4,300 digits, nesting too deep) is
-    a `DataError` naming the file, the line and the column."""
+def load_json(text: str | bytes, *, source: str, line: int | None = None) -> Any:
+    """The JSON value of ``text``: a whole file (``line`` None) or one line of a JSONL file. Invalid
+    JSON is a `DataError` naming the file, the line and the column (`decode_json`)."""
+    return decode_json(text, _ANY, source=source, line=line)
+
+
+def decode_json(
+    text: str | bytes, decoder: msgspec.json.Decoder[T], *, source: str, line: int | None = None
+) -> T:
+    """``text`` decoded by ``decoder``: the one place msgspec's failures are worded. Invalid JSON names
+    its line and column; a value the schema refuses names its field (`schema_problem`)."""
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        reason = f"{exc.msg.removesuffix(' at')} at column {exc.colno}"
-        raise DataError(
-            f"invalid JSON ({reason})", path=source, line=line if line is not None else exc.lineno
-        ) from None
+        return decoder.decode(text)
+    except msgspec.ValidationError as exc:
+        field, reason = schema_problem(str(exc))
+        field = "" if "[...]" in field else field  # (msgspec's placeholder where it lost the position)
+        raise DataError(reason, path=source, line=line, field=field or None) from None
+    except msgspec.DecodeError as exc:
+        raise _syntax_error(str(exc), text, source, line) from None
     except RecursionError:
         raise DataError(
-            "invalid JSON (arrays or objects nested too deeply to read)",
-            path=source,
-            line=line,
+            "invalid JSON (arrays or objects nested too deeply to read)", path=source, line=line
         ) from None
-    except ValueError:  # int("1" * 5000) is past Python's limit on the digits of an integer
-        limit = sys.get_int_max_str_digits()
-        raise DataError(
-            f"invalid JSON (a number of more than {limit} digits)", path=source, line=line
-        ) from None
+
+
+def _syntax_error(message: str, text: str | bytes, source: str, line: int | None) -> DataError:
+    """msgspec's ``JSON is malformed: ... (byte N)`` as ours: what, at which line and column."""
+    what, _, at = message.removeprefix("JSON is malformed: ").partition(" (byte ")
+    data = text.encode() if isinstance(text, str) else text
+    byte = int(at.rstrip(")")) if at.rstrip(")").isdigit() else len(data)
+    start = data.rfind(b"\n", 0, byte) + 1
+    number = (line or 1) + data.count(b"\n", 0, byte)
+    what = what[:1].lower() + what[1:]
+    return DataError(f"invalid JSON ({what} at column {byte - start + 1})", path=source, line=number)
 
 
 def decode_text(data: bytes, *, source: str) -> str:
@@ -235,7 +248,8 @@ def parse_line(text: str, shape: type[Line], *, source: str, number: int) -> Lin
     """One JSONL line as ``shape``, checked by `line_problem`; a `DataError` naming file, line, field."""
     raw = load_json(text, source=source, line=number)
     if not isinstance(raw, dict):
-        raise DataError(f"expected a JSON object, got {_python_type(raw)}", path=source, line=number)
+        _, reason = schema_problem(f"Expected `object`, got `{_json_type(raw)}`")
+        raise DataError(reason, path=source, line=number)
     expected = _FORMAT_OF_SHAPE.get(shape)
     found = format_of_row(raw)
     if expected is not None and found is not None and found != expected:
@@ -248,54 +262,60 @@ def parse_line(text: str, shape: type[Line], *, source: str, number: int) -> Lin
     try:
         line = msgspec.convert(raw, shape)
     except msgspec.ValidationError as exc:
-        field, message = _schema_problem(str(exc), raw)
-        raise DataError(message, path=source, line=number, field=field or None) from None
+        field, message = schema_problem(str(exc))
+        dotted = field.replace("[", ".").replace("]", "")  # (a JSONL field as `line_problem` names it)
+        raise DataError(message, path=source, line=number, field=dotted or None) from None
     problem = line_problem(line)
     if problem is not None:
         raise DataError(problem[1], path=source, line=number, field=problem[0] or None)
     return line
 
 
-# --- msgspec's validation messages, as the files' readers have always worded them ----------------
+def _json_type(value: Any) -> str:
+    """The JSON type of a decoded value, as msgspec names it."""
+    names = {str: "str", bool: "bool", int: "int", float: "float", list: "array", dict: "object"}
+    return "null" if value is None else names.get(type(value), type(value).__name__)
 
-_TYPE_WORDS = {
-    "str": "Input should be a valid string",
-    "bool": "Input should be a valid boolean",
-    "array": "Input should be a valid list",
-    "object": "Input should be a valid dictionary",
-    "object | null": "Input should be a valid dictionary or null",
-    "str | null": "Input should be a valid string or null",
+
+# --- msgspec's validation messages, in one wording for every file -----------------------------------
+
+_MESSAGE = re.compile(r"^(?P<what>.*?)(?: - at `\$(?P<at>.*)`)?$", re.DOTALL)
+_MISSING = re.compile(r"^Object missing required field `(?P<name>[^`]+)`$")
+_EXPECTED = re.compile(r"^Expected `(?P<expected>[^`]+)`(?P<bound>[^,]*)(?:, got `(?P<got>[^`]+)`)?$")
+_TYPE_NAMES = {
+    "str": "a string",
+    "int | float": "a number",
+    "float": "a number",
+    "int": "a number",
+    "bool": "a boolean",
+    "null": "null",
+    "object": "an object",
+    "array": "a list",
+    "bool | null": "true, false or null",
+    "float | null": "a number or null",
+    "str | null": "a string or null",
+    "object | null": "an object or null",
 }
 
 
-def _schema_problem(message: str, raw: Any) -> Problem:
-    """(dotted field, message) of a msgspec validation message on ``raw`` (the decoded line)."""
-    what, _, at = message.partition(" - at `$")
-    path = at.rstrip("`")
-    parts = [p for p in path.replace("[", ".").replace("]", "").split(".") if p]
-    if what.startswith("Object missing required field `"):
-        return ".".join([*parts, what.split("`")[1]]), "Field required"
-    value: Any = raw
-    for part in parts:
-        value = value[int(part)] if isinstance(value, list) else value.get(part)
-    field = ".".join(parts)
-    if isinstance(value, float) and math.isnan(value):
-        return field, "points is NaN, not a number"
-    if what.startswith("Invalid enum value"):
-        return field, "Input should be 'system', 'user', 'assistant' or 'developer'"
-    if what.startswith("Expected `int | float`"):
-        if "got" in what:
-            return field, f"expected int or float, got {_python_type(value)}"
-        bound = "less than or equal to 10" if value > 10 else "greater than or equal to -10"
-        return field, f"Input should be {bound}"
-    for expected, words in _TYPE_WORDS.items():
-        if what.startswith(f"Expected `{expected}`"):
-            return field, words
-    return field, what[:1].lower() + what[1:]
-
-
-def _python_type(value: Any) -> str:
-    return "null" if value is None else type(value).__name__
+def schema_problem(message: str) -> Problem:
+    """(field, reason) of a msgspec validation message: what was expected and what was found
+    (``expected a number, got a string``), a missing field, or a bound (``expected a number <= 10``);
+    the field as msgspec names it (``metadata.example_level_metadata[3].points``), "" for the root."""
+    match = _MESSAGE.match(message)
+    what, at = (match["what"], (match["at"] or "").lstrip(".")) if match else (message, "")
+    missing = _MISSING.match(what)
+    if missing:
+        return ".".join(filter(None, (at, missing["name"]))), "missing field"
+    expected = _EXPECTED.match(what)
+    if expected is None:
+        return at, what[:1].lower() + what[1:]
+    wanted = _TYPE_NAMES.get(expected["expected"], expected["expected"])
+    if not at and expected["expected"] == "object":
+        wanted = "a JSON object"
+    bound = expected["bound"].strip().replace(".0", "")
+    got = f", got {_TYPE_NAMES.get(expected['got'], expected['got'])}" if expected["got"] else ""
+    return at, f"expected {wanted}{' ' + bound if bound else ''}{got}"
 
 
 Keyed = TypeVar("Keyed")  # a line or a record: anything with a prompt_id and rubrics

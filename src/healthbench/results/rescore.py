@@ -1,14 +1,9 @@
 """Re-scoring a simple-evals ``_allresults.json`` (``healthbench import``): the file joined with the
 dataset the run used (for example tags), scored by our core, and compared with the file's numbers.
 
-The file is read by the one ``_allresults.json`` reader (`healthbench.results.allresults_columns`,
-whose errors name the file, the example and the field). Without ``with_samples`` it is viewed as
-columns (no object per answer) and the datasets are read as the one JSONL reader decodes them
-(`healthbench.data.rubric_index`, whose errors name the line), without building records. Same
-numbers either way (tests/test_fast_ingest.py). The pydantic records are imported only when they
-are needed, so a file is re-scored without loading them. The cyclic collector is left alone (service
-worker threads call this): ``healthbench import`` pauses it for its whole short-lived process
-(`healthbench.cli.gc_paused`).
+The file is read by the one ``_allresults.json`` reader (`healthbench.results.simple_evals.
+load_allresults`, whose errors name the file, the example and the field), the datasets by the one
+JSONL reader (`healthbench.data.sources.join_datasets`), and the samples scored by `score_run`.
 """
 
 from __future__ import annotations
@@ -19,9 +14,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from healthbench.data.rubric_index import read_rubric_index
-from healthbench.results.allresults_columns import read_columns
-from healthbench.scoring.run_score import GradedSample, RunScore, ScoringOptions, score_run, score_table
+from healthbench.data.sources import join_datasets
+from healthbench.results.simple_evals import load_allresults
+from healthbench.scoring.run_score import GradedSample, RunScore, ScoringOptions, score_run
 
 PathLike = str | os.PathLike[str]
 
@@ -40,7 +35,7 @@ class Agreement:
 class Rescored:
     """An imported file re-scored: its samples and numbers, ours, and how far they agree."""
 
-    samples: list[GradedSample]  # the file's graded samples: empty unless asked for (``with_samples``)
+    samples: list[GradedSample]  # the file's graded samples
     score: float | None  # the file's own top-level score
     metrics: dict[str, Any]  # the file's own metrics
     run_score: RunScore
@@ -58,19 +53,11 @@ def rescore_allresults(
     cache: PathLike | None = None,
     allow_untagged: bool = False,
     options: ScoringOptions | None = None,
-    with_samples: bool = True,
 ) -> Rescored:
-    """Parse ``path``, join it on prompt_id with the datasets given (`join_datasets`), and score it
-    (module doc for ``with_samples``)."""
-    options = options or ScoringOptions()
-    if not with_samples:
-        return _rescore_columns(path, data, dataset, cache, allow_untagged, options)
-    from healthbench.data.sources import join_datasets  # (the ordinary readers: module doc)
-    from healthbench.results.simple_evals import load_allresults
-
+    """Parse ``path``, join it on prompt_id with the datasets given (`join_datasets`), and score it."""
     conversations = join_datasets(data, dataset, cache)
     stored = load_allresults(path, conversations, allow_missing=allow_untagged)
-    run_score = score_run(stored.samples, options)
+    run_score = score_run(stored.samples, options or ScoringOptions())
     untagged = sum(
         1 for s in stored.samples if conversations is None or s.conversation.prompt_id not in conversations
     )
@@ -83,39 +70,6 @@ def rescore_allresults(
         untagged=untagged,
         joined=conversations is not None,
         n_samples=len(stored.samples),
-    )
-
-
-def _rescore_columns(
-    path: PathLike,
-    data: Sequence[PathLike],
-    dataset: str | None,
-    cache: PathLike | None,
-    allow_untagged: bool,
-    options: ScoringOptions,
-) -> Rescored:
-    """The columnar path (module doc)."""
-    joined = bool(data) or dataset is not None
-    index = None
-    if joined:
-        paths = list(data)
-        if dataset is not None:
-            from healthbench.data.sources import resolve  # (downloads: not needed for local files)
-
-            paths.append(resolve(dataset, cache=cache).path)
-        index = read_rubric_index(paths)
-    fast = read_columns(path, index, allow_missing=allow_untagged)
-    lengths = fast.completion_lengths() if options.length_penalty is not None else None
-    run_score = score_table(fast.table, options, lengths, fast.prompt_ids)
-    return Rescored(
-        samples=[],
-        score=fast.score,
-        metrics=fast.metrics,
-        run_score=run_score,
-        agreement=agreement(fast.score, fast.metrics, run_score.metrics()),
-        untagged=sum(1 for p in fast.prompt_ids if index is None or p not in index),
-        joined=joined,
-        n_samples=len(fast.prompt_ids),
     )
 
 

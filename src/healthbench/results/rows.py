@@ -17,7 +17,7 @@ from typing import Any
 from healthbench.results.aggregate import metric_ref
 from healthbench.results.metrics_out import atomic_text_file, json_safe
 from healthbench.results.views import VERDICT_NAMES, RunView, StoredSample
-from healthbench.scoring.run_score import ScoringOptions, metric_keys, samples_metrics
+from healthbench.scoring.run_score import ScoringOptions, metric_keys, sample_metrics
 from healthbench.store.runs import Store
 
 
@@ -31,12 +31,9 @@ def iter_row_scores(
     """
     view = RunView.open(store, name).require_kind("eval")
     chosen = options or view.scoring_options()
-    index = 0
-    for page in view.iter_sample_pages():  # one store read, scored in one `batch_metrics` call
-        values = samples_metrics([stored.graded for stored in page], chosen)
-        for stored, metrics in zip(page, values, strict=True):
-            yield row_document(index, stored, metrics, chosen, model=view.model_spec)
-            index += 1
+    for index, stored in enumerate(view.iter_samples()):
+        metrics = sample_metrics(stored.graded, chosen)
+        yield row_document(index, stored, metrics, chosen, model=view.model_spec)
 
 
 def row_document(

@@ -14,8 +14,9 @@ from __future__ import annotations
 import hashlib
 import html as html_lib
 import json
+import operator
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
@@ -26,17 +27,14 @@ import msgspec
 from healthbench.data.jsonl import Source
 from healthbench.data.schema import Conversation, Message, RubricItem
 from healthbench.data.shapes import Message as RawMessage
-from healthbench.results.allresults_columns import (
-    AnswerColumns,
-    Item,
-    Triples,
-    decode_allresults,
-    texts,
-)
+from healthbench.results.allresults_reader import Item, decode_allresults, texts
 from healthbench.results.metrics_out import write_json_atomic
-from healthbench.scoring.rubric import OVERALL, VERDICT_CODES
+from healthbench.scoring.rubric import OVERALL
 from healthbench.scoring.run_score import GradedSample, RunScore
+from healthbench.scoring.verdict import Verdict
 
+MET = operator.attrgetter("criteria_met")
+VERDICTS = {True: Verdict.MET, False: Verdict.NOT_MET, None: Verdict.UNGRADED}  # criteria_met -> verdict
 USAGE_KEYS = (
     "input_tokens",
     "input_cached_tokens",
@@ -76,42 +74,26 @@ def read_allresults(
 
 class Interned:
     """Rubric items and conversations shared by the files read with one instance (runs of the same
-    dataset then share their `Conversation` objects, and their rubric layout is read once)."""
+    dataset then share their `Conversation` objects)."""
 
     def __init__(self) -> None:
         self.items: dict[tuple[str, float, tuple[str, ...]], RubricItem] = {}
         self.conversations: dict[tuple[object, ...], Conversation] = {}
         self.prompts: dict[tuple[str, ...], tuple[dict[str, str], ...]] = {}
-        self.rubrics: dict[int, tuple[Conversation, Triples]] = {}
 
     def item(self, raw: Item) -> RubricItem:
-        return self.item_of(raw.criterion, raw.points, raw.tags)
-
-    def item_of(self, criterion: str, points: float, tags: Sequence[str]) -> RubricItem:
-        key = (criterion, points, tuple(tags))
+        key = (raw.criterion, raw.points, tuple(raw.tags))
         item = self.items.get(key)
         if item is None:
             item = self.items[key] = RubricItem.model_construct(
-                criterion=criterion, points=points, tags=list(tags)
+                criterion=raw.criterion, points=raw.points, tags=list(raw.tags)
             )
         return item
 
-    def rubric(self, conversation: Conversation) -> Triples:
-        """A dataset conversation's rubric as (criterion, points, tags) triples (computed once)."""
-        known = self.rubrics.get(id(conversation))
-        if known is None or known[0] is not conversation:
-            triples = [(i.criterion, i.points, list(i.tags)) for i in conversation.rubrics]
-            known = self.rubrics[id(conversation)] = (conversation, triples)
-            for item in conversation.rubrics:  # the file's items become the dataset's objects
-                self.items.setdefault((item.criterion, item.points, tuple(item.tags)), item)
-        return known[1]
-
-    def prompt(self, messages: list[RawMessage]) -> tuple[dict[str, str], ...]:
-        """The messages as sent, decoded; equal prompts (a dataset's, in every run) are one object."""
-        return self.prompt_of([m.role for m in messages], texts([m.content for m in messages]))
-
-    def prompt_of(self, roles: Sequence[str], contents: Sequence[str]) -> tuple[dict[str, str], ...]:
-        """`prompt` of messages already decoded."""
+    def prompt(self, messages: list[RawMessage], contents: Sequence[str]) -> tuple[dict[str, str], ...]:
+        """The messages as sent (their ``contents`` decoded); equal prompts (a dataset's, in every run)
+        are one object."""
+        roles = [m.role for m in messages]
         key = (*roles, *contents)
         prompt = self.prompts.get(key)
         if prompt is None:
@@ -147,7 +129,7 @@ def load_allresults(
     interned: Interned | None = None,
 ) -> AllResults:
     """Parse an ``_allresults.json`` (a path, or its bytes with ``name`` for messages) through the one
-    reader (`healthbench.results.allresults_columns.decode_allresults`): every missing or odd field
+    reader (`healthbench.results.allresults_reader.decode_allresults`): every missing or odd field
     is a `DataError` naming the file, the example index and the field.
 
     With ``conversations`` (the dataset, by ``prompt_id``) each sample takes the dataset's
@@ -159,21 +141,20 @@ def load_allresults(
     items and rebuilt conversations.
     """
     interned = interned or Interned()
-    rubric_of = dataset_rubrics(conversations, interned)
-    decoded = decode_allresults(source, rubric_of, allow_missing=allow_missing, name=name)
+    rubrics = {p: c.rubrics for p, c in conversations.items()} if conversations is not None else None
+    decoded = decode_allresults(source, rubrics, allow_missing=allow_missing, name=name)
     examples = decoded.examples
-    # the answers and explanations of the file decoded in two calls (a call per text is most of the
-    # time); prompts one call per example, interned
+    # the texts of the file decoded in a few calls (a call per text is most of the time)
     completions = texts([e.completion[0].content for e in examples])
+    contents = iter(texts([m.content for e in examples for m in e.prompt]))
     explanations = iter(_explanations([i.explanation for e in examples for i in e.rubric_items]))
-    verdicts = map(VERDICT_CODES.__getitem__, decoded.verdicts.tolist())  # (read by the one decode)
     usages = _usages([e.usage for e in examples])
     samples: list[GradedSample] = []
     repeats: dict[str, int] = {}
     item_of = interned.item
     for example, completion, usage in zip(examples, completions, usages, strict=True):
         prompt_id, raw_items = example.prompt_id, example.rubric_items
-        prompt = interned.prompt(example.prompt)
+        prompt = interned.prompt(example.prompt, list(islice(contents, len(example.prompt))))
         known = conversations.get(prompt_id) if conversations is not None else None
         if known is None:
             known = interned.conversation(prompt_id, prompt, list(map(item_of, raw_items)))
@@ -183,7 +164,7 @@ def load_allresults(
             GradedSample(
                 conversation=known,
                 completion=completion,
-                verdicts=tuple(islice(verdicts, len(raw_items))),
+                verdicts=tuple(map(VERDICTS.__getitem__, map(MET, raw_items))),
                 explanations=tuple(islice(explanations, len(raw_items))),
                 repeat=repeat,
                 prompt_messages=prompt,
@@ -191,34 +172,6 @@ def load_allresults(
             )
         )
     return AllResults(samples, decoded.score, decoded.metrics)
-
-
-def dataset_rubrics(
-    conversations: Mapping[str, Conversation] | None, interned: Interned
-) -> Callable[[str], Triples | None] | None:
-    """The dataset's rubric of a prompt_id (None when absent) as the reader checks it, or None
-    without a dataset. Every rubric is laid out here, once (`Interned.rubric`), so that the reader
-    looks one up per example in a dict, with no Python call."""
-    if conversations is None:
-        return None
-    return {prompt_id: interned.rubric(c) for prompt_id, c in conversations.items()}.get
-
-
-def answer_conversations(
-    answers: AnswerColumns, conversations: Mapping[str, Conversation] | None, interned: Interned
-) -> list[Conversation]:
-    """Per answer of ``answers`` (`read_answers` with `dataset_rubrics` of ``conversations``), its
-    conversation as `load_allresults` gives it: the dataset's, or rebuilt from the file (shared
-    through ``interned``) for an answer without a dataset entry."""
-    known = conversations or {}
-    out = list(map(known.get, answers.prompt_ids))
-    for index, (prompt, triples) in answers.unjoined.items():
-        messages = interned.prompt_of([role for role, _ in prompt], [text for _, text in prompt])
-        items = [interned.item_of(*triple) for triple in triples]
-        out[index] = interned.conversation(answers.prompt_ids[index], messages, items)
-    if any(c is None for c in out):  # (not `None in out`: that compares every model with None)
-        raise ValueError("an answer has neither a dataset entry nor its rubric from the file")
-    return out  # type: ignore[return-value]
 
 
 def _explanations(raws: list[msgspec.Raw]) -> list[str | None]:

@@ -8,9 +8,8 @@ scores and usage/cost totals.
 
 from __future__ import annotations
 
-from array import array
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +21,6 @@ from healthbench.store.runs import RunRecord, SampleRow, Store
 if TYPE_CHECKING:  # loaded on first use: listing runs (`healthbench runs`) needs neither pydantic nor numpy
     from healthbench.config import RunConfig
     from healthbench.data.schema import Conversation, MetaEvalRecord
-    from healthbench.scoring.rubric import MetricTable
     from healthbench.scoring.run_score import GradedSample, RunScore, ScoringOptions
 
     # a stored item of `RunView._pages`: id, conversation, repeat, its sample, the page's verdicts
@@ -33,7 +31,6 @@ if TYPE_CHECKING:  # loaded on first use: listing runs (`healthbench runs`) need
 VERDICTS = {"met": Verdict.MET, "not_met": Verdict.NOT_MET, "ungraded": Verdict.UNGRADED}
 VERDICT_NAMES = {verdict: name for name, verdict in VERDICTS.items()}
 PAGE_SIZE = 500
-COLUMNS_PAGE_SIZE = 100  # `RunView.column_pages`: a smaller page, as fast, holds fewer parsed rows at once
 
 
 @dataclass(frozen=True)
@@ -228,40 +225,8 @@ class RunView:
         )
 
     def score(self, options: ScoringOptions | None = None) -> RunScore:
-        """The run's `RunScore` (the numbers of ``--metrics-out``), computed a page at a time: each
-        page's conversations are scored from their columns (`RunColumns`: no texts, no graded
-        sample) and only their metric values are kept (`healthbench.scoring.rubric.joined_tables`),
-        so what scoring holds grows with the run by its per-sample values alone. The same numbers
-        as `score_samples` of `graded_samples`, which it falls back to for the unusual batches
-        `healthbench.scoring.rubric.columns_metrics` leaves to `batch_metrics` (and for its errors)."""
-        from healthbench.scoring.rubric import joined_tables
-        from healthbench.scoring.run_score import score_table
-
-        options = options or self.scoring_options()
-        tables: list[MetricTable] = []
-        lengths: array[int] = array("q")
-        prompt_ids: list[str] = []
-        for columns in self.column_pages():
-            table = columns.table()
-            if table is None:
-                return self.score_samples(self.graded_samples(), options)
-            tables.append(table)
-            lengths.extend(columns.completion_lengths)
-            prompt_ids.extend(columns.prompt_ids)
-        if not tables:
-            return self.score_samples([], options)
-        table = joined_tables(tables)
-        del tables  # the pages' own columns, not kept while the bootstrap runs
-        return score_table(table, options, lengths, prompt_ids)
-
-    def column_pages(self, page_size: int | None = None) -> Iterator[RunColumns]:
-        """What the run's numbers need (`RunColumns`), a page of ``page_size`` conversations
-        (default `COLUMNS_PAGE_SIZE`) at a time, in `iter_samples` order."""
-        for page in self._pages(page_size or COLUMNS_PAGE_SIZE):
-            columns = RunColumns()
-            for item_id, conversation, _, sample, verdicts in page:
-                columns.add(conversation, item_id, sample, verdicts)
-            yield columns
+        """The run's `RunScore` (the numbers of ``--metrics-out``): `score_samples` of `graded_samples`."""
+        return self.score_samples(self.graded_samples(), options)
 
     def score_samples(
         self, samples: Sequence[GradedSample], options: ScoringOptions | None = None
@@ -288,62 +253,6 @@ class RunView:
         for row in self.store.iter_usage(self.record.id):
             totals[row.role].count(row.usage, row.cost, cached=row.cached, failed=row.failed)
         return UsageTotals(totals["candidate"], totals["judge"])
-
-
-@dataclass
-class RunColumns:
-    """A page of a stored run's samples as flat columns, what its numbers need and nothing more (no
-    texts): per sample its prompt id, number of criteria, answer length and example tags; per
-    criterion (samples' criteria one after another) its points, tags and verdict. Tag lists are kept
-    once per distinct list."""
-
-    prompt_ids: list[str] = field(default_factory=list)
-    n_items: list[int] = field(default_factory=list)
-    completion_lengths: list[int] = field(default_factory=list)
-    example_tags: list[tuple[str, ...]] = field(default_factory=list)
-    points: array[float] = field(default_factory=lambda: array("d"))
-    criterion_tags: list[tuple[str, ...]] = field(default_factory=list)
-    verdicts: list[Verdict] = field(default_factory=list)
-    _tag_lists: dict[tuple[str, ...], tuple[str, ...]] = field(default_factory=dict, repr=False)
-
-    def add(
-        self,
-        conversation: Conversation,
-        item_id: str,
-        sample: SampleRow | None,
-        grades: Mapping[tuple[str, int], tuple[str, str | None]],
-    ) -> None:
-        """One stored sample, read as `_graded` reads it (missing grade = ungraded; a failed or
-        missing sample: empty answer, every criterion ungraded)."""
-        rubrics = conversation.rubrics
-        n = len(rubrics)
-        ok = sample is not None and sample.error is None
-        once = self._tag_lists.setdefault
-        self.prompt_ids.append(conversation.prompt_id)
-        self.n_items.append(n)
-        self.completion_lengths.append(len((sample.completion or "") if ok and sample else ""))
-        tags = tuple(conversation.example_tags)
-        self.example_tags.append(once(tags, tags))
-        for item in rubrics:
-            self.points.append(item.points)
-            tags = tuple(item.tags)
-            self.criterion_tags.append(once(tags, tags))
-        if ok:
-            self.verdicts.extend(
-                VERDICTS[grades.get((item_id, index), ("ungraded", None))[0]] for index in range(n)
-            )
-        else:
-            self.verdicts.extend((Verdict.UNGRADED,) * n)
-
-    def table(self) -> MetricTable | None:
-        """`healthbench.scoring.rubric.columns_metrics` of these columns (None: see there, or no sample)."""
-        from healthbench.scoring.rubric import columns_metrics
-
-        if not self.n_items:
-            return None
-        return columns_metrics(
-            self.n_items, self.points, self.verdicts, self.criterion_tags, self.example_tags
-        )
 
 
 def _graded(

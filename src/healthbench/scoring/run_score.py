@@ -7,23 +7,13 @@ additions (CI bounds, ungraded counts, optional length-adjusted score and consen
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from healthbench.scoring.rubric import (
-    OVERALL,
-    MetricTable,
-    Verdict,
-    batch_metrics,
-    conversation_metrics,
-    length_adjusted,
-)
+from healthbench.scoring.rubric import OVERALL, Verdict, conversation_metrics, length_adjusted
 from healthbench.scoring.stats import (
     BootstrapOptions,
-    Column,
     KeyStats,
     aggregate_columns,
     columns_of,
@@ -59,7 +49,7 @@ class GradedSample:
 
     @property
     def ungraded(self) -> int:
-        return sum(v is Verdict.UNGRADED for v in self.verdicts)
+        return self.verdicts.count(Verdict.UNGRADED)
 
 
 @dataclass(frozen=True)
@@ -112,26 +102,18 @@ class RunScore:
 
 
 def sample_metrics(sample: GradedSample, options: ScoringOptions) -> dict[str, float] | None:
-    """The per-sample metric values (simple-evals' ``SingleEvalResult.metrics``), None if ungraded."""
-    return samples_metrics([sample], options)[0]
-
-
-def samples_metrics(
-    samples: Sequence[GradedSample], options: ScoringOptions
-) -> list[dict[str, float] | None]:
-    """`sample_metrics` of many samples, computed in one `batch_metrics` call."""
-    table = batch_metrics([s.conversation for s in samples], [s.verdicts for s in samples])
-    adjust = _length_adjustment_on(options)
-    for sample, metrics in zip(samples, table.per_conversation, strict=True):
-        if metrics is not None and adjust:
-            assert options.length_penalty is not None and options.length_center is not None
-            metrics[LENGTH_ADJUSTED] = length_adjusted(
-                metrics[OVERALL],
-                len(sample.completion),
-                penalty=options.length_penalty,
-                center=options.length_center,
-            )
-    return table.per_conversation
+    """The per-sample metric values (simple-evals' ``SingleEvalResult.metrics``: `conversation_metrics`,
+    plus the length-adjusted score when configured), None if ungraded."""
+    metrics = conversation_metrics(sample.conversation, sample.verdicts)
+    if metrics is not None and _length_adjustment_on(options):
+        assert options.length_penalty is not None and options.length_center is not None
+        metrics[LENGTH_ADJUSTED] = length_adjusted(
+            metrics[OVERALL],
+            len(sample.completion),
+            penalty=options.length_penalty,
+            center=options.length_center,
+        )
+    return metrics
 
 
 def metric_keys(sample: GradedSample, options: ScoringOptions) -> list[str]:
@@ -145,70 +127,31 @@ def metric_keys(sample: GradedSample, options: ScoringOptions) -> list[str]:
 
 
 def score_run(samples: Sequence[GradedSample], options: ScoringOptions | None = None) -> RunScore:
-    """Score a run. Ungraded samples are counted and left out; ``score`` mirrors simple-evals.
+    """Score a run: the one entry point from verdicts to figures. Ungraded samples are counted and
+    left out; ``score`` mirrors simple-evals.
 
-    The per-sample metrics are `sample_metrics` of every sample (computed all at once by
-    `batch_metrics`); the aggregate is `aggregate` of those metrics plus simple-evals' ``score`` key
-    (the overall score again), laid out as columns so that the bootstrap can share draws. Samples
-    of one conversation (by prompt_id: repeats) make its CIs conversation-level
-    (`healthbench.scoring.stats`); the means and ``bootstrap_std`` stay simple-evals'.
+    Each sample's metrics are `sample_metrics`; the aggregate is that of simple-evals' rows (each
+    graded sample's metrics followed by ``score``, the overall score again), keys in first-seen
+    order, as columns so that the bootstrap (`healthbench.scoring.stats`) shares its draws. Samples
+    of one conversation (by prompt_id: repeats) make its CIs conversation-level; the means and
+    ``bootstrap_std`` stay simple-evals'.
     """
     options = options or ScoringOptions()
-    table = batch_metrics([s.conversation for s in samples], [s.verdicts for s in samples])
-    conversations = [s.conversation.prompt_id for s in samples]
-    return score_table(table, options, [len(s.completion) for s in samples], conversations)
-
-
-def score_table(
-    table: MetricTable,
-    options: ScoringOptions,
-    completion_lengths: Sequence[int] | None = None,
-    conversations: Sequence[Hashable] | None = None,
-) -> RunScore:
-    """`score_run` from the per-sample metrics (`batch_metrics` or `columns_metrics`); the answers'
-    lengths (in characters) are needed only for a length penalty; their conversations (prompt_ids,
-    one per sample) for conversation-level CIs (None: one answer per conversation)."""
-    per_sample = table.per_conversation
-    graded = [m for m in per_sample if m is not None]
-    if _length_adjustment_on(options) and graded:
-        if completion_lengths is None:
-            raise ValueError("a length adjustment needs the answers' lengths")
-        _add_length_adjusted(completion_lengths, per_sample, options)
-    columns = _run_columns(table.columns, graded, options)
-    if conversations is not None and conversation_clusters(conversations) is not None:  # (cheap check first)
-        clusters = conversation_clusters(_graded_ids(table, conversations))
-        columns = {key: column.in_clusters(clusters) for key, column in columns.items()}
-    stats = aggregate_columns(columns, len(graded), options=options)
+    _length_adjustment_on(options)  # (a half-given adjustment is refused even with nothing graded)
+    per_sample = [sample_metrics(sample, options) for sample in samples]
+    graded = [
+        (m, s.conversation.prompt_id) for m, s in zip(per_sample, samples, strict=True) if m is not None
+    ]
+    columns = columns_of([dict(metrics, score=metrics[OVERALL]) for metrics, _ in graded])
+    clusters = conversation_clusters([prompt_id for _, prompt_id in graded])
+    columns = {key: column.in_clusters(clusters) for key, column in columns.items()}
     return RunScore(
-        stats=stats,
+        stats=aggregate_columns(columns, len(graded), options=options),
         per_sample=per_sample,
-        ungraded_criteria=table.ungraded_criteria,
+        ungraded_criteria=sum(sample.ungraded for sample in samples),
         ungraded_samples=len(per_sample) - len(graded),
         options=options,
     )
-
-
-def _graded_ids(table: MetricTable, conversations: Sequence[Hashable]) -> list[Hashable]:
-    """The conversations of the graded samples, in row order."""
-    graded = table.graded if table.graded is not None else [m is not None for m in table.per_conversation]
-    if len(conversations) != len(graded):
-        raise ValueError(f"{len(conversations)} conversation ids for {len(graded)} samples")
-    return [c for c, ok in zip(conversations, graded, strict=True) if ok]
-
-
-def _add_length_adjusted(
-    lengths: Sequence[int], per_sample: list[dict[str, float] | None], options: ScoringOptions
-) -> None:
-    """Add `LENGTH_ADJUSTED` to every graded sample's metrics, as `sample_metrics` does."""
-    assert options.length_penalty is not None and options.length_center is not None
-    for length, metrics in zip(lengths, per_sample, strict=True):
-        if metrics is not None:
-            metrics[LENGTH_ADJUSTED] = length_adjusted(
-                metrics[OVERALL],
-                length,
-                penalty=options.length_penalty,
-                center=options.length_center,
-            )
 
 
 def _length_adjustment_on(options: ScoringOptions) -> bool:
@@ -221,24 +164,3 @@ def _length_adjustment_on(options: ScoringOptions) -> bool:
     if penalty < 0 or center < 0:
         raise ValueError("the length adjustment's center and penalty must be >= 0")
     return True
-
-
-def _run_columns(
-    columns: dict[str, Column], graded: list[dict[str, float]], options: ScoringOptions
-) -> dict[str, Column]:
-    """The aggregated keys as columns, in the first-seen order of simple-evals' rows (each graded
-    sample's metrics followed by ``score``): ``score`` (and the length-adjusted score) come right
-    after the first graded sample's keys."""
-    extra = [LENGTH_ADJUSTED] if _length_adjustment_on(options) else []
-    if not graded:
-        return {}
-    if any(key in columns for key in [*extra, "score"]):  # a tag with one of these names: go by rows
-        return columns_of([dict(m, score=m[OVERALL]) for m in graded])
-    added = {
-        key: Column(columns[OVERALL].rows, np.array([m[key] for m in graded], dtype=np.float64))
-        for key in extra
-    }
-    added["score"] = columns[OVERALL]
-    keys = list(columns)
-    width = len(graded[0]) - len(extra)
-    return {**{k: columns[k] for k in keys[:width]}, **added, **{k: columns[k] for k in keys[width:]}}
