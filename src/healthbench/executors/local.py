@@ -76,7 +76,7 @@ class Engine:
         self._open_grades: _Admission | None = _Admission(2 * self.options.max_connections)
         # --batch: the calls of the batched roles go through provider batches (executors/batching.py)
         self.batcher = batcher(self.counters) if batcher is not None else None
-        if self.batcher is not None:
+        if self.batcher is not None and self.batcher.submits:
             open_items = max(open_items, self.options.batch_open_items)
             self._open_grades = None  # a batch is as large as the requests waiting together
         self._open_items = Gate(open_items)
@@ -310,7 +310,7 @@ class _Call:
         if hit is not None:
             return hit
         role = "judge" if self.model is e.judge else "candidate"
-        if e.batcher is not None and e.batcher.handles(role):
+        if e.batcher is not None and e.batcher.handles(role, self.key):
             return await self._batched(role)
         await e._slots.acquire()
         self._holding = True
