@@ -34,16 +34,19 @@ def continuable(store: Store, name: str, *, kind: str, store_flag: str | Path | 
             code = Terminated.exit_code if isinstance(exc, Terminated) else 130
         else:
             message, code = str(exc), exc.exit_code
-        if not _stored(store, name):
+        stored = _stored(store, name)
+        if stored is None:
             raise fail(message, code) from None
         if isinstance(exc, KeyboardInterrupt):
             message += "; everything finished so far is saved"
-        command = resume_command(name, kind=kind, store=store_flag)
+        command = resume_command(name, kind=stored, store=store_flag)  # the run's kind, not the command's
         raise fail(f"{message}; continue with: {command}", code) from None
 
 
-def _stored(store: Store, name: str) -> bool:
+def _stored(store: Store, name: str) -> str | None:
+    """The kind of the stored run ``name`` (None: not stored)."""
     try:
-        return store.get_run(name) is not None
+        run = store.get_run(name)
     except Exception:  # the store itself failed: the original error is the one to show
-        return False
+        return None
+    return None if run is None else run.kind

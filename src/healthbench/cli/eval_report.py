@@ -39,12 +39,15 @@ def report_eval_run(
     extra_metrics: Mapping[str, Any] | None = None,
     inspect_log_out: Path | None = None,
     mlflow: bool = False,
+    store_flag: str | None = None,
 ) -> RunFigures:
     """Print the run's scores (marked PARTIAL while conversations lack an answer), write the files
     asked for, and warn about (or, ``strict``, refuse) ungraded criteria. The figures shown are the
     ones remembered in the store when they were computed from the run as it is now, with the same
     options (`healthbench.results.figures`: no scoring, no numpy); else the run is scored and its
-    figures remembered. The files that need the scores themselves always score."""
+    figures remembered. The files that need the scores themselves always score. ``store_flag``: the
+    command's ``--store``, for the command that grades the ungraded criteria."""
+    from healthbench.cli.continuable import resume_command
     from healthbench.cli.summary_view import render_summary
     from healthbench.results.figures import figures_key, remember, remembered
     from healthbench.results.metrics_out import metrics_document, write_metrics
@@ -91,7 +94,7 @@ def report_eval_run(
     if summary.ungraded_criteria:
         message = (
             f"{summary.ungraded_criteria} criteria ungraded in {summary.ungraded_samples} conversations "
-            f"(left out of the scores); `healthbench run --resume {run.name}` grades them"
+            f"(left out of the scores); `{resume_command(run.name, store=store_flag)}` grades them"
         )
         if strict:
             raise RunError(f"--strict: {message}")
@@ -157,7 +160,14 @@ def finish_eval(
 
     line = calls_line(outcome.counters)
     figures = report_eval_run(
-        store, outcome.run, files, bootstrap=bootstrap, strict=strict, counters_line=line, mlflow=mlflow
+        store,
+        outcome.run,
+        files,
+        bootstrap=bootstrap,
+        strict=strict,
+        counters_line=line,
+        mlflow=mlflow,
+        store_flag=store_flag,
     )
     missing, expected = figures.unanswered
     if missing:

@@ -392,8 +392,8 @@ def resumed(
     """A stored run and its settings for continuing it; only the "how" settings may be overridden."""
     run = store.require_run(name)
     if run.kind != kind:
-        command = "healthbench meta-eval --resume" if run.kind == "meta_eval" else "healthbench run --resume"
-        raise RunError(f"run {name!r} is {a_kind(run.kind)} run; continue it with `{command} {name}`")
+        command = "meta-eval --resume" if run.kind == "meta_eval" else "run --resume"
+        raise RunError(f"run {name!r} is {a_kind(run.kind)} run; it is continued by `{command}`")
     bad = sorted(set(overrides or {}) - HOW_FIELDS)
     if bad:
         raise RunError(f"--resume keeps the run's settings; cannot change {', '.join(bad)}")
@@ -453,7 +453,7 @@ def check_answers(store: Store, parent: RunRecord) -> None:
     if missing:
         raise RunError(
             f"run {parent.name!r} has no answer for {missing} of {expected} conversations; finish it "
-            f"first (`healthbench run --resume {parent.name}`), then regrade it"
+            f"first (`run --resume {parent.name}` on the same store), then regrade it"
         )
 
 
