@@ -163,3 +163,67 @@ def test_the_lease_holder_stops_a_run_at_the_next_heartbeat_once_its_store_file_
     with pytest.raises(StoreGoneError, match="was deleted or replaced while run 'r' was using it"):
         asyncio.run(hold())
     assert time.monotonic() - started < 10
+
+
+# -- a real full disk (a small tmpfs) ------------------------------------------------------------------
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 8 MB tmpfs (needs the right to mount one: root in a container that allows it)."""
+    folder = tmp_path / "disk"
+    folder.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(folder)], capture_output=True, text=True
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs to fill: {mounted.stderr.strip()}")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", str(folder)], capture_output=True)
+
+
+def _fill(folder: Path) -> Path:
+    """Fill the disk of ``folder`` to its last byte; the file that does."""
+    filler = folder / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
+    try:
+        for size in (65536, 1):
+            try:
+                while True:
+                    os.write(fd, b"\0" * size)
+            except OSError:
+                pass
+    finally:
+        os.close(fd)
+    return filler
+
+
+def test_a_full_disk_mid_run_repeats_at_most_the_calls_the_resume_says(small_disk: Path) -> None:
+    db = small_disk / "s.db"
+    with running_fake_server(FakeServerConfig(latency=0.1)) as url:
+        first = subprocess.Popen(
+            _run_command(url, str(db), "--name", "full"),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        _wait_for_requests(url, first, 12)
+        filler = _fill(small_disk)
+        _, stderr = first.communicate(timeout=120)
+        assert first.returncode == 1, stderr
+        last = stderr.strip().splitlines()[-1]
+        assert "cannot use the store" in last and "full" in last, last
+        found = re.search(r"continue with: (.+)$", last)
+        assert found is not None, stderr
+        filler.unlink()  # space again
+        again = subprocess.run(
+            [sys.executable, "-m", "healthbench", *shlex.split(found.group(1))[1:]],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert again.returncode == 0, again.stderr
+        bound = re.search(r"at most (\d+) calls repeated", again.stdout)
+        assert bound is not None, again.stdout
+        repeated = fetch_stats(url)["requests"] - DEMO_CALLS
+        assert 0 <= repeated <= int(bound.group(1)) == 4
