@@ -266,15 +266,23 @@ def check_one_data_source(dataset: Any, data: Any) -> None:
 
 
 def validate_config(data: dict[str, Any]) -> RunConfig:
-    """`RunConfig` from a dict; a bad or unknown field is a one-line ConfigError."""
+    """`RunConfig` from a dict; a bad or unknown field is a one-line ConfigError. Settings that would
+    be silently ignored are refused here, for the CLI, config files and service job bodies alike (a
+    stored run's settings, read back with `RunConfig.model_validate`, are not checked again)."""
     try:
-        return RunConfig.model_validate(data)
+        config = RunConfig.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         hint = " (unknown setting)" if first["type"] == "extra_forbidden" else ""
         message = first["msg"].removeprefix("Value error, ")
         raise ConfigError(f"run config: {where}: {message}{hint}" if where else message) from None
+    if config.batch == "none" and config.batch_fallback != "retry":
+        raise ConfigError(
+            f"batch_fallback = {config.batch_fallback!r} (--batch-fallback) only applies with --batch judge "
+            "or all; add --batch, or drop it"
+        )
+    return config
 
 
 def _names_a_candidate(layer: dict[str, Any]) -> bool:

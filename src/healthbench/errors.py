@@ -74,6 +74,10 @@ class StoreError(HealthBenchError):
     """The run store cannot be opened or used: bad URL, unreadable or foreign file, unreachable server."""
 
 
+class StoreGoneError(StoreError):
+    """The SQLite file a run was writing was deleted or replaced under it: nothing can continue it."""
+
+
 class StoreMissingError(StoreError):
     """A read-only command was pointed at a store that does not exist (nothing is created for it)."""
 

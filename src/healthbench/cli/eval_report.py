@@ -38,10 +38,13 @@ def report_eval_run(
     extra_metrics: Mapping[str, Any] | None = None,
     inspect_log_out: Path | None = None,
     mlflow: bool = False,
+    store_flag: str | None = None,
 ) -> tuple[int, int]:
     """Score the run, print its scores (marked PARTIAL while conversations lack an answer), write the
     files asked for, and warn about (or, ``strict``, refuse) ungraded criteria. Returns the
-    (conversation, repeat) pairs without an answer and all of them (`RunView.unanswered`)."""
+    (conversation, repeat) pairs without an answer and all of them (`RunView.unanswered`).
+    ``store_flag``: the command's ``--store``, for the command that grades the ungraded criteria."""
+    from healthbench.cli.continuable import resume_command
     from healthbench.cli.summary_view import render_summary
     from healthbench.results.metrics_out import metrics_document, write_metrics
     from healthbench.results.summary import summary_of
@@ -80,7 +83,7 @@ def report_eval_run(
     if summary.ungraded_criteria:
         message = (
             f"{summary.ungraded_criteria} criteria ungraded in {summary.ungraded_samples} conversations "
-            f"(left out of the scores); `healthbench run --resume {run.name}` grades them"
+            f"(left out of the scores); `{resume_command(run.name, store=store_flag)}` grades them"
         )
         if strict:
             raise RunError(f"--strict: {message}")
@@ -146,7 +149,14 @@ def finish_eval(
 
     line = calls_line(outcome.counters)
     missing, expected = report_eval_run(
-        store, outcome.run, files, bootstrap=bootstrap, strict=strict, counters_line=line, mlflow=mlflow
+        store,
+        outcome.run,
+        files,
+        bootstrap=bootstrap,
+        strict=strict,
+        counters_line=line,
+        mlflow=mlflow,
+        store_flag=store_flag,
     )
     if missing:
         raise RunError(

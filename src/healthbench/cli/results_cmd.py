@@ -118,7 +118,10 @@ def results_command(
     s = Store(store, create=False)
     run = s.require_run(name)
     if run.kind != "eval":
-        raise RunError(f"run {name!r} is {a_kind(run.kind)} run; use `healthbench meta-eval --resume {name}`")
+        from healthbench.cli.continuable import resume_command
+
+        command = resume_command(name, kind=run.kind, store=store)
+        raise RunError(f"run {name!r} is {a_kind(run.kind)} run; use `{command}`")
     if mlflow:
         from healthbench.results.mlflow_log import require_mlflow
 
@@ -140,6 +143,7 @@ def results_command(
         extra_metrics=correction.metrics() if correction is not None else None,
         inspect_log_out=inspect_log_out,
         mlflow=mlflow,
+        store_flag=store,
     )
     if correction is not None:
         from healthbench.cli.correction_view import render_correction

@@ -40,10 +40,10 @@ def carry_out(
     """Do ``step`` (start or continue run ``name``) under the progress display; an error or an
     interruption once the run is stored ends with the command that continues it (`continuable`)."""
     with (
-        continuable(store, name, kind=kind, store_flag=store_flag),
+        continuable(store, name, kind=kind, store_flag=store_flag) as started,
         run_progress(console, label=label or PROGRESS_LABELS[kind]) as progress,
     ):
-        return step(progress)
+        return step(started.watch(progress))
 
 
 def start_to_end(

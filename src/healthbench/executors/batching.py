@@ -10,9 +10,15 @@ Crash safety: a batch's request set (custom_id = the call's cache key → run, c
 criterion, attempt) is committed to the store before it is submitted, and its provider id as soon as
 the provider has created it. A restarted run (``--resume``) polls the batches whose answers are not all
 in the call cache yet, and the engine's requests for those keys wait on them: nothing is submitted
-twice. Only a process killed between the provider creating a batch and the store recording its id
-(one HTTP round trip) leaves a batch the next session does not know about; its requests are then
-submitted again.
+twice, whatever ``--batch`` the restart gives: a batch of an earlier session is polled and its answers
+used even when its role is no longer batched (``--batch none``: only the calls in no batch go online).
+Only a process killed between the provider creating a batch and the store recording its id (one HTTP
+round trip) leaves a batch the next session does not know about; its requests are then submitted
+again, and the line that says so says the provider may have created (and bill) it.
+
+A batch the provider no longer knows (404: expired and purged, deleted, another account's) is lost:
+its unanswered requests go into a new batch (or online, with ``fallback="online"`` or when their
+role is no longer batched), said in one line.
 
 Failures: an errored, expired or canceled request is submitted again in a later batch, at most
 ``max_retries`` times (like an online call's retries), or, with ``fallback="online"``, asked online.
@@ -40,7 +46,10 @@ Role = Literal["candidate", "judge"]
 
 @dataclass(frozen=True)
 class BatchOptions:
-    roles: frozenset[str]  # the roles whose calls go through batches: {"judge"} or both
+    roles: frozenset[str]  # the roles whose calls go through batches: {"judge"} or both (or none)
+    # roles of batches of an earlier session (the run resumed with another --batch): polled, and the
+    # calls whose requests they hold wait on them, but no new batch is made for these roles
+    poll_roles: frozenset[str] = frozenset()
     fallback: Literal["retry", "online"] = "retry"
     poll_interval: float = 30.0  # longest wait between two polls of a batch (the first is after 1 s)
     linger: float = 2.0  # a partial batch is submitted once no request has come for this long
@@ -106,7 +115,7 @@ class BatchCaller:
         self.options = options
         self.counters = counters
         self.queues: dict[str, _Queue] = {}
-        for role in options.roles:
+        for role in options.roles | options.poll_roles:
             model = models.get(role)
             if model is None:
                 continue
@@ -126,8 +135,20 @@ class BatchCaller:
         self._tasks: set[asyncio.Task[None]] = set()
         self._error: BaseException | None = None  # a submitter or poller died of it: no answer will come
 
-    def handles(self, role: str) -> bool:
-        return role in self.queues
+    def handles(self, role: str, key: str) -> bool:
+        """Whether call ``key`` of ``role`` is answered here: every call of a batched role, and a call
+        whose request waits in (or was answered by) a batch of an earlier session."""
+        if role in self.options.roles:
+            return True
+        return role in self.queues and (key in self._in_batch or key in self._ready)
+
+    @property
+    def submits(self) -> bool:
+        """Whether new batches are made (False: only an earlier session's batches are polled)."""
+        return bool(self.options.roles)
+
+    def _batched(self, queue: _Queue) -> bool:
+        return queue.role in self.options.roles
 
     # -- lifecycle ------------------------------------------------------------------------------
     def note(self, line: str) -> None:
@@ -140,7 +161,13 @@ class BatchCaller:
         submitters."""
         abandoned = self.ledger.abandon_unsubmitted()
         if abandoned:
-            self.note(f"{abandoned} batch(es) recorded but never created by the provider: submitting again")
+            self.note(
+                f"{len(abandoned)} batch(es) whose provider id was never stored (the process stopped while "
+                f"submitting them, at {', '.join(a.created_at[:19].replace('T', ' ') for a in abandoned)} "
+                "UTC): the provider may have created them, and then bills them; their requests are "
+                "submitted again. To find one, list your batches at the provider (OpenAI: GET "
+                "/v1/batches; Anthropic: GET /v1/messages/batches) created at that time, and cancel it"
+            )
         self._tries = self.ledger.submissions()
         latest: dict[str, int] = {}
         records = [b for b in self.ledger.batches() if b.batch_id is not None]
@@ -148,18 +175,28 @@ class BatchCaller:
             for row in self.ledger.requests(record.id):
                 latest[row.custom_id] = record.id
         answered = cached(latest) if latest else set()  # this run's batch requests only
+        waiting: dict[str, int] = {}  # role not batched this session -> its requests waiting in batches
         for record in records:
             queue = self.queues.get(record.role)
             outstanding = [k for k, local in latest.items() if local == record.id and k not in answered]
-            if queue is None or not outstanding:
+            if queue is None or not outstanding or record.state == "lost":  # lost: asked again as new
                 continue
             for key in outstanding:
                 self._in_batch[key] = record.id
             assert record.batch_id is not None
             self.counters.batches_resumed += 1
+            if not self._batched(queue):
+                waiting[record.role] = waiting.get(record.role, 0) + len(outstanding)
             self._spawn(self._poll(queue, record.id, record.batch_id, record.resubmit_of))
+        for role, count in sorted(waiting.items()):
+            self.note(
+                f"{count} {role} request(s) wait in provider batches of an earlier session: their "
+                f"answers are used when they come (not asked online again); the {role}'s other calls "
+                "are asked online"
+            )
         for queue in self.queues.values():
-            self._spawn(self._submitter(queue))
+            if self._batched(queue):
+                self._spawn(self._submitter(queue))
 
     async def aclose(self) -> None:
         for task in list(self._tasks):
@@ -252,7 +289,7 @@ class BatchCaller:
             return
         self.counters.batch_failed_requests += 1
         pending = self._requests[key]
-        if self.options.fallback == "online":
+        if self.options.fallback == "online" or not self._batched(queue):
             self.counters.batch_online += 1
             self._spawn(self._online(queue, pending))
         elif self._tries.get(key, 0) <= self.options.max_retries:
@@ -358,7 +395,10 @@ class BatchCaller:
         wait = min(1.0, self.options.poll_interval)
         while True:
             status = await queue.model.call(lambda: queue.api.poll(batch_id))
-            self.ledger.update(local, status.state, status.done, status.failed, status.error)
+            if status.state == "lost":  # its last known counts stay recorded
+                self.ledger.lose(local, status.error)
+            else:
+                self.ledger.update(local, status.state, status.done, status.failed, status.error)
             self._status[local] = (queue.role, status)
             self._show()
             if status.terminal:
@@ -366,6 +406,9 @@ class BatchCaller:
             await asyncio.sleep(wait)
             wait = min(2 * wait, self.options.poll_interval)
         keys = [k for k, holder in self._in_batch.items() if holder == local]
+        if status.state == "lost":
+            self._lose(queue, local, keys, batch_id, status)
+            return
         whole = status.state in ("failed", "cancelled") or (status.state == "expired" and status.done == 0)
         if whole and any(status.results_ref):  # what it did answer before it ended is kept
             outcomes = await queue.model.call(lambda: queue.api.results(status))
@@ -374,8 +417,14 @@ class BatchCaller:
                 self._deliver(queue, key, outcomes[key])
             keys = [k for k in keys if k in self._in_batch]
         if whole and keys:
-            again = resubmit_of is None
-            what = "submitting it again" if again else "it was already a resubmission: its requests fail"
+            again = resubmit_of is None and self._batched(queue)
+            what = (
+                "submitting it again"
+                if again
+                else "asking its requests online"
+                if not self._batched(queue)
+                else "it was already a resubmission: its requests fail"
+            )
             self.note(
                 f"{queue.role} batch {batch_id} ({len(keys)} requests) {status.state}"
                 f"{': ' + status.error if status.error else ''}; {what}"
@@ -401,6 +450,21 @@ class BatchCaller:
             for key in keys:
                 del self._in_batch[key]
                 self._deliver(queue, key, outcomes.get(key, missing))
+        self._status.pop(local, None)
+        self._show()
+
+    def _lose(self, queue: _Queue, local: int, keys: list[str], batch_id: str, status: BatchStatus) -> None:
+        """A batch the provider no longer knows: its unanswered requests are asked again (a new batch,
+        or online), once each like an errored request (within ``max_retries``)."""
+        online = self.options.fallback == "online" or not self._batched(queue)
+        self.note(
+            f"{queue.role} batch {batch_id} is lost ({status.error}); its {len(keys)} unanswered "
+            f"request(s) are {'asked online' if online else 'submitted in a new batch'}"
+        )
+        failure = RequestFailure("lost", status.error or f"batch {batch_id} lost")
+        for key in keys:
+            del self._in_batch[key]
+            self._deliver(queue, key, failure)
         self._status.pop(local, None)
         self._show()
 

@@ -4,7 +4,8 @@ A work item is one (item, repeat): a conversation to answer (or a fixed completi
 criteria to grade it on. The engine skips everything already in the store, answers from the call cache
 when it can, and otherwise calls the models with bounded concurrency. Every finished call is committed
 (call cache + sample or grade row, one transaction) before its concurrency slot is released, so a
-``kill -9`` loses at most ``max_connections`` calls. Verdicts are stored under their
+``kill -9`` loses at most ``max_connections`` calls; so does a store failure (a full disk, a stopped
+PostgreSQL server), after which no further call starts while the run stops. Verdicts are stored under their
 (run, item, repeat, criterion) key, never matched up by arrival order.
 """
 
@@ -16,7 +17,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from healthbench.errors import FatalModelError, HealthBenchError, ModelError
+from healthbench.errors import FatalModelError, HealthBenchError, ModelError, StoreError
 from healthbench.executors.batching import BatchCaller, CallTag
 from healthbench.executors.grading import (
     CallResult,
@@ -76,12 +77,15 @@ class Engine:
         self._open_grades: _Admission | None = _Admission(2 * self.options.max_connections)
         # --batch: the calls of the batched roles go through provider batches (executors/batching.py)
         self.batcher = batcher(self.counters) if batcher is not None else None
-        if self.batcher is not None:
+        if self.batcher is not None and self.batcher.submits:
             open_items = max(open_items, self.options.batch_open_items)
             self._open_grades = None  # a batch is as large as the requests waiting together
         self._open_items = Gate(open_items)
         self._writer: StoreWriter | None = None
         self._lookups = _CacheLookups(self.ledger)
+        # the store failed to commit: the run stops, and no call starts meanwhile (its answer would be
+        # lost too), so that what a resume asks again stays within max_connections calls
+        self._store_failure: StoreError | None = None
 
     async def run(self, plan: Plan, *, interrupted_before: bool = False) -> RunCounters:
         """Do the plan's pending work (`Plan.pages`, read as items can be opened); counters start
@@ -209,7 +213,11 @@ class Engine:
         assert self._writer is not None
         batch = self.ledger.ops(result, key, model.spec, rows)
         if batch:
-            await self._writer.put(batch)
+            try:
+                await self._writer.put(batch)
+            except StoreError as exc:
+                self._store_failure = self._store_failure or exc
+                raise
 
 
 class _Admission:
@@ -310,10 +318,13 @@ class _Call:
         if hit is not None:
             return hit
         role = "judge" if self.model is e.judge else "candidate"
-        if e.batcher is not None and e.batcher.handles(role):
+        if e.batcher is not None and e.batcher.handles(role, self.key):
             return await self._batched(role)
         await e._slots.acquire()
         self._holding = True
+        if e._store_failure is not None:  # the run is stopping: this call's answer could not be kept
+            self._release()
+            raise e._store_failure
         try:
             completion: Completion = await self.model.generate(self.messages, json_schema=self.schema)
         except BaseException:

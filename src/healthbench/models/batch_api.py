@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import urljoin
@@ -29,7 +29,9 @@ from healthbench.models.transport import HttpProvider
 TRANSFER_TIMEOUT = DEFAULT_BATCH_TRANSFER_TIMEOUT
 # a batch's normalized states (OpenAI's names; Anthropic's in_progress/canceling/ended map onto them)
 ACTIVE_STATES = ("submitting", "validating", "in_progress", "finalizing", "cancelling")
-TERMINAL_STATES = ("completed", "failed", "expired", "cancelled")
+# ``lost``: the provider answers 404 for the batch (it expired and was purged, was deleted, or belongs
+# to another account): none of its requests will ever be answered by it
+TERMINAL_STATES = ("completed", "failed", "expired", "cancelled", "lost")
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,23 @@ class BatchApi(Protocol):
     async def cancel(self, batch_id: str) -> None: ...
 
 
+def lost(batch_id: str) -> BatchStatus:
+    """The status of a batch the provider no longer knows (it answered 404)."""
+    why = f"the provider no longer knows batch {batch_id} (404: expired, deleted or another account's)"
+    return BatchStatus("lost", 0, 0, 0, why)
+
+
+async def _known(send: Awaitable[str]) -> str | None:
+    """The reply to a request about a batch or its results file; None when the provider answers 404 (it
+    no longer knows it), which no retry can change."""
+    try:
+        return await send
+    except ProviderError as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
 def line_bytes(line: dict[str, Any]) -> int:
     """The size of a request line in a batch file (JSONL, UTF-8, newline included)."""
     return len(json.dumps(line, ensure_ascii=False).encode("utf-8")) + 1
@@ -129,7 +148,10 @@ class OpenAIBatchApi:
         return str(created["id"])
 
     async def poll(self, batch_id: str) -> BatchStatus:
-        data = _json(await self.provider.send("GET", f"{self.base}/batches/{batch_id}"), "batch")
+        reply = await _known(self.provider.send("GET", f"{self.base}/batches/{batch_id}"))
+        if reply is None:
+            return lost(batch_id)
+        data = _json(reply, "batch")
         counts = data.get("request_counts") or {}
         errors = (data.get("errors") or {}).get("data") or []
         error = "; ".join(str(e.get("message") or e.get("code")) for e in errors) or None
@@ -148,8 +170,8 @@ class OpenAIBatchApi:
             if not file_id:
                 continue
             url = f"{self.base}/files/{file_id}/content"
-            text = await self.provider.send("GET", url, timeout=TRANSFER_TIMEOUT)
-            for entry in _jsonl(text, "batch result line"):
+            text = await _known(self.provider.send("GET", url, timeout=TRANSFER_TIMEOUT))
+            for entry in _jsonl(text or "", "batch result line"):  # a file gone: its requests are missing
                 out[str(entry["custom_id"])] = self._outcome(entry)
         return out
 
@@ -163,7 +185,7 @@ class OpenAIBatchApi:
         return RequestFailure(kind, f"{code}: {error.get('message', '')}".strip(": "))
 
     async def cancel(self, batch_id: str) -> None:
-        await self.provider.send("POST", f"{self.base}/batches/{batch_id}/cancel")
+        await _known(self.provider.send("POST", f"{self.base}/batches/{batch_id}/cancel"))  # 404: gone
 
 
 _ANTHROPIC_STATES = {"in_progress": "in_progress", "canceling": "cancelling", "ended": "completed"}
@@ -193,7 +215,10 @@ class AnthropicBatchApi:
         return str(created["id"])
 
     async def poll(self, batch_id: str) -> BatchStatus:
-        data = _json(await self.provider.send("GET", f"{self.base}/{batch_id}"), "message batch")
+        reply = await _known(self.provider.send("GET", f"{self.base}/{batch_id}"))
+        if reply is None:
+            return lost(batch_id)
+        data = _json(reply, "message batch")
         counts = data.get("request_counts") or {}
         failed = sum(int(counts.get(k) or 0) for k in ("errored", "canceled", "expired"))
         done = int(counts.get("succeeded") or 0)
@@ -211,9 +236,8 @@ class AnthropicBatchApi:
         for url in status.results_ref:
             if not url:
                 continue
-            for entry in _jsonl(
-                await self.provider.send("GET", url, timeout=TRANSFER_TIMEOUT), "batch result line"
-            ):
+            text = await _known(self.provider.send("GET", url, timeout=TRANSFER_TIMEOUT))
+            for entry in _jsonl(text or "", "batch result line"):  # results gone: its requests are missing
                 result = entry.get("result") or {}
                 kind = str(result.get("type"))
                 if kind == "succeeded":
@@ -224,7 +248,7 @@ class AnthropicBatchApi:
         return out
 
     async def cancel(self, batch_id: str) -> None:
-        await self.provider.send("POST", f"{self.base}/{batch_id}/cancel")
+        await _known(self.provider.send("POST", f"{self.base}/{batch_id}/cancel"))  # 404: gone
 
 
 def batch_api(provider: Any) -> BatchApi | None:

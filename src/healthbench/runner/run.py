@@ -272,12 +272,19 @@ async def _on_engine(x: _Execution, work_plan: Plan) -> RunCounters:
 def _batcher(
     x: _Execution, judge: ManagedModel, candidate: ManagedModel | None
 ) -> Callable[[RunCounters], BatchCaller] | None:
-    """With ``--batch``: how the engine makes its `BatchCaller` (the roles, timing and fallback)."""
+    """With ``--batch``, or when the run has provider batches of an earlier session (resumed with
+    another ``--batch``: those are polled and their answers used, see `BatchOptions.poll_roles`): how
+    the engine makes its `BatchCaller` (the roles, timing and fallback)."""
     config = x.config
-    if config.batch == "none":
+    ledger = BatchLedger(x.store, x.run.id)
+    roles = {"none": frozenset(), "judge": frozenset({"judge"})}.get(config.batch, {"judge", "candidate"})
+    recorded = ledger.batches()
+    if not roles and not recorded:
         return None
+    models = {"judge": judge, **({"candidate": candidate} if candidate is not None else {})}
     options = BatchOptions(
-        roles=frozenset({"judge"} if config.batch == "judge" else {"judge", "candidate"}),
+        roles=frozenset(roles),
+        poll_roles=frozenset(b.role for b in recorded if b.batch_id is not None and b.role in models) - roles,
         fallback=config.batch_fallback,
         poll_interval=config.batch_poll_interval,
         linger=config.batch_linger,
@@ -285,8 +292,6 @@ def _batcher(
         max_retries=config.retry.max_retries,
         max_requests=config.batch_max_requests,
     )
-    models = {"judge": judge, **({"candidate": candidate} if candidate is not None else {})}
-    ledger = BatchLedger(x.store, x.run.id)
     return lambda counters: BatchCaller(ledger, options, counters, models)
 
 
@@ -297,7 +302,7 @@ async def cancel_batches(store: Store, name: str, *, environ: Mapping[str, str] 
     if run is None:
         return 0
     config = RunConfig.model_validate(run.config["run"])
-    if config.batch == "none" or not any(b.batch_id for b in BatchLedger(store, run.id).batches()):
+    if not any(b.batch_id for b in BatchLedger(store, run.id).batches()):
         return 0
     pool = ConnectionPool(ConnectionLimits(max_connections=config.max_connections))
     judge = create_model(
@@ -387,12 +392,17 @@ def resumed(
     """A stored run and its settings for continuing it; only the "how" settings may be overridden."""
     run = store.require_run(name)
     if run.kind != kind:
-        command = "healthbench meta-eval --resume" if run.kind == "meta_eval" else "healthbench run --resume"
-        raise RunError(f"run {name!r} is {a_kind(run.kind)} run; continue it with `{command} {name}`")
+        command = "meta-eval --resume" if run.kind == "meta_eval" else "run --resume"
+        raise RunError(f"run {name!r} is {a_kind(run.kind)} run; it is continued by `{command}`")
     bad = sorted(set(overrides or {}) - HOW_FIELDS)
     if bad:
         raise RunError(f"--resume keeps the run's settings; cannot change {', '.join(bad)}")
-    config = RunConfig.model_validate({**run.config["run"], **(overrides or {})})
+    merged = {**run.config["run"], **(overrides or {})}
+    if (overrides or {}).get("batch") == "none" and "batch_fallback" not in (overrides or {}):
+        merged["batch_fallback"] = "retry"  # no new batch: the stored fallback has nothing to apply to
+    # the batch settings given are checked as a new run's are (`validate_config`); the stored ones as stored
+    given_batch = {"batch", "batch_fallback"} & set(overrides or {})
+    config = validate_config(merged) if given_batch else RunConfig.model_validate(merged)
     check_same_settings(run, config)
     return run, config
 
@@ -443,7 +453,7 @@ def check_answers(store: Store, parent: RunRecord) -> None:
     if missing:
         raise RunError(
             f"run {parent.name!r} has no answer for {missing} of {expected} conversations; finish it "
-            f"first (`healthbench run --resume {parent.name}`), then regrade it"
+            f"first (`run --resume {parent.name}` on the same store), then regrade it"
         )
 
 

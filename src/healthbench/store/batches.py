@@ -42,6 +42,15 @@ class ProviderBatchRecord:
     error: str | None
 
 
+@dataclass(frozen=True)
+class Abandoned:
+    """A batch recorded but whose provider id was never stored."""
+
+    id: int
+    role: str
+    created_at: str  # ISO time (UTC) it was recorded, a moment before it was submitted
+
+
 _COLUMNS = tuple(provider_batches.c[name] for name in ProviderBatchRecord.__dataclass_fields__)
 
 
@@ -100,6 +109,10 @@ class BatchLedger:
     def update(self, local_id: int, state: str, done: int, failed: int, error: str | None = None) -> None:
         self._set(local_id, state=state, done=done, failed=failed, error=error)
 
+    def lose(self, local_id: int, error: str | None) -> None:
+        """The provider no longer knows the batch (404): state ``lost``, its last known counts kept."""
+        self._set(local_id, state="lost", error=error)
+
     def _set(self, local_id: int, **values: object) -> None:
         with self.engine.begin() as conn:
             conn.execute(
@@ -108,22 +121,23 @@ class BatchLedger:
                 .values(**values, updated_at=now())
             )
 
-    def abandon_unsubmitted(self) -> int:
-        """Batches recorded but never created by the provider (the process died in between): marked
-        ``abandoned``, so that their requests are submitted again. How many there were."""
+    def abandon_unsubmitted(self) -> list[Abandoned]:
+        """Batches recorded whose provider id was never stored (the process died while submitting them:
+        the provider may or may not have created them): marked ``abandoned``, so that their requests
+        are submitted again. Which they were (when each was recorded, to find it at the provider)."""
+        where = and_(
+            provider_batches.c.run_id == self.run_id,
+            provider_batches.c.batch_id.is_(None),
+            provider_batches.c.state == "submitting",
+        )
         with self.engine.begin() as conn:
-            result = conn.execute(
-                update(provider_batches)
-                .where(
-                    and_(
-                        provider_batches.c.run_id == self.run_id,
-                        provider_batches.c.batch_id.is_(None),
-                        provider_batches.c.state == "submitting",
-                    )
-                )
-                .values(state="abandoned", updated_at=now())
-            )
-        return int(result.rowcount or 0)
+            rows = conn.execute(
+                select(provider_batches.c.id, provider_batches.c.role, provider_batches.c.created_at)
+                .where(where)
+                .order_by(provider_batches.c.id)
+            ).all()
+            conn.execute(update(provider_batches).where(where).values(state="abandoned", updated_at=now()))
+        return [Abandoned(r.id, r.role, str(r.created_at)) for r in rows]
 
     def batches(self) -> list[ProviderBatchRecord]:
         """Every batch of the run, oldest first."""

@@ -4,6 +4,10 @@ The holder renews the lease every ``ttl / 3`` seconds. Another process may take 
 has expired (the holder stopped renewing: killed, frozen, its machine gone) or, on the same host, when
 the holder's pid is no longer alive (``kill -9`` does not block a run for ``ttl`` seconds). Taking and
 renewing are single conditional UPDATEs, so they are atomic on SQLite and PostgreSQL alike.
+
+The holder of a run in a SQLite store also watches the store's file: deleted or replaced while the run
+writes it (SQLite goes on writing the deleted file, and everything written since would vanish with it),
+the run is stopped at the next heartbeat, or when it ends, with a `StoreGoneError`.
 """
 
 from __future__ import annotations
@@ -20,8 +24,9 @@ from dataclasses import dataclass
 from sqlalchemy import and_, or_, select, update
 from sqlalchemy.exc import SQLAlchemyError
 
-from healthbench.errors import RunBusyError, RunError, StoreError
+from healthbench.errors import RunBusyError, RunError, StoreError, StoreGoneError
 from healthbench.store.db import now, runs
+from healthbench.store.location import file_identity, sqlite_file
 from healthbench.store.runs import Store
 
 LEASE_COLUMNS = ("lease_token", "lease_host", "lease_pid", "lease_since", "lease_expires")
@@ -55,6 +60,8 @@ class RunLease:
         self.host = host or socket.gethostname()
         self.pid = os.getpid() if pid is None else pid
         self.token = secrets.token_hex(16)
+        self.file = sqlite_file(store.engine.url)  # None: PostgreSQL (or in-memory SQLite)
+        self.identity = file_identity(self.file) if self.file is not None else None
 
     def acquire(self) -> None:
         """Take the lease, or raise RunError naming the process that holds it."""
@@ -103,6 +110,17 @@ class RunLease:
             return None
         return Holder(row.lease_token, row.lease_host, row.lease_pid, row.lease_since, row.lease_expires)
 
+    def file_gone(self) -> bool:
+        """Whether the store's file was deleted or replaced since the lease was made (SQLite only)."""
+        return self.file is not None and file_identity(self.file) != self.identity
+
+    def gone_error(self) -> StoreGoneError:
+        return StoreGoneError(
+            f"the store file {self.file} was deleted or replaced while run {self.run_name!r} was using "
+            "it: what the run wrote there is gone with it; restore the file from a backup, or start "
+            "the run again"
+        )
+
     @asynccontextmanager
     async def held(self) -> AsyncIterator[None]:
         self.acquire()
@@ -111,8 +129,10 @@ class RunLease:
         heartbeat = asyncio.create_task(self._heartbeat(owner, lost))
         try:
             yield
-        except asyncio.CancelledError:
-            if lost.is_set():
+        except BaseException as exc:
+            if self.file_gone():  # whatever stopped the run, this is what the user must know
+                raise self.gone_error() from None
+            if isinstance(exc, asyncio.CancelledError) and lost.is_set():
                 raise RunError(
                     f"run {self.run_name!r} was taken over by another process (this one stopped renewing "
                     f"its lease for over {self.ttl:.0f} s); everything finished so far is saved"
@@ -122,13 +142,19 @@ class RunLease:
             heartbeat.cancel()
             with suppress(asyncio.CancelledError):
                 await heartbeat
-            if not lost.is_set():
+            if not lost.is_set() and not self.file_gone():
                 with suppress(StoreError, SQLAlchemyError):  # the store is gone: the lease expires by itself
                     self.release()
+        if self.file_gone():  # deleted after the last heartbeat
+            raise self.gone_error()
 
     async def _heartbeat(self, owner: asyncio.Task[object] | None, lost: asyncio.Event) -> None:
         while True:
             await asyncio.sleep(self.ttl / 3)
+            if self.file_gone():
+                if owner is not None:
+                    owner.cancel()  # (`held` raises the StoreGoneError)
+                return
             try:
                 ours = self.renew()
             except (StoreError, SQLAlchemyError):  # a busy or briefly unreachable store: try again next beat

@@ -74,6 +74,16 @@ def sqlite_file(url: URL) -> Path | None:
     return Path(url.database)
 
 
+def file_identity(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of the file at ``path`` (None: no file there): a SQLite store deleted or
+    replaced while it is open keeps being written by SQLite, so this is how it is noticed."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_dev, stat.st_ino
+
+
 def store_file(target: str | os.PathLike[str] | None = None) -> Path | None:
     """The SQLite file a ``--store`` value names (None for PostgreSQL), e.g. to keep outputs off it;
     a plain path is answered without loading SQLAlchemy."""
