@@ -118,8 +118,20 @@ def create_app(service: JobService) -> FastAPI:
         status: JobStatusName | None = None,
         page: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 1,
         page_size: Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)] = DEFAULT_PAGE_SIZE,
+        newest_first: Annotated[bool, Query(description="newest job first (default: oldest)")] = False,
+        name_contains: Annotated[
+            str | None, Query(max_length=100, description="only jobs whose name holds this (any case)")
+        ] = None,
     ) -> JobList:
-        return service.list(workspace, status=status, offset=(page - 1) * page_size, limit=page_size)
+        offset = (page - 1) * page_size
+        return service.list(
+            workspace,
+            status=status,
+            offset=offset,
+            limit=page_size,
+            newest_first=newest_first,
+            name_contains=name_contains,
+        )
 
     @router.get("/{name}", response_model=Job)
     def retrieve_job(workspace: Scoped, name: Name) -> Job:

@@ -159,13 +159,22 @@ def run_name_of(workspace: str, name: str) -> str:
     return f"{workspace}/{name}"  # names never contain "/": unique across workspaces
 
 
+def details_of_record(status: str, details: dict[str, Any]) -> StatusDetails:
+    """A job's stored progress as the API shows it: a cancelled or completed job has no provider
+    batch running (its last progress line may still name one as ``in_progress``)."""
+    shown = StatusDetails.model_validate(details)
+    if status in ("cancelled", "completed") and shown.batches is not None:
+        shown = shown.model_copy(update={"batches": None})
+    return shown
+
+
 def to_job(record: JobRecord) -> Job:
     return Job(
         id=record.id,
         name=record.name,
         workspace=record.workspace,
         status=record.status,  # type: ignore[arg-type]
-        status_details=StatusDetails.model_validate(record.details),
+        status_details=details_of_record(record.status, record.details),
         error=record.error,
         description=record.spec.get("description"),
         spec=record.spec,
@@ -310,8 +319,24 @@ class JobService:
                 "completed eval, regrade or import job",
             )
 
-    def list(self, workspace: str, *, status: str | None, offset: int, limit: int) -> JobList:
-        records, total = self.jobs.list(workspace, status=status, offset=offset, limit=limit)
+    def list(
+        self,
+        workspace: str,
+        *,
+        status: str | None,
+        offset: int,
+        limit: int,
+        newest_first: bool = False,
+        name_contains: str | None = None,
+    ) -> JobList:
+        records, total = self.jobs.list(
+            workspace,
+            status=status,
+            offset=offset,
+            limit=limit,
+            newest_first=newest_first,
+            name_contains=name_contains,
+        )
         return JobList(
             data=[to_job(r) for r in records], pagination=Page(offset=offset, limit=limit, total=total)
         )
@@ -331,7 +356,7 @@ class JobService:
             name=record.name,
             workspace=record.workspace,
             status=record.status,  # type: ignore[arg-type]
-            status_details=StatusDetails.model_validate(record.details),
+            status_details=details_of_record(record.status, record.details),
             error=record.error,
         )
         if len(self._statuses) >= STATUS_CACHE_ENTRIES:
