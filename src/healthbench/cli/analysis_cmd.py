@@ -209,14 +209,14 @@ def compare(
     difference). Several runs on one side are pooled as repeats. See docs/analysis.md.
     """
     from healthbench.analysis.analyze import setting_warnings
-    from healthbench.analysis.compare import compare_runs
+    from healthbench.analysis.compare import compare_runs, same_input_warning
     from healthbench.analysis.inputs import merge_runs
     from healthbench.cli.analysis_view import render_comparison
 
     sides = []
     warnings: list[str] = []
-    if a == b or (Path(a).exists() and Path(b).exists() and os.path.samefile(a, b)):
-        warnings.append(f"A and B are the same input ({a}): every difference is 0 by construction")
+    if a != b and Path(a).exists() and Path(b).exists() and os.path.samefile(a, b):
+        warnings.append(same_input_warning(a))  # one file by two paths (one path: compare_runs says so)
     for spec in (a, b):
         runs = _load(
             [spec], store=store, data=data, dataset=dataset, allow_untagged=allow_untagged, cache=cache

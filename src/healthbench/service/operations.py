@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from healthbench.analysis.compare import compare_runs
+from healthbench.analysis.compare import compare_runs, threshold_problem
 from healthbench.analysis.inputs import LoadedRun, load_stored
 from healthbench.analysis.report import build_report
 from healthbench.config import ModelConfig, RunConfig, build_config
@@ -515,7 +515,14 @@ class JobService:
         require_non_inferiority: float | None = None,
     ) -> str:
         """The paired comparison of job ``name`` (B) against job ``baseline`` (A), as `healthbench
-        compare` decides it (gates included), laid out as the report of the two runs."""
+        compare` decides it (gates included), laid out as the report of the two runs; a threshold
+        is checked as `compare` checks it, and a job against itself is warned of as there."""
+        for option, value in (
+            ("fail_if_worse_by", fail_if_worse_by),
+            ("require_non_inferiority", require_non_inferiority),
+        ):
+            if value is not None and (problem := threshold_problem(value)) is not None:
+                raise ServiceError(422, f"query.{option}: {problem}")
         _, a = self._loaded_run(workspace, baseline, field="baseline")
         _, b = self._loaded_run(workspace, name)
         try:
