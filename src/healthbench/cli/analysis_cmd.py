@@ -15,6 +15,7 @@ from healthbench.cli.app import app, console, handles_errors
 from healthbench.cli.gc_paused import gc_paused
 from healthbench.cli.options import ResamplesOpt, SeedOpt, StoreOpt, below_one
 from healthbench.defaults import AUTO_READ_MB, AUTO_READ_WORKERS, DEFAULT_READ_WORKERS
+from healthbench.errors import StoreMissingError
 from healthbench.process_settings import settle
 
 if TYPE_CHECKING:
@@ -67,7 +68,7 @@ def _load(
     meanwhile: Callable[[], object] | None = None,
 ) -> list[LoadedRun]:
     """Load the inputs; the store is opened (and loaded) only when an input is not a file or folder."""
-    from healthbench.analysis.inputs import load_inputs, needs_store
+    from healthbench.analysis.inputs import load_inputs, needs_store, only_paths_missing
     from healthbench.data.sources import join_datasets, sha256_of
 
     conversations = join_datasets(data or [], dataset, cache)
@@ -76,7 +77,11 @@ def _load(
     if needs_store(specs):  # (SQLAlchemy is loaded only then)
         from healthbench.store import Store
 
-        opened = Store(store, create=False)
+        try:
+            opened = Store(store, create=False)
+        except StoreMissingError:
+            if not only_paths_missing(specs):
+                raise  # a run name without a store: the error names where the store was looked for
     return load_inputs(
         specs,
         store=opened,
