@@ -321,3 +321,31 @@ def test_console_reaches_every_one_of_252_jobs(crowded: tuple[str, str], context
     assert outside == [], f"the console fetched {outside}"
     assert errors == []
     page.close()
+
+
+def test_swagger_ui_renders_offline_under_its_csp(
+    servers: tuple[str, str, str], context: Any, shots: Path
+) -> None:
+    """/docs draws the API from the service's own files: every request outside it is refused here,
+    and no script or style is refused by the page's policy (those are console errors)."""
+    url, _, _ = servers
+    page = context.new_page()
+    outside: list[str] = []
+    errors: list[str] = []
+
+    def route(route: Any) -> None:
+        if route.request.url.startswith((url, "data:", "blob:")):
+            route.continue_()
+        else:
+            outside.append(route.request.url)
+            route.abort()
+
+    page.route("**/*", route)
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.goto(f"{url}/docs")
+    page.wait_for_selector(".swagger-ui .info .title:has-text('healthbench job service')", timeout=TIMEOUT)
+    page.wait_for_selector(".opblock-summary-path:has-text('/benchmark-jobs')", timeout=TIMEOUT)
+    page.screenshot(path=str(shots / "15-docs-offline.png"))
+    assert outside == [] and errors == [], (outside, errors)
+    page.close()

@@ -21,6 +21,7 @@ from starlette.background import BackgroundTask
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from healthbench.defaults import DEFAULT_PAGE_SIZE
+from healthbench.service.api_docs import mount_docs
 from healthbench.service.auth import TokenCache
 from healthbench.service.console import REPORT_HEADERS, mount_console
 from healthbench.service.errors import ERROR_TYPES, ServiceError, validation_message
@@ -75,6 +76,8 @@ def create_app(service: JobService) -> FastAPI:
         title="healthbench job service",
         description="HealthBench benchmark jobs in workspaces (NeMo Evaluator's paths and result shapes).",
         version="1",
+        docs_url=None,  # served from the package's own files (service/api_docs.py), never a CDN
+        redoc_url=None,
     )
 
     @app.exception_handler(ServiceError)
@@ -224,6 +227,7 @@ def create_app(service: JobService) -> FastAPI:
     app.include_router(router)
     app.include_router(pages)
     mount_console(app)
+    mount_docs(app)
     return app
 
 
