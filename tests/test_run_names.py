@@ -52,3 +52,18 @@ def test_a_name_that_is_neither_a_path_nor_a_run_says_both(store: Path, tmp_path
     assert one_line_error(result).endswith(
         f"{missing}: no such file or folder, nor a run of that name in sqlite:///{store}"
     )
+
+
+def test_runs_and_results_show_terminal_escapes_in_a_name_as_text(server: str, tmp_path: Path) -> None:
+    """A run named with ESC sequences (clear the screen, a colour) is listed and titled with them
+    escaped: no control character reaches the terminal."""
+    store = tmp_path / "s.db"
+    name = "evil\x1b[2J\x1b[31mred\u202e"
+    args = judged_run_args(server, store, "--model", "cand", "--base-url", server, "--limit", "1")
+    result = runner.invoke(app, [*args, "--name", name])
+    assert result.exit_code == 0, result.output
+    listed = runner.invoke(app, ["runs", "--store", str(store)], env={"COLUMNS": "300"})
+    shown = runner.invoke(app, ["results", name, "--store", str(store)], env={"COLUMNS": "300"})
+    for output in (listed.stdout, shown.stdout):
+        assert "\x1b" not in output and "\u202e" not in output
+        assert "evil\\x1b[2J\\x1b[31mred\\u202e" in output
