@@ -73,3 +73,23 @@ def test_the_sign_in_page_names_the_command_that_makes_a_token(http: Any) -> Non
     assert "healthbench tokens" not in page  # it lists tokens, it makes none
     command = get_command(app).get_command(None, "new-token")  # type: ignore[attr-defined]
     assert command is not None and "--workspace" in [o for p in command.params for o in p.opts]
+
+
+def test_the_python_client_pages_newest_first_in_process_and_over_http(
+    service: JobService, tmp_path: Path
+) -> None:
+    from fastapi.testclient import TestClient
+
+    from healthbench.client import Client, HttpBackend
+    from healthbench.service.app import create_app
+
+    add_jobs(service.store, [f"job-{i}" for i in range(5)])
+    token = token_for(str(tmp_path / "s.db"), ["default"])
+    backend = HttpBackend("http://testserver", None, 10.0)
+    backend._http = TestClient(create_app(service), headers={"Authorization": f"Bearer {token}"})
+    with Client.local(service.store) as local, Client(backend=backend) as remote:
+        for client in (local, remote):
+            listed = client.evaluation.benchmark_jobs.list(
+                newest_first=True, page_size=2, name_contains="JOB"
+            )
+            assert [j.name for j in listed.data] == ["job-4", "job-3"] and listed.pagination.total == 5
