@@ -50,4 +50,4 @@ def test_the_service_refuses_a_job_body(url: str, message: str, http: Any, tmp_p
     body = {"model": {"spec": "m", "base_url": url}, "judge": {"spec": "j"}}
     answer = http.post(API, json=body, headers=headers)
     assert answer.status_code == 422
-    assert answer.json()["error"]["message"] == f"body.model.base_url: {message}"
+    assert answer.json()["error"]["message"] == f"model.base_url: {message}"

@@ -65,7 +65,13 @@ HTML_PAGE: dict[int | str, dict[str, Any]] = {  # a page's errors are JSON (`Err
     },
 }
 Gate = Annotated[
-    float | None, Query(ge=0, allow_inf_nan=False, description="a release gate's threshold D (as in compare)")
+    float | None,
+    Query(
+        ge=0,
+        lt=1,
+        allow_inf_nan=False,
+        description="a gate threshold D, 0 <= D < 1 (as in compare)",
+    ),
 ]
 Workspace = Annotated[str, PathParam(pattern=NAME_PATTERN, description="workspace name")]
 Name = Annotated[str, PathParam(pattern=NAME_PATTERN, description="job name")]

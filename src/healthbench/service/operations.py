@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from healthbench.analysis.compare import compare_runs, threshold_problem
 from healthbench.analysis.inputs import LoadedRun, load_stored
 from healthbench.analysis.report import build_report
-from healthbench.config import ModelConfig, RunConfig, build_config
+from healthbench.config import ModelConfig, RunConfig, build_config, checked_base_url
 from healthbench.data.professional import read_conversations
 from healthbench.data.schema import MetaEvalRecord
 from healthbench.data.sources import read_records
@@ -225,8 +225,13 @@ class JobService:
         name = body.name or f"job-{secrets.token_hex(6)}"
         body = body.model_copy(update={"name": name})
         uploads = {f: getattr(body, f) for f in UPLOAD_FIELDS if getattr(body, f) is not None}
-        self.limits.check_model("model", body.model)
-        self.limits.check_model("judge", body.judge)
+        for field, ref in (("model", body.model), ("judge", body.judge)):
+            if ref is not None and ref.base_url is not None:
+                try:  # the rule of every entry point (a flag, a config file), before the allow list
+                    checked_base_url(ref.base_url)
+                except ValueError as exc:
+                    raise ServiceError(422, f"{field}.base_url: {exc}") from None
+            self.limits.check_model(field, ref)
         self.limits.check_ray_address(body.ray_address)
         self.limits.check_quota(workspace, self.jobs.usage(workspace), sum(len(t) for t in uploads.values()))
         try:

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from healthbench.config import checked_base_url
 from healthbench.defaults import DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_UPLOAD_MB
 from healthbench.models.base import ModelSettings
 
@@ -64,11 +63,6 @@ class ModelRef(BaseModel):
     spec: str = Field(min_length=1, max_length=200, description="e.g. openai/gpt-4.1 or a model name")
     base_url: str | None = Field(default=None, max_length=500, description="OpenAI-compatible endpoint")
     settings: JobModelSettings = Field(default_factory=JobModelSettings)
-
-    @field_validator("base_url")
-    @classmethod
-    def _base_url(cls, value: str | None) -> str | None:
-        return None if value is None else checked_base_url(value)  # the rule of every entry point
 
 
 class JobCreate(BaseModel):
