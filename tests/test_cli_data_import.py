@@ -137,8 +137,10 @@ def test_validate_ok(fixtures_dir: Path) -> None:
 def test_validate_meta_eval(tmp_path: Path) -> None:
     demo_meta = Path(str(load_conversations("demo")[0].path)).with_name("demo_meta_eval.jsonl")
     code, stdout, _ = invoke("data", "validate", demo_meta, "--meta-eval")
-    assert (code, stdout.strip()) == (0, "ok: 24 records")
-    code, _, stderr = invoke("data", "validate", demo_meta)  # read as conversations: no rubrics field
+    assert (code, stdout.strip()) == (0, "ok: 24 records (meta-eval)")
+    code, stdout, _ = invoke("data", "validate", demo_meta)  # detected as `data info` detects it
+    assert (code, stdout.strip()) == (0, "ok: 24 records (meta-eval)")
+    code, _, stderr = invoke("data", "validate", demo_meta, "--format", "classic")  # as asked
     assert_one_line_error(code, stderr, "demo_meta_eval.jsonl:1 field 'rubrics': missing field")
 
 

@@ -154,3 +154,40 @@ def test_meta_eval_dry_run_counts_rows_and_stores_nothing(tmp_path: Path) -> Non
     judge_row = next(line for line in result.output.splitlines() if line.startswith("│ judge"))
     assert judge_row.split("│")[3].strip() == str(rows)
     assert Store(db).list_runs() == []
+
+
+def _two_runs(folder: Path) -> tuple[str, str]:
+    source = Path(__file__).parent / "fixtures" / "small_allresults.json"
+    a, b = folder / "a_allresults.json", folder / "b_allresults.json"
+    a.write_bytes(source.read_bytes())
+    b.write_bytes(source.read_bytes())
+    return str(a), str(b)
+
+
+def test_compare_off_a_terminal_prints_whole_group_names(tmp_path: Path) -> None:
+    """No terminal, no COLUMNS: the table at its own width (the group column was folded to 5 letters)."""
+    a, b = _two_runs(tmp_path)
+    result = runner.invoke(app, ["compare", a, b])
+    assert result.exit_code == 0, result.output
+    rows = [line.split() for line in result.stdout.splitlines()]
+    assert next(r for r in rows if r and r[0].startswith("axis:cont"))[:2] == ["axis:context_awareness", "1"]
+
+
+def test_compare_into_a_reader_that_stops_early_keeps_its_exit_code(tmp_path: Path) -> None:
+    """`compare ... | head -1` under pipefail: the gate's code (0 here), not 1 for the closed pipe;
+    `| true` closes the pipe before the first line, so that the pipe surely breaks."""
+    import subprocess
+    import sys
+
+    a, b = _two_runs(tmp_path)
+    compare = f"{sys.executable} -m healthbench compare {a} {b} --fail-if-worse-by 0.01"
+    for reader in ("head -1", "true"):
+        done = subprocess.run(
+            ["bash", "-c", f"set -o pipefail; {compare} | {reader}"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert (done.returncode, done.stderr) == (0, ""), reader
+        if reader == "head -1":
+            assert done.stdout.startswith("B = b/b (0.5833) vs A = a/a (0.5833)")

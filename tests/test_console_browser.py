@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -222,4 +223,129 @@ def test_console_end_to_end(servers: tuple[str, str, str], context: Any, shots: 
 
     assert outside == [], f"the console fetched {outside}"
     assert errors == []
+    page.close()
+
+
+@pytest.fixture(scope="module")
+def crowded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    """(service URL, its token) on a store with 250 completed import jobs (rows as a worker leaves
+    them), then a batch job still running and a cancelled one whose last progress named its batch as
+    running, then one real completed import job ``fresh`` (the newest)."""
+    from test_service_job_list import add_jobs
+    from test_service_offline import demo_samples
+
+    from healthbench.results.simple_evals import write_allresults
+    from healthbench.scoring.run_score import score_run
+    from healthbench.store.jobs import JobStore
+    from healthbench.store.runs import Store
+
+    token = "hb_" + secrets.token_urlsafe(32)
+    folder = tmp_path_factory.mktemp("crowded")
+    db = str(folder / "s.db")
+    store = Store(db)
+    add_jobs(store, [f"old-{i:03d}" for i in range(250)])
+    add_jobs(store, ["batching"], status="active", batch="judge")
+    add_jobs(store, ["batch-cancelled"], status="cancelled", batch="judge")
+    jobs = JobStore(store)
+    for name in ("batching", "batch-cancelled"):
+        record = jobs.get("default", name)
+        assert record is not None
+        jobs.set_details(record.id, {"progress": 40.0, "batches": "judge batch in_progress 120/500"})
+    store.close()
+    samples = demo_samples()
+    text = write_allresults(folder / "x_allresults.json", samples, score_run(samples)).read_text("utf-8")
+    with service_process(db, env={"HEALTHBENCH_BOOTSTRAP_TOKEN": token}) as service:
+        headers = {"Authorization": f"Bearer {token}"}
+        body = {"name": "fresh", "kind": "import", "dataset": "demo", "allresults_json": text}
+        assert (
+            httpx.post(f"{service.url}{API}", json=body, headers=headers, trust_env=False).status_code == 201
+        )
+        for _ in range(600):  # the worker imports it
+            status = httpx.get(f"{service.url}{API}/fresh/status", headers=headers, trust_env=False).json()
+            if status["status"] in ("completed", "error"):
+                break
+            time.sleep(0.1)
+        assert status["status"] == "completed", status
+        yield service.url, token
+
+
+def test_console_reaches_every_one_of_252_jobs(crowded: tuple[str, str], context: Any, shots: Path) -> None:
+    url, token = crowded
+    page, outside, errors = _open(context, url)
+    page.fill("#signin-token", token)
+    page.press("#signin-token", "Enter")
+    page.wait_for_selector('#jobs-table tbody tr[data-job="fresh"]')
+    rows = page.locator("#jobs-table tbody tr")
+    assert rows.count() == 50 and rows.first.get_attribute("data-job") == "fresh"  # the newest first
+    assert page.locator("#jobs-count").text_content() == "Jobs 1–50 of 253, newest first."
+    assert page.locator("#jobs-caption").text_content() == "Jobs 1–50 of 253, newest first"
+    batch = page.locator('tr[data-job="batching"] td[data-label="batch"]')
+    assert batch.text_content() == "judge batch in_progress 120/500"
+    cancelled = page.locator('tr[data-job="batch-cancelled"] td[data-label="batch"]')
+    assert cancelled.text_content() == "judge: cancelled"  # not "in_progress"
+    assert page.locator('tr[data-job="fresh"] td[data-label="batch"]').text_content() == "online"
+    assert page.locator("#jobs-prev").is_disabled()
+    page.screenshot(path=str(shots / "10-jobs-253-first-page.png"), full_page=True)
+    # older pages, to the oldest job
+    page.click("#jobs-next")
+    page.wait_for_selector("#jobs-count:has-text('Jobs 51–100 of 253')")
+    for _ in range(4):
+        page.click("#jobs-next")
+    page.wait_for_selector("#jobs-count:has-text('Jobs 251–253 of 253')")
+    assert page.locator("#jobs-table tbody tr").last.get_attribute("data-job") == "old-000"
+    assert page.locator("#jobs-next").is_disabled()
+    assert page.locator("#jobs-page").text_content() == "page 6 of 6"
+    page.screenshot(path=str(shots / "11-jobs-253-last-page.png"), full_page=True)
+    # find by name
+    page.fill("#jobs-search", "OLD-00")
+    page.press("#jobs-search", "Enter")
+    page.wait_for_selector("#jobs-count:has-text('of 10 whose name holds')")
+    names = page.locator("#jobs-table tbody tr").evaluate_all("rows => rows.map(r => r.dataset.job)")
+    assert names == [f"old-{i:03d}" for i in range(9, -1, -1)]
+    page.screenshot(path=str(shots / "12-jobs-search.png"), full_page=True)
+    # the compare picker of the newest job offers every other completed job, the oldest included
+    page.goto(f"{url}/ui/#/job/fresh")
+    page.wait_for_selector("#c-count:not(:empty)")
+    options = page.locator("#c-baseline option").evaluate_all("os => os.map(o => o.value)")
+    assert len(options) == 250 and options[0] == "old-249" and options[-1] == "old-000"
+    assert page.locator("#c-count").text_content() == "250 completed jobs, newest first"
+    assert "batch online" in page.locator("#job-kind").text_content()
+    page.screenshot(path=str(shots / "13-compare-picker.png"), full_page=True)
+    page.goto(f"{url}/ui/#/job/batching")
+    page.wait_for_selector('#job-status:text-is("active")')
+    assert page.locator("#job-kind").text_content() == "· import · batch judge batch in_progress 120/500"
+    page.screenshot(path=str(shots / "14-batch-job.png"), full_page=True)
+    page.goto(f"{url}/ui/#/job/batch-cancelled")
+    page.wait_for_selector('#job-status:text-is("cancelled")')
+    assert page.locator("#job-kind").text_content() == "· import · batch judge: cancelled"
+    assert outside == [], f"the console fetched {outside}"
+    assert errors == []
+    page.close()
+
+
+def test_swagger_ui_renders_offline_under_its_csp(
+    servers: tuple[str, str, str], context: Any, shots: Path
+) -> None:
+    """/docs draws the API from the service's own files: every request outside it is refused here,
+    and no script or style is refused by the page's policy (those are console errors)."""
+    url, _, _ = servers
+    page = context.new_page()
+    outside: list[str] = []
+    errors: list[str] = []
+
+    def route(route: Any) -> None:
+        if route.request.url.startswith((url, "data:", "blob:")):
+            route.continue_()
+        else:
+            outside.append(route.request.url)
+            route.abort()
+
+    page.route("**/*", route)
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.goto(f"{url}/docs")
+    page.wait_for_selector(".swagger-ui .info .title:has-text('healthbench job service')", timeout=TIMEOUT)
+    page.wait_for_selector(".opblock-summary-path:has-text('/benchmark-jobs')", timeout=TIMEOUT)
+    page.screenshot(path=str(shots / "15-docs-offline.png"))
+    assert outside == [] and errors == [], (outside, errors)
     page.close()

@@ -12,6 +12,7 @@ import math
 import sqlite3
 import subprocess
 import sys
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -206,7 +207,7 @@ def test_mlflow_run_reads_back_with_mlflows_client(
     metrics = json.loads(metrics_path.read_text())
     assert logged.data.metrics == mlflow_metrics(metrics)
     assert logged.data.metrics["overall_score"] == metrics["overall_score"]
-    assert logged.data.metrics["axis/accuracy/ci_lower"] == metrics["axis:accuracy:ci_lower"]
+    assert logged.data.metrics["axis.accuracy.ci_lower"] == metrics["axis:accuracy:ci_lower"]
     names = sorted(a.path for a in client.list_artifacts(logged.info.run_id))
     assert names == [f"{RUN}_allresults.json", "metrics.json", "report.html"]
     folder = Path(client.download_artifacts(logged.info.run_id, "", str(tmp_path / "down")))
@@ -234,7 +235,7 @@ def test_run_with_mlflow_logs_the_new_run(server: str, tracking: Path, tmp_path:
     assert experiment is not None
     (logged,) = client.search_runs([experiment.experiment_id])
     assert logged.info.run_name == "fresh" and logged.data.params["model"] == "cand"
-    assert logged.data.metrics["overall_score/n_samples"] == 2
+    assert logged.data.metrics["overall_score.n_samples"] == 2
     regrade = [
         "regrade", "fresh", "--judge", "judge", "--judge-base-url", server, "--judge-temperature", "0.3",
         "--store", str(tmp_path / "s.db"), "--name", "again", "--mlflow",
@@ -243,7 +244,7 @@ def test_run_with_mlflow_logs_the_new_run(server: str, tracking: Path, tmp_path:
     assert result.exit_code == 0, result.output
     runs = {r.info.run_name: r for r in client.search_runs([experiment.experiment_id])}
     assert sorted(runs) == ["again", "fresh"]
-    assert runs["again"].data.metrics["overall_score/n_samples"] == 2
+    assert runs["again"].data.metrics["overall_score.n_samples"] == 2
 
 
 def test_without_the_extras_the_flags_are_one_line_errors_and_nothing_runs(
@@ -271,17 +272,41 @@ def test_an_unreachable_tracking_store_is_one_line(run_store: Path, tmp_path: Pa
     assert one_line_error(result).startswith(f"error: MLflow at {uri}: ")
 
 
-def test_metric_names_map_colons_to_slashes_and_never_collide() -> None:
-    assert mlflow_metric_name("axis:accuracy:ci_lower") == "axis/accuracy/ci_lower"
+def test_the_file_store_takes_every_metric(
+    run_store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``MLFLOW_TRACKING_URI=./mlruns``: a metric ``overall_score`` beside ``overall_score.n_samples``
+    (with ``/`` the second would need the first to be a folder: the run failed with ENOTDIR)."""
+    from mlflow.tracking import MlflowClient
+
+    metrics_path = tmp_path / "m.json"
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    env = {"MLFLOW_TRACKING_URI": "./mlruns"}
+    result = results(run_store, "--mlflow", "--metrics-out", str(metrics_path), env=env)
+    assert result.exit_code == 0, result.output
+    client = MlflowClient(tracking_uri=str(tmp_path / "mlruns"))
+    experiment = client.get_experiment_by_name("healthbench")
+    assert experiment is not None
+    (logged,) = client.search_runs([experiment.experiment_id])
+    assert logged.info.status == "FINISHED"
+    metrics = json.loads(metrics_path.read_text())
+    assert logged.data.metrics == mlflow_metrics(metrics)
+    assert logged.data.metrics["overall_score"] == metrics["overall_score"]
+    assert logged.data.metrics["overall_score.n_samples"] == metrics["overall_score:n_samples"]
+
+
+def test_metric_names_are_flat_and_never_collide() -> None:
+    assert mlflow_metric_name("axis:accuracy:ci_lower") == "axis.accuracy.ci_lower"
     assert mlflow_metric_name("overall_score") == "overall_score"
-    assert mlflow_metric_name("theme:a b(c)+d") == "theme/a b_c__d"
-    assert mlflow_metric_name(":x::..") == "_/x/_/_"
+    assert mlflow_metric_name("theme:a b(c)+d/e") == "theme.a b_c__d_e"
+    assert mlflow_metric_name(":x::..") == "_.x...."
+    assert mlflow_metric_name("") == "_"
     assert mlflow_metrics({"a:b": 1, "n": 2, "s": "text", "none": None, "nan": math.nan, "t": True}) == {
-        "a/b": 1.0,
+        "a.b": 1.0,
         "n": 2.0,
     }
-    with pytest.raises(ConfigError, match="'a:b' and 'a/b' have the same MLflow name"):
-        mlflow_metrics({"a:b": 1, "a/b": 2})
+    with pytest.raises(ConfigError, match=r"'a:b' and 'a\.b' have the same MLflow name"):
+        mlflow_metrics({"a:b": 1, "a.b": 2})
 
 
 def test_import_and_help_load_neither_library() -> None:
@@ -293,3 +318,47 @@ def test_import_and_help_load_neither_library() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_local_file_run_is_named_by_its_file_and_one_model_in_both_roles_sums_them(
+    server: str, tmp_path: Path
+) -> None:
+    """``--data FILE`` is the file's name and sha256 in both exports (not the default variant
+    ``demo``); a model that is both candidate and judge has both roles' tokens in Inspect's
+    ``model_usage`` (one entry overwrote the other)."""
+    import hashlib
+
+    from inspect_ai.log import read_eval_log
+    from mlflow.tracking import MlflowClient
+
+    data = tmp_path / "my-cases.jsonl"
+    data.write_bytes((resources.files("healthbench.data") / "demo" / "demo.jsonl").read_bytes())
+    store = tmp_path / "s.db"
+    args = judged_run_args(server, store, "--model", "judge", "--base-url", server, "--data", str(data))
+    log_path, uri = tmp_path / "run.eval", f"sqlite:///{tmp_path / 'mlflow.db'}"
+    result = runner.invoke(
+        app, [*args, "--name", "local", "--limit", "2", "--mlflow"], env={"MLFLOW_TRACKING_URI": uri}
+    )
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(
+        app, ["results", "local", "--store", str(store), "--inspect-log-out", str(log_path)]
+    )
+    assert result.exit_code == 0, result.output
+    sha = hashlib.sha256(data.read_bytes()).hexdigest()
+    log = read_eval_log(str(log_path))
+    assert log.eval.dataset.name == "my-cases.jsonl"
+    assert log.eval.metadata is not None and log.eval.metadata["dataset"]["sha256"] == sha
+    roles = log.stats.role_usage
+    assert roles["candidate"].input_tokens > 0 and roles["judge"].input_tokens > 0
+    (usage,) = log.stats.model_usage.values()
+    assert usage.input_tokens == roles["candidate"].input_tokens + roles["judge"].input_tokens
+    assert log.samples is not None
+    for sample in log.samples:
+        (one,) = sample.model_usage.values()
+        assert one.output_tokens == sum(u.output_tokens for u in sample.role_usage.values())
+    client = MlflowClient(tracking_uri=uri)
+    experiment = client.get_experiment_by_name("healthbench")
+    assert experiment is not None
+    (logged,) = client.search_runs([experiment.experiment_id])
+    assert logged.data.params["dataset"] == "my-cases.jsonl"
+    assert logged.data.params["dataset_sha256"] == sha

@@ -21,6 +21,7 @@ from healthbench.client import Client
 from healthbench.results.simple_evals import write_allresults
 from healthbench.scoring.run_score import score_run
 from healthbench.service.app import create_app
+from healthbench.service.errors import ServiceError
 from healthbench.service.operations import JobService
 from healthbench.service.schemas import JobCreate
 from healthbench.store.runs import Store
@@ -120,6 +121,16 @@ def test_job_comparison_page_has_the_gate_verdicts(console: Any) -> None:
             422,
             "query.fail_if_worse_by: Input should be greater than or equal to 0",
         ),
+        (
+            "/b/compare?baseline=a&fail_if_worse_by=5",
+            422,
+            "query.fail_if_worse_by: Input should be less than 1",  # the schema states compare's rule
+        ),
+        (
+            "/b/compare?baseline=a&require_non_inferiority=1",
+            422,
+            "query.require_non_inferiority: Input should be less than 1",
+        ),
         ("/pending/report", 409, "job 'pending' is pending; it has a report once completed"),
         (
             "/b/compare?baseline=pending",
@@ -134,6 +145,27 @@ def test_report_and_comparison_refusals(console: Any, path: str, status: int, me
         service.create("default", JobCreate.model_validate({"name": "pending", **_roles()}))
     answer = http.get(f"{API}{path}", headers=headers)
     assert (answer.status_code, answer.json()["error"]["message"]) == (status, message)
+
+
+def test_the_service_checks_a_threshold_as_compare_does(console: Any) -> None:
+    """In-process callers (the Python client's `Client.local`) meet `compare`'s own rule and words."""
+    _, _, service = console
+    with pytest.raises(ServiceError) as caught:
+        service.comparison_html("default", "b", "a", fail_if_worse_by=5.0)
+    assert (caught.value.status, caught.value.message) == (
+        422,
+        "query.fail_if_worse_by: 5.0 is not a score difference; give a number from 0 up to (not incl.) 1",
+    )
+
+
+def test_a_job_compared_with_itself_is_warned_of_as_compare_warns(console: Any) -> None:
+    http, headers, _ = console
+    page = http.get(f"{API}/b/compare", params={"baseline": "b"}, headers=headers)
+    assert page.status_code == 200, page.text
+    warning = "A and B are the same input (store:default/b): every difference is 0 by construction"
+    assert f'<p class="note warn">{warning}</p>' in page.text
+    other = http.get(f"{API}/b/compare", params={"baseline": "a"}, headers=headers)
+    assert "the same input" not in other.text
 
 
 def test_report_needs_a_token(console: Any) -> None:

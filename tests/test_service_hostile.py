@@ -33,7 +33,7 @@ from healthbench.service.errors import ServiceError
 from healthbench.service.guard import RequestGuard
 from healthbench.service.limits import ServiceLimits
 from healthbench.service.operations import JobService
-from healthbench.service.schemas import JobCreate
+from healthbench.service.schemas import TERMINAL, JobCreate
 from healthbench.service.uploads import upload_path
 from healthbench.store.jobs import JobStore
 from healthbench.store.runs import Store
@@ -357,6 +357,11 @@ def started_by(mark: str, sessions: set[bytes]) -> dict[int, bytes]:
     }
 
 
+def ray_of(sessions: set[bytes]) -> list[bytes]:
+    """The command lines of the processes of these Ray sessions still running."""
+    return [cmd for _, cmd in processes().values() if any(s in cmd for s in sessions)]
+
+
 @pytest.mark.slow
 def test_nothing_a_ray_job_started_outlives_the_service(tmp_path: Path, server: str) -> None:
     pytest.importorskip("ray", reason="Ray is not installed (pip install 'healthbench[ray]')")
@@ -364,13 +369,22 @@ def test_nothing_a_ray_job_started_outlives_the_service(tmp_path: Path, server: 
     token = token_for(str(store), ["*"])
     mark = f"HB_HOSTILE_{uuid.uuid4().hex}"
     with service_process(str(store), *LOOPBACK, env={mark: "1"}) as svc:
+        sessions: set[bytes] = set()
         with Client(svc.url, token=token) as client:
-            client.evaluation.benchmark_jobs.create(name="on-ray", limit=1, executor="ray", **roles(server))
+            jobs = client.evaluation.benchmark_jobs
+            jobs.create(name="on-ray", limit=1, repeats=3, concurrency=1, executor="ray", **roles(server))
+            while not TERMINAL.intersection([jobs.get_status(name="on-ray").status]):  # Ray while it runs
+                running = started_by(mark, set())
+                sessions |= {m.group() for c in running.values() if (m := re.search(rb"session_[0-9_-]+", c))}
+                time.sleep(0.2)
             final = client.wait_until_done("on-ray", interval=0.2, timeout=240)
             assert final.status == "completed", final.error
-        running = started_by(mark, set())
-        sessions = {m.group() for cmd in running.values() if (m := re.search(rb"session_[0-9_-]+", cmd))}
-        assert sessions and len(running) > 3  # the service, its worker and Ray's processes
+        assert sessions  # the job ran on a local Ray
+        # which stops with its last job (issue 32: it outlived the job until the service stopped)
+        deadline = time.monotonic() + 30
+        while ray_of(sessions) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert ray_of(sessions) == []
         svc.process.send_signal(signal.SIGTERM)
         assert svc.process.wait(90) == 0
     deadline = time.monotonic() + 10

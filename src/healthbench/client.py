@@ -44,7 +44,15 @@ __all__ = ["Client", "ServiceError"]
 
 class Backend(Protocol):
     def create(self, workspace: str, body: JobCreate) -> Job: ...
-    def list(self, workspace: str, status: str | None, page: int, page_size: int) -> JobList: ...
+    def list(
+        self,
+        workspace: str,
+        status: str | None,
+        page: int,
+        page_size: int,
+        newest_first: bool = False,
+        name_contains: str | None = None,
+    ) -> JobList: ...
     def retrieve(self, workspace: str, name: str) -> Job: ...
     def status(self, workspace: str, name: str) -> JobStatus: ...
     def logs(self, workspace: str, name: str) -> JobLogs: ...
@@ -85,10 +93,22 @@ class HttpBackend:
         payload = body.model_dump(mode="json", exclude_none=True)
         return Job.model_validate(self._check(self._http.post(self._path(workspace), json=payload)).json())
 
-    def list(self, workspace: str, status: str | None, page: int, page_size: int) -> JobList:
+    def list(
+        self,
+        workspace: str,
+        status: str | None,
+        page: int,
+        page_size: int,
+        newest_first: bool = False,
+        name_contains: str | None = None,
+    ) -> JobList:
         params: dict[str, Any] = {"page": page, "page_size": page_size}
         if status is not None:
             params["status"] = status
+        if newest_first:
+            params["newest_first"] = "true"
+        if name_contains is not None:
+            params["name_contains"] = name_contains
         return JobList.model_validate(self._get(self._path(workspace), **params))
 
     def retrieve(self, workspace: str, name: str) -> Job:
@@ -149,8 +169,23 @@ class LocalBackend:
     def create(self, workspace: str, body: JobCreate) -> Job:
         return self.service.create(workspace, body)
 
-    def list(self, workspace: str, status: str | None, page: int, page_size: int) -> JobList:
-        return self.service.list(workspace, status=status, offset=(page - 1) * page_size, limit=page_size)
+    def list(
+        self,
+        workspace: str,
+        status: str | None,
+        page: int,
+        page_size: int,
+        newest_first: bool = False,
+        name_contains: str | None = None,
+    ) -> JobList:
+        return self.service.list(
+            workspace,
+            status=status,
+            offset=(page - 1) * page_size,
+            limit=page_size,
+            newest_first=newest_first,
+            name_contains=name_contains,
+        )
 
     def retrieve(self, workspace: str, name: str) -> Job:
         return self.service.retrieve(workspace, name)
@@ -275,13 +310,19 @@ class BenchmarkJobs(_Scoped):
         status: str | None = None,
         page: int = 1,
         page_size: int = DEFAULT_PAGE_SIZE,
+        newest_first: bool = False,
+        name_contains: str | None = None,
         workspace: str | None = None,
     ) -> JobList:
+        """One page of jobs, oldest first (``newest_first``: newest first), those whose name holds
+        ``name_contains`` (any case) when given; ``pagination.total`` counts the matches."""
         return self._backend.list(
             self._ws(workspace),
             _valid(_STATUS, status, "query", "status"),
             _valid(_PAGE, page, "query", "page"),
             _valid(_PAGE_SIZE, page_size, "query", "page_size"),
+            newest_first,
+            name_contains,
         )
 
     def retrieve(

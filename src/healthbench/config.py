@@ -7,8 +7,9 @@ import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import unquote, urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from healthbench.data.professional import PROFESSIONAL, professional_defaults, resolve_format
 from healthbench.data.sources import META_VARIANTS
@@ -54,6 +55,21 @@ def secret_key_in(value: Any) -> str | None:
     return None
 
 
+def checked_base_url(url: str) -> str:
+    """A model's base URL as every entry point takes it (a flag, a config file, a job body): surrounding
+    whitespace dropped; whitespace or a control character inside it, or a ``.`` or ``..`` path segment
+    (also percent-encoded), is a ValueError that does not repeat the URL (such a URL would be sent, or
+    echoed in an error, as given, or step out of the prefix `serve --allow-base-url` allows)."""
+    text = url.strip()
+    if not text:
+        raise ValueError("a base URL must not be empty")
+    if any(c.isspace() or not c.isprintable() for c in text):
+        raise ValueError("a base URL must not contain spaces, line breaks or control characters")
+    if any(unquote(part) in (".", "..") for part in urlsplit(text).path.split("/")):
+        raise ValueError("a base URL must not contain '.' or '..' path segments")
+    return text
+
+
 class ModelConfig(BaseModel):
     """A model role: spec text (``openai/gpt-4.1``), optional endpoint and key variable, settings."""
 
@@ -62,6 +78,11 @@ class ModelConfig(BaseModel):
     base_url: str | None = None
     api_key_env: str | None = None
     settings: ModelSettings = Field(default_factory=ModelSettings)
+
+    @field_validator("base_url")
+    @classmethod
+    def _base_url(cls, value: str | None) -> str | None:
+        return None if value is None else checked_base_url(value)
 
     def parsed(self) -> ModelSpec:
         return parse_model_spec(self.spec, self.base_url, self.api_key_env)

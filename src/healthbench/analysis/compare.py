@@ -177,7 +177,8 @@ def compare_runs(
     `DataError` when no conversation can be paired."""
     options = options or BootstrapOptions()
     scores_a, scores_b = conversation_scores(a.samples), conversation_scores(b.samples)
-    warnings = setup_warnings(a, b)
+    warnings = [same_input_warning(a.source)] if a.source == b.source else []
+    warnings += setup_warnings(a, b)
     common, mismatched = _paired_ids(scores_a, scores_b)
     if mismatched:
         warnings.append(
@@ -257,6 +258,20 @@ def _family(rows: list[GroupComparison], margin: float, alpha: float) -> tuple[G
         )
         out.append(replace(row, verdict=decided, p_holm=p_holm))
     return tuple(out)
+
+
+def threshold_problem(value: float) -> str | None:
+    """Why ``value`` cannot be a margin or a gate's threshold D (None: it can), the one rule of
+    `healthbench compare` and the service's compare page: the difference of two scores in [0, 1] is
+    below 1, so D must be from 0 up to (not incl.) 1 (a larger one, inf or nan could never decide)."""
+    if 0.0 <= value < 1.0:
+        return None
+    return f"{value} is not a score difference; give a number from 0 up to (not incl.) 1"
+
+
+def same_input_warning(source: str) -> str:
+    """The warning of a comparison whose two sides are one input (every difference is 0)."""
+    return f"A and B are the same input ({source}): every difference is 0 by construction"
 
 
 def setup_warnings(a: LoadedRun, b: LoadedRun) -> list[str]:

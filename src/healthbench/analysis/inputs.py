@@ -187,21 +187,29 @@ def _resolve(spec: str, store: Store | None) -> Sequence[Path | Callable[[], Loa
         raise DataError(f"no *{ALLRESULTS_SUFFIX} file in this folder", path=spec)
     if files:
         return files
-    if looks_like_path(spec):
-        raise DataError("no such file or folder", path=spec)
     if store is None:
         raise DataError("no such file or folder (and no store to look up a run of that name)", path=spec)
+    if looks_like_path(spec) and store.get_run(spec) is None:  # a run may be named "team/nightly"
+        raise DataError(f"no such file or folder, nor a run of that name in {store.url}", path=spec)
     return [partial(load_stored, store, run) for run in _stored_runs(store, spec)]
 
 
 def looks_like_path(spec: str) -> bool:
-    """A spec naming a file or folder (a ``.json`` name or a path separator), never a stored run."""
+    """A spec that was probably meant as a file or folder (a ``.json`` name or a path separator):
+    when it is neither on disk nor a stored run, the error says "no such file or folder"."""
     return spec.endswith(".json") or os.sep in spec or (os.altsep is not None and os.altsep in spec)
 
 
 def needs_store(specs: Iterable[str | os.PathLike[str]]) -> bool:
-    """Whether any spec can only be a stored run (so a store must be opened)."""
-    return any(not Path(s).exists() and not looks_like_path(str(s)) for s in specs)
+    """Whether any spec may be a stored run (so a store must be opened): the one rule of every command
+    that takes runs (`report`, `compare`, `analyze`): an existing file or folder is read as one,
+    anything else is a stored run name (``team/nightly`` too) or a glob over them."""
+    return any(not Path(s).exists() for s in specs)
+
+
+def only_paths_missing(specs: Iterable[str | os.PathLike[str]]) -> bool:
+    """Whether every spec not on disk looks like a path (without a store, "no such file" says it best)."""
+    return all(looks_like_path(str(s)) for s in specs if not Path(s).exists())
 
 
 def load_file(

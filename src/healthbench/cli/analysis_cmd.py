@@ -13,6 +13,7 @@ import typer
 from healthbench.atomic import check_folder
 from healthbench.cli.app import app, console, handles_errors
 from healthbench.cli.options import ResamplesOpt, SeedOpt, StoreOpt, below_one
+from healthbench.errors import StoreMissingError
 
 if TYPE_CHECKING:
     from healthbench.analysis.compare import Comparison, GateDecision
@@ -59,7 +60,7 @@ def _load(
     run_id: str | None = None,
 ) -> list[LoadedRun]:
     """Load the inputs; the store is opened (and loaded) only when an input is not a file or folder."""
-    from healthbench.analysis.inputs import load_inputs, needs_store
+    from healthbench.analysis.inputs import load_inputs, needs_store, only_paths_missing
     from healthbench.data.sources import join_datasets, sha256_of
 
     conversations = join_datasets(data or [], dataset, cache)
@@ -68,7 +69,11 @@ def _load(
     if needs_store(specs):  # (SQLAlchemy is loaded only then)
         from healthbench.store import Store
 
-        opened = Store(store, create=False)
+        try:
+            opened = Store(store, create=False)
+        except StoreMissingError:
+            if not only_paths_missing(specs):
+                raise  # a run name without a store: the error names where the store was looked for
     return load_inputs(
         specs,
         store=opened,
@@ -174,14 +179,14 @@ def compare(
     difference). Several runs on one side are pooled as repeats. See docs/analysis.md.
     """
     from healthbench.analysis.analyze import setting_warnings
-    from healthbench.analysis.compare import compare_runs
+    from healthbench.analysis.compare import compare_runs, same_input_warning
     from healthbench.analysis.inputs import merge_runs
     from healthbench.cli.analysis_view import render_comparison
 
     sides = []
     warnings: list[str] = []
-    if a == b or (Path(a).exists() and Path(b).exists() and os.path.samefile(a, b)):
-        warnings.append(f"A and B are the same input ({a}): every difference is 0 by construction")
+    if a != b and Path(a).exists() and Path(b).exists() and os.path.samefile(a, b):
+        warnings.append(same_input_warning(a))  # one file by two paths (one path: compare_runs says so)
     for spec in (a, b):
         runs = _load(
             [spec], store=store, data=data, dataset=dataset, allow_untagged=allow_untagged, cache=cache

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
 
 from rich import box
-from rich.console import Console
+from rich.console import Console, RenderableType
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
@@ -86,6 +88,20 @@ def render_analysis(analysis: Analysis, console: Console) -> None:
     _warn(console, analysis.warnings)
 
 
+def print_whole(console: Console, table: RenderableType) -> None:
+    """A table on a terminal at the terminal's width; in a pipe or a file (no terminal, no
+    ``COLUMNS``) at its own width, so that no column is folded to fit 80 characters."""
+    if console.is_terminal or "COLUMNS" in os.environ:
+        console.print(table)
+        return
+    needed = Measurement.get(console, console.options.update_width(10_000), table).maximum
+    if needed <= console.width:
+        console.print(table)
+        return
+    wide = type(console)(file=console.file, width=needed, no_color=console.no_color, highlight=False)
+    wide.print(table)  # (the same class: a reader that stops early is handled the same way)
+
+
 def render_comparison(
     comparison: Comparison,
     console: Console,
@@ -117,7 +133,7 @@ def render_comparison(
             "" if row.kind == ALL else p_text(row.p_holm, comparison.n_resamples),
             Text(row.verdict, style=style or ""),
         )
-    console.print(table)
+    print_whole(console, table)
     console.print(
         Text(
             "theme and axis verdicts use Holm-adjusted p-values within their table; "

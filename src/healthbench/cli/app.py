@@ -7,6 +7,7 @@ module that defines CMD. A module imported by other means (tests, plugins) simpl
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
 import os
@@ -124,7 +125,18 @@ app = typer.Typer(
 )
 
 
-console = Console()
+class OutputConsole(Console):
+    """Standard output. A reader that stops early (``healthbench compare A B | head -1``) ends the
+    printing quietly and the command goes on to its own exit code (a gate's 3 under ``pipefail``),
+    where rich would exit 1: the rest goes to the null device (Python's note on SIGPIPE)."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        with contextlib.suppress(OSError, ValueError):  # (no file descriptor: nothing to redirect)
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+console = OutputConsole()
 err_console = Console(stderr=True)
 
 P = ParamSpec("P")

@@ -120,17 +120,20 @@ def info(
 def validate(
     file: Annotated[Path, typer.Argument(help="A JSONL dataset file to check.")],
     meta_eval: Annotated[
-        bool, typer.Option("--meta-eval", help="Check it as a meta-eval file (binary_labels rows).")
+        bool,
+        typer.Option("--meta-eval", help="Check it as a meta-eval file (binary_labels rows; else detected)."),
     ] = False,
     data_format: FormatOpt = None,
 ) -> None:
     """Parse every line of FILE; print 'ok: N records' or the first problem (file, line, field).
 
-    An eval file may be classic HealthBench or HealthBench Professional (detected, or --format)."""
+    The format is detected as `data info` does: a meta-eval file (its first record has
+    binary_labels), else classic HealthBench or HealthBench Professional (or --format)."""
     require_file(file)
-    found = None if meta_eval else resolve_format(data_format, file)
-    count = _count(DatasetFile("local", file, "local", ""), meta=meta_eval)
-    kind = " (HealthBench Professional)" if found == PROFESSIONAL else ""
+    meta = meta_eval or (data_format is None and _is_meta(None, file))
+    found = None if meta else resolve_format(data_format, file)
+    count = _count(DatasetFile("local", file, "local", ""), meta=meta)
+    kind = " (meta-eval)" if meta else " (HealthBench Professional)" if found == PROFESSIONAL else ""
     say(f"ok: {count} records{kind}")
 
 

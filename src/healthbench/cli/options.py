@@ -75,10 +75,10 @@ ResamplesOpt = Annotated[
 def below_one(value: float | None) -> float | None:
     """A score difference threshold: 0 <= value < 1 (scores are in [0, 1]: a threshold of 1 or more,
     inf or nan could never be crossed, so the option would do nothing)."""
-    if value is not None and not 0.0 <= value < 1.0:
-        raise typer.BadParameter(
-            f"{value} is not a score difference; give a number from 0 up to (not incl.) 1"
-        )
+    from healthbench.analysis.compare import threshold_problem
+
+    if value is not None and (problem := threshold_problem(value)) is not None:
+        raise typer.BadParameter(problem)
     return value
 
 

@@ -19,6 +19,7 @@ from healthbench.cli.app import app, console, handles_errors
 from healthbench.cli.eval_report import report_eval_run
 from healthbench.cli.option_groups import Bootstrap, ScoreFiles, takes_groups
 from healthbench.cli.options import MlflowOpt, StoreOpt
+from healthbench.cli.summary_view import literal
 from healthbench.errors import RunError, StoreMissingError, a_kind
 
 
@@ -58,7 +59,7 @@ def runs_command(store: StoreOpt = None) -> None:
             dataset_label(run.config.get("dataset") or {}),
             run.created_at[:19],
         )
-        table.add_row(*(Text(cell) for cell in cells))  # user text is shown literally
+        table.add_row(*(Text(literal(cell)) for cell in cells))  # user text shown literally, escaped
     console.print(table)
 
 

@@ -107,8 +107,14 @@ def serve(
     from healthbench.service.limits import ServiceLimits
     from healthbench.service.logs import configure_logging
     from healthbench.service.operations import JobService
+    from healthbench.service.startup import check_port, private_store
+    from healthbench.store.location import store_file
     from healthbench.store.runs import Store
 
+    check_port(host, port)
+    if (sqlite := store_file(store)) is not None:
+        for warning in private_store(sqlite):
+            say(f"warning: {warning}", style="yellow", stderr=True)
     limits = ServiceLimits(
         max_upload_mb=max_upload_mb,
         workspace_upload_mb=workspace_upload_mb,

@@ -12,23 +12,32 @@ from rich.text import Text
 from healthbench.results.summary import SECTIONS, Summary, SummaryRow, ungraded_line
 
 
+def literal(text: str) -> str:
+    """User text (a run name, a theme) as it is shown on a terminal: every character that is not
+    printable (ESC and the other control characters, bidi overrides) as its Python escape, e.g.
+    ``\\x1b[2J``, so that a name can neither clear the screen nor disguise itself."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
 def render_summary(summary: Summary, *, title: str, console: Console) -> None:
     """Print the summary tables and the ungraded line (red when anything is ungraded)."""
     level = f"{summary.confidence:.0%} CI"
     rows = summary.rows
     if not rows:
-        console.print(Text(f"{title}: no graded samples, so no score", style="bold"))
+        console.print(Text(f"{literal(title)}: no graded samples, so no score", style="bold"))
     for section, heading in (("overall", title), *((name, heading) for _, name, heading in SECTIONS)):
         chosen = [row for row in rows if row.section == section]
         if not chosen:
             continue
-        table = Table(title=Text(heading), title_justify="left", title_style="bold")
+        table = Table(title=Text(literal(heading)), title_justify="left", title_style="bold")
         table.add_column("metric" if section == "overall" else section, overflow="fold")  # wrap, never cut
         table.add_column("score", justify="right", no_wrap=True)
         table.add_column(level, justify="right", no_wrap=True)
         table.add_column("n", justify="right", no_wrap=True)
         for row in chosen:
-            table.add_row(Text(row.label), f"{row.mean:.4f}", _interval(row), str(row.n_samples))
+            table.add_row(Text(literal(row.label)), f"{row.mean:.4f}", _interval(row), str(row.n_samples))
         console.print(table)
     if summary.unit is not None:
         console.print(Text(summary.unit))

@@ -349,12 +349,43 @@ def check_reachable(address: str, timeout: float) -> None:
         ) from None
 
 
+class _Sessions:
+    """Ray's connection is one per process (``ray.init``): how many runs or jobs of this process use
+    it now, and whether one of them started it (then the last to leave stops it)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.users = 0
+        self.started = False
+
+
+_SESSIONS = _Sessions()
+
+
+def enter_ray(address: str | None, *, timeout: float | None = None) -> None:
+    """Join Ray for one run or job (`join_ray`); pair each call with `exit_ray`."""
+    with _SESSIONS.lock:
+        started = join_ray(address, timeout=DEFAULT_RAY_CONNECT_TIMEOUT if timeout is None else timeout)
+        _SESSIONS.users += 1
+        _SESSIONS.started = _SESSIONS.started or started
+
+
+def exit_ray() -> None:
+    """One run or job is done with Ray (finished, failed or cancelled): the last one to leave stops the
+    Ray that this process started (a local Ray, no address given), so that it never outlives the
+    work that needed it; a cluster joined by address is only disconnected from."""
+    with _SESSIONS.lock:
+        _SESSIONS.users -= 1
+        if _SESSIONS.users == 0 and _SESSIONS.started:
+            _SESSIONS.started = False
+            leave_ray()
+
+
 @contextmanager
 def ray_session(address: str | None, *, timeout: float | None = None) -> Iterator[None]:
-    """Joined to Ray for the block (`join_ray`), left afterwards if this joined it."""
-    started = join_ray(address, timeout=DEFAULT_RAY_CONNECT_TIMEOUT if timeout is None else timeout)
+    """Joined to Ray for the block (`enter_ray`, `exit_ray`)."""
+    enter_ray(address, timeout=timeout)
     try:
         yield
     finally:
-        if started:
-            leave_ray()
+        exit_ray()

@@ -80,7 +80,7 @@ def build_inspect_log(view: RunView, score: RunScore, metrics: Mapping[str, Any]
         task="healthbench",
         run_id=view.name,
         dataset=EvalDataset(
-            name=str(dataset.get("variant") or Path(str(dataset.get("path", "?"))).name),
+            name=view.dataset_name,
             location=dataset.get("path") or dataset.get("url"),
             samples=view.store.count_items(view.record.id),
         ),
@@ -103,7 +103,7 @@ def build_inspect_log(view: RunView, score: RunScore, metrics: Mapping[str, Any]
         stats=EvalStats(
             started_at=view.record.created_at,
             completed_at=view.record.updated_at,
-            model_usage=_by_model({model: totals.candidate, view.judge_spec: totals.judge}),
+            model_usage=_by_model([(model, totals.candidate), (view.judge_spec, totals.judge)]),
             role_usage={"candidate": _usage(totals.candidate), "judge": _usage(totals.judge)},
         ),
         samples=samples,
@@ -191,7 +191,7 @@ def _sample(
             "example_tags": list(conversation.example_tags),
             "cached": row.cached if row is not None else False,
         },
-        model_usage=_by_model({model: candidate, judge_spec: judge}),
+        model_usage=_by_model([(model, candidate), (judge_spec, judge)]),
         role_usage={"candidate": _usage(candidate), "judge": _usage(judge)},
         error=None
         if answered
@@ -225,9 +225,9 @@ def _usage(tally: CallTally) -> ModelUsage:
     )
 
 
-def _by_model(tallies: Mapping[str, CallTally]) -> dict[str, ModelUsage]:
+def _by_model(tallies: Sequence[tuple[str, CallTally]]) -> dict[str, ModelUsage]:
     """Usage by model name; a model that is both candidate and judge gets both roles' calls."""
     merged: dict[str, CallTally] = {}
-    for name, tally in tallies.items():
+    for name, tally in tallies:
         merged.setdefault(name, CallTally()).add(tally)
     return {name: _usage(tally) for name, tally in merged.items()}

@@ -5,8 +5,9 @@ experiment ``$MLFLOW_EXPERIMENT_NAME`` (default ``healthbench``) of the tracking
 - parameters: model, judge, dataset and its sha256, profile, grader template sha256, repeats, and the
   bootstrap's seed and resamples (``none`` for a missing value);
 - metrics: every numeric key of the metrics document ``--metrics-out`` writes, named by
-  `mlflow_metric_name` (``axis:accuracy:ci_lower`` -> ``axis/accuracy/ci_lower``); nulls and the
-  provenance strings are in the metrics artifact only;
+  `mlflow_metric_name` (``axis:accuracy:ci_lower`` -> ``axis.accuracy.ci_lower``: flat names, valid in
+  every MLflow store, the ``./mlruns`` file store included); nulls and the provenance strings are in the
+  metrics artifact only;
 - artifacts: ``<run>_allresults.json``, ``metrics.json`` (the ``--metrics-out`` file) and
   ``report.html`` (the HTML report).
 
@@ -37,7 +38,9 @@ from healthbench.store.location import hide_password
 MLFLOW_INSTALL_HINT = "--mlflow needs MLflow: pip install 'healthbench[mlflow]'"
 METRICS_ARTIFACT = "metrics.json"
 REPORT_ARTIFACT = "report.html"
-_REFUSED = re.compile(r"[^\w.\- /]")  # what MLflow refuses in a metric name (colons on Windows too)
+# what a metric name must not hold: what MLflow refuses (colons on Windows too) and "/", which the file
+# store makes a folder (``overall_score`` and ``overall_score/n_samples`` cannot both be files)
+_REFUSED = re.compile(r"[^\w.\- ]")
 
 
 class WritesHtml(Protocol):
@@ -70,11 +73,12 @@ def require_mlflow() -> None:
 
 
 def mlflow_metric_name(key: str) -> str:
-    """A metrics-document key as an MLflow metric name: each ``:`` becomes ``/`` (MLflow's UI groups
-    on it) and any other character MLflow refuses becomes ``_``; an empty, ``.`` or ``..`` part
-    becomes ``_`` (MLflow names must not resolve to other paths)."""
-    parts = _REFUSED.sub("_", key.replace(":", "/")).split("/")
-    return "/".join("_" if part in ("", ".", "..") else part for part in parts)
+    """A metrics-document key as an MLflow metric name valid in every MLflow store: each ``:`` becomes
+    ``.``, any other character outside letters, digits, ``_ - .`` and space becomes ``_`` (``/`` too:
+    the file store makes it a folder), and an empty name or one starting with ``.`` gets a leading ``_``
+    (MLflow refuses names that resolve to another path, such as ``..x``)."""
+    name = _REFUSED.sub("_", key.replace(":", "."))
+    return f"_{name}" if not name or name.startswith(".") else name
 
 
 def mlflow_metrics(metrics: Mapping[str, Any]) -> dict[str, float]:
@@ -95,13 +99,12 @@ def mlflow_metrics(metrics: Mapping[str, Any]) -> dict[str, float]:
 
 def mlflow_params(view: RunView, options: ScoringOptions) -> dict[str, str]:
     """The parameters of a logged run (see the module doc)."""
-    dataset = view.dataset
     completions = view.config.completions
     values: dict[str, Any] = {
         "model": view.model_spec or (f"{completions} completions" if completions else None),
         "judge": view.judge_spec,
-        "dataset": dataset.get("variant") or Path(str(dataset.get("path") or "")).name or None,
-        "dataset_sha256": dataset.get("sha256"),
+        "dataset": view.dataset_name,
+        "dataset_sha256": view.dataset.get("sha256"),
         "profile": view.profile,
         "grader_template_sha256": view.grader_template_sha256,
         "repeats": view.config.n_repeats,

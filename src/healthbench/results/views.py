@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from healthbench.errors import RunError, a_kind
@@ -96,6 +97,15 @@ class RunView:
     def dataset(self) -> dict[str, Any]:
         """Variant, source, path, sha256 and size of the dataset the run was built from."""
         return dict(self.record.config.get("dataset", {}))
+
+    @property
+    def dataset_name(self) -> str:
+        """The dataset as exports name it: a local file's name (``--data FILE``; its sha256 is in
+        `dataset`), else the variant (``demo``, ``hard``, ``imported``...)."""
+        dataset = self.dataset
+        if dataset.get("source") == "local" and dataset.get("path"):
+            return Path(str(dataset["path"])).name
+        return str(dataset.get("variant") or Path(str(dataset.get("path") or "?")).name)
 
     @property
     def grader_template_sha256(self) -> str | None:

@@ -22,6 +22,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from healthbench.defaults import DEFAULT_PAGE_SIZE
 from healthbench.errors import StoreError
+from healthbench.service.api_docs import mount_docs
 from healthbench.service.auth import TokenCache
 from healthbench.service.console import REPORT_HEADERS, mount_console
 from healthbench.service.errors import ERROR_TYPES, ServiceError, validation_message
@@ -66,7 +67,13 @@ HTML_PAGE: dict[int | str, dict[str, Any]] = {  # a page's errors are JSON (`Err
     },
 }
 Gate = Annotated[
-    float | None, Query(ge=0, allow_inf_nan=False, description="a release gate's threshold D (as in compare)")
+    float | None,
+    Query(
+        ge=0,
+        lt=1,
+        allow_inf_nan=False,
+        description="a gate threshold D, 0 <= D < 1 (as in compare)",
+    ),
 ]
 Workspace = Annotated[str, PathParam(pattern=NAME_PATTERN, description="workspace name")]
 Name = Annotated[str, PathParam(pattern=NAME_PATTERN, description="job name")]
@@ -78,6 +85,8 @@ def create_app(service: JobService, workers: HealthSource | None = None) -> Fast
         title="healthbench job service",
         description="HealthBench benchmark jobs in workspaces (NeMo Evaluator's paths and result shapes).",
         version="1",
+        docs_url=None,  # served from the package's own files (service/api_docs.py), never a CDN
+        redoc_url=None,
     )
 
     @app.exception_handler(ServiceError)
@@ -130,8 +139,20 @@ def create_app(service: JobService, workers: HealthSource | None = None) -> Fast
         status: JobStatusName | None = None,
         page: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 1,
         page_size: Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)] = DEFAULT_PAGE_SIZE,
+        newest_first: Annotated[bool, Query(description="newest job first (default: oldest)")] = False,
+        name_contains: Annotated[
+            str | None, Query(max_length=100, description="only jobs whose name holds this (any case)")
+        ] = None,
     ) -> JobList:
-        return service.list(workspace, status=status, offset=(page - 1) * page_size, limit=page_size)
+        offset = (page - 1) * page_size
+        return service.list(
+            workspace,
+            status=status,
+            offset=offset,
+            limit=page_size,
+            newest_first=newest_first,
+            name_contains=name_contains,
+        )
 
     @router.get("/{name}", response_model=Job)
     def retrieve_job(workspace: Scoped, name: Name) -> Job:
@@ -226,6 +247,7 @@ def create_app(service: JobService, workers: HealthSource | None = None) -> Fast
     app.include_router(router)
     app.include_router(pages)
     mount_console(app)
+    mount_docs(app)
     return app
 
 

@@ -38,4 +38,5 @@ def validation_message(errors: Sequence[Any], where: Sequence[str | int] = ()) -
     after ``where`` (``body``, ``path.name``), and its message. The server and the client both say it."""
     first = errors[0] if errors else {}
     location = ".".join(str(p) for p in (*where, *first.get("loc", ())))
-    return f"{location}: {first.get('msg', 'invalid request')}"[:500]
+    message = str(first.get("msg", "invalid request")).removeprefix("Value error, ")
+    return f"{location}: {message}"[:500]

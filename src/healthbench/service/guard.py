@@ -17,6 +17,7 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from healthbench.errors import StoreError
+from healthbench.service.api_docs import ASSETS_PATH, DOCS_PATH, FAVICON_PATH, REDOC_PATH
 from healthbench.service.auth import TokenCache, authorize
 from healthbench.service.console import CONSOLE_PATH
 from healthbench.service.errors import ERROR_TYPES, ServiceError
@@ -24,7 +25,8 @@ from healthbench.service.health import STORE_RETRY_AFTER, OutageNotes
 from healthbench.service.schemas import NAME_PATTERN, ErrorBody
 
 WORKSPACES = "/apis/evaluation/v2/workspaces/"
-PUBLIC = frozenset({"/health", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"})
+PUBLIC = frozenset({"/health", DOCS_PATH, REDOC_PATH, "/openapi.json", FAVICON_PATH})
+PUBLIC_FOLDERS = (f"{CONSOLE_PATH}/", f"{ASSETS_PATH}/")
 PROBES = frozenset({"/health/live", "/health/ready"})  # Kubernetes sends no token (service/health.py)
 MB = 1_000_000
 
@@ -105,9 +107,13 @@ class RequestGuard:
     def _check_headers(self, scope: Scope) -> None:
         headers = Headers(scope=scope)
         path: str = scope["path"]
-        public = path in PUBLIC or path in PROBES
-        if not public and path != CONSOLE_PATH and not path.startswith(f"{CONSOLE_PATH}/"):
-            # the console's static files are public: the person signs in on the page itself
+        if (
+            path not in PUBLIC
+            and path not in PROBES
+            and path != CONSOLE_PATH
+            and not path.startswith(PUBLIC_FOLDERS)
+        ):
+            # the console's and the docs' static files are public: one signs in on the page itself
             workspace: Any = None
             raw = scope.get("raw_path") or path.encode()
             raw = raw.decode("latin-1").split("?", 1)[0]  # as sent: an encoded slash stays encoded

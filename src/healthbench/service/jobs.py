@@ -44,7 +44,7 @@ from healthbench.defaults import (
 )
 from healthbench.errors import HealthBenchError, ModelError, RunBusyError, StoreError
 from healthbench.executors.progress import RunCounters, plain_line, resumed_note
-from healthbench.executors.ray import join_ray, leave_ray
+from healthbench.executors.ray import enter_ray, exit_ray
 from healthbench.models.limits import ConnectionLimits, ConnectionPool
 from healthbench.runner.meta_eval import META_EVAL
 from healthbench.runner.run import EVAL, cancel_batches, execute, prepare_regrade
@@ -165,7 +165,6 @@ class JobWorkers:
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
-        self._ray_lock = threading.Lock()  # jobs on Ray share this process's one Ray connection
         self._ray_started = False
         self._store_error: str | None = None  # during a store outage: its one line
         self._outage_since: float | None = None
@@ -188,9 +187,6 @@ class JobWorkers:
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
-        if self._ray_started:
-            leave_ray()
-            self._ray_started = False
 
     def health(self) -> WorkerHealth:
         """Whether the workers run, and the store failure they wait out, if any."""
@@ -223,13 +219,13 @@ class JobWorkers:
 
     @property
     def ray_started(self) -> bool:
-        """Whether this process started (and will stop) a Ray connection."""
+        """Whether a job of this process joined Ray (its core worker then replaced our signal handlers)."""
         return self._ray_started
 
     def _join_ray(self, address: str | None) -> None:
-        """Connect this process to Ray once, for every job run on Ray (a job does not disconnect it)."""
-        with self._ray_lock:
-            self._ray_started = join_ray(address) or self._ray_started
+        """Join Ray for one job (`enter_ray`; its `exit_ray` stops a local Ray once no job uses it)."""
+        enter_ray(address)
+        self._ray_started = True
 
     async def _main(self) -> None:
         pool = ConnectionPool(ConnectionLimits(max_connections=self.settings.connections))
@@ -379,17 +375,22 @@ class JobWorkers:
             await asyncio.to_thread(self._offline, job, uploads)
             return
         run, config = await asyncio.to_thread(self._prepare, job, uploads)
-        if config.executor == "ray":
+        on_ray = config.executor == "ray"
+        if on_ray:
             await asyncio.to_thread(self._join_ray, config.ray_address)
-        counters = await execute(
-            self.store,
-            run,
-            config,
-            progress=sink,
-            environ=self.environ,
-            pool=pool,
-            with_candidate=samples_answers(run, config),
-        )
+        try:
+            counters = await execute(
+                self.store,
+                run,
+                config,
+                progress=sink,
+                environ=self.environ,
+                pool=pool,
+                with_candidate=samples_answers(run, config),
+            )
+        finally:
+            if on_ray:  # finished, failed or cancelled: a local Ray stops with its last job
+                await asyncio.shield(asyncio.to_thread(exit_ray))
         sink.finish(counters)
         if counters.samples_failed:
             self.jobs.log(job.id, f"{counters.samples_failed} samples failed")

@@ -12,10 +12,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from healthbench.analysis.compare import compare_runs
+from healthbench.analysis.compare import compare_runs, threshold_problem
 from healthbench.analysis.inputs import LoadedRun, load_stored
 from healthbench.analysis.report import build_report
-from healthbench.config import ModelConfig, RunConfig, build_config
+from healthbench.config import ModelConfig, RunConfig, build_config, checked_base_url
 from healthbench.data.professional import read_conversations
 from healthbench.data.schema import MetaEvalRecord
 from healthbench.data.sources import read_records
@@ -158,13 +158,22 @@ def run_name_of(workspace: str, name: str) -> str:
     return f"{workspace}/{name}"  # names never contain "/": unique across workspaces
 
 
+def details_of_record(status: str, details: dict[str, Any]) -> StatusDetails:
+    """A job's stored progress as the API shows it: a cancelled or completed job has no provider
+    batch running (its last progress line may still name one as ``in_progress``)."""
+    shown = StatusDetails.model_validate(details)
+    if status in ("cancelled", "completed") and shown.batches is not None:
+        shown = shown.model_copy(update={"batches": None})
+    return shown
+
+
 def to_job(record: JobRecord) -> Job:
     return Job(
         id=record.id,
         name=record.name,
         workspace=record.workspace,
         status=record.status,  # type: ignore[arg-type]
-        status_details=StatusDetails.model_validate(record.details),
+        status_details=details_of_record(record.status, record.details),
         error=record.error,
         description=record.spec.get("description"),
         spec=record.spec,
@@ -215,8 +224,13 @@ class JobService:
         name = body.name or f"job-{secrets.token_hex(6)}"
         body = body.model_copy(update={"name": name})
         uploads = {f: getattr(body, f) for f in UPLOAD_FIELDS if getattr(body, f) is not None}
-        self.limits.check_model("model", body.model)
-        self.limits.check_model("judge", body.judge)
+        for field, ref in (("model", body.model), ("judge", body.judge)):
+            if ref is not None and ref.base_url is not None:
+                try:  # the rule of every entry point (a flag, a config file), before the allow list
+                    checked_base_url(ref.base_url)
+                except ValueError as exc:
+                    raise ServiceError(422, f"{field}.base_url: {exc}") from None
+            self.limits.check_model(field, ref)
         self.limits.check_ray_address(body.ray_address)
         self.limits.check_quota(workspace, self.jobs.usage(workspace), sum(len(t) for t in uploads.values()))
         try:
@@ -309,8 +323,24 @@ class JobService:
                 "completed eval, regrade or import job",
             )
 
-    def list(self, workspace: str, *, status: str | None, offset: int, limit: int) -> JobList:
-        records, total = self.jobs.list(workspace, status=status, offset=offset, limit=limit)
+    def list(
+        self,
+        workspace: str,
+        *,
+        status: str | None,
+        offset: int,
+        limit: int,
+        newest_first: bool = False,
+        name_contains: str | None = None,
+    ) -> JobList:
+        records, total = self.jobs.list(
+            workspace,
+            status=status,
+            offset=offset,
+            limit=limit,
+            newest_first=newest_first,
+            name_contains=name_contains,
+        )
         return JobList(
             data=[to_job(r) for r in records], pagination=Page(offset=offset, limit=limit, total=total)
         )
@@ -330,7 +360,7 @@ class JobService:
             name=record.name,
             workspace=record.workspace,
             status=record.status,  # type: ignore[arg-type]
-            status_details=StatusDetails.model_validate(record.details),
+            status_details=details_of_record(record.status, record.details),
             error=record.error,
         )
         if len(self._statuses) >= STATUS_CACHE_ENTRIES:
@@ -488,7 +518,14 @@ class JobService:
         require_non_inferiority: float | None = None,
     ) -> str:
         """The paired comparison of job ``name`` (B) against job ``baseline`` (A), as `healthbench
-        compare` decides it (gates included), laid out as the report of the two runs."""
+        compare` decides it (gates included), laid out as the report of the two runs; a threshold
+        is checked as `compare` checks it, and a job against itself is warned of as there."""
+        for option, value in (
+            ("fail_if_worse_by", fail_if_worse_by),
+            ("require_non_inferiority", require_non_inferiority),
+        ):
+            if value is not None and (problem := threshold_problem(value)) is not None:
+                raise ServiceError(422, f"query.{option}: {problem}")
         _, a = self._loaded_run(workspace, baseline, field="baseline")
         _, b = self._loaded_run(workspace, name)
         try:

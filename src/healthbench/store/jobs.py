@@ -198,19 +198,30 @@ class JobStore:
         return JobRecord(**row) if row else None
 
     def list(
-        self, workspace: str, *, status: str | None = None, offset: int = 0, limit: int = 50
+        self,
+        workspace: str,
+        *,
+        status: str | None = None,
+        offset: int = 0,
+        limit: int = 50,
+        newest_first: bool = False,
+        name_contains: str | None = None,
     ) -> tuple[list[JobRecord], int]:
-        """One page of a workspace's jobs (oldest first) and the total matching."""
+        """One page of a workspace's jobs (oldest first, or newest first) and the total matching;
+        ``name_contains`` keeps the jobs whose name holds it (case-insensitive)."""
         where = [benchmark_jobs.c.workspace == workspace]
         if status is not None:
             where.append(benchmark_jobs.c.status == status)
+        if name_contains:
+            where.append(benchmark_jobs.c.name.icontains(name_contains, autoescape=True))
+        order = (benchmark_jobs.c.created_at, benchmark_jobs.c.id)
         with self._engine.connect() as conn:
             total = conn.execute(select(func.count()).select_from(benchmark_jobs).where(*where)).scalar_one()
             rows = (
                 conn.execute(
                     select(benchmark_jobs)
                     .where(*where)
-                    .order_by(benchmark_jobs.c.created_at, benchmark_jobs.c.id)
+                    .order_by(*(column.desc() for column in order) if newest_first else order)
                     .offset(offset)
                     .limit(limit)
                 )

@@ -136,14 +136,56 @@
     catch (e) { flash(`Could not delete ${name}: ${e.message}`); return false; }
   }
 
-  async function showJobs() {
+  const PAGE_SIZE = 50;
+  // the provider batch API's part of a job (docs/batch.md): never "in progress" once the job ended
+  function batchState(job) {
+    const mode = job.spec.batch || "none";
+    if (mode === "none") return "online";
+    const running = job.status_details.batches;
+    if (job.status === "completed") return `${mode}: done`;
+    if (job.status === "cancelled") return `${mode}: cancelled`;
+    if (job.status === "cancelling") return `${mode}: cancelling`;
+    if (job.status === "error") return running ? `${mode}: stopped (${running})` : `${mode}: stopped`;
+    return running || `${mode}: none running`;
+  }
+
+  function jobsQuery(search) {
+    const q = new URLSearchParams(search);
+    return { page: Math.max(1, parseInt(q.get("page") || "1", 10) || 1), text: (q.get("q") || "").trim() };
+  }
+  function jobsHash(page, text) {
+    const q = new URLSearchParams();
+    if (page > 1) q.set("page", String(page));
+    if (text) q.set("q", text);
+    const rest = q.toString();
+    return `#/jobs${rest ? "?" + rest : ""}`;
+  }
+
+  async function showJobs(search = "") {
     show("jobs");
+    const { page, text } = jobsQuery(search);
+    const params = new URLSearchParams({ page: String(page), page_size: String(PAGE_SIZE), newest_first: "true" });
+    if (text) params.set("name_contains", text);
     let list;
-    try { list = await (await api(`${jobsPath()}?page_size=200`)).json(); }
+    try { list = await (await api(`${jobsPath()}?${params}`)).json(); }
     catch (e) { if (e.status !== 401) flash(`Could not list the jobs: ${e.message}`); return; }
+    if (document.activeElement !== $("jobs-search")) $("jobs-search").value = text;
+    const total = list.pagination.total;
+    const pages = Math.max(1, Math.ceil(total / PAGE_SIZE));
+    const first = total === 0 ? 0 : list.pagination.offset + 1;
+    const last = list.pagination.offset + list.data.length;
+    const which = text ? ` whose name holds “${text}”` : "";
+    const range = total === 0 ? `No jobs${which}` : `Jobs ${count(first)}–${count(last)} of ${count(total)}${which}`;
+    $("jobs-count").textContent = `${range}, newest first.`;
+    $("jobs-caption").textContent = `${range}, newest first`;
+    $("jobs-prev").disabled = page <= 1;
+    $("jobs-next").disabled = page >= pages;
+    $("jobs-prev").dataset.page = String(page - 1);
+    $("jobs-next").dataset.page = String(page + 1);
+    $("jobs-page").textContent = `page ${count(page)} of ${count(pages)}`;
     const body = $("jobs-table").querySelector("tbody");
     body.replaceChildren();
-    $("jobs-empty").hidden = list.data.length > 0;
+    $("jobs-empty").hidden = total > 0 || Boolean(text);
     for (const job of list.data) {
       const d = job.status_details;
       const actions = el("td", { class: "actions-cell" });
@@ -158,11 +200,21 @@
         el("th", { scope: "row" }, el("a", { href: `#/job/${encodeURIComponent(job.name)}`, text: job.name })),
         el("td", { "data-label": "kind", text: job.spec.kind || "eval" }),
         el("td", { "data-label": "status" }, el("span", { class: `status status-${job.status}`, text: job.status })),
+        el("td", { "data-label": "batch", text: batchState(job) }),
         ...progressCells(d).map((t, i) => el("td", { "data-label": LABELS[i], text: t })),
         actions);
       body.append(row);
     }
     if (list.data.some((j) => !TERMINAL.has(j.status))) poll(refresh);
+  }
+  $("jobs-search-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    location.hash = jobsHash(1, $("jobs-search").value.trim());
+  });
+  for (const id of ["jobs-prev", "jobs-next"]) {
+    $(id).addEventListener("click", () => {
+      location.hash = jobsHash(Number($(id).dataset.page), jobsQuery(location.hash.split("?")[1] || "").text);
+    });
   }
 
   // --- new job ---------------------------------------------------------------------------------
@@ -241,7 +293,7 @@
     $("job-name").textContent = job.name;
     $("job-status").textContent = job.status;
     $("job-status").className = `status status-${job.status}`;
-    $("job-kind").textContent = `· ${job.spec.kind || "eval"}`;
+    $("job-kind").textContent = `· ${job.spec.kind || "eval"} · batch ${batchState(job)}`;
     $("job-description").textContent = job.description ? `· ${job.description}` : "";
     $("job-error").textContent = job.error || "";
     $("job-bar").style.width = `${Math.min(100, Number(d.progress || 0))}%`;
@@ -274,9 +326,16 @@
         } catch (e) { flash(`Could not download ${r.name}: ${e.message}`); }
       },
     })));
-    const others = await (await api(`${jobsPath()}?status=completed&page_size=200`)).json();
-    const choices = others.data.filter((j) => j.name !== job.name && REPORT_KINDS.has(j.spec.kind || "eval"));
-    $("c-baseline").replaceChildren(...choices.map((j) => el("option", { value: j.name, text: j.name })));
+    // every completed job, newest first, page by page (the picker reaches them all)
+    const choices = [];
+    for (let page = 1; ; page++) {
+      const params = new URLSearchParams({ status: "completed", newest_first: "true", page: String(page), page_size: "500" });
+      const others = await (await api(`${jobsPath()}?${params}`)).json();
+      choices.push(...others.data.filter((j) => j.name !== job.name && REPORT_KINDS.has(j.spec.kind || "eval")));
+      if (others.pagination.offset + others.data.length >= others.pagination.total || others.data.length === 0) break;
+    }
+    $("c-baseline").replaceChildren(...choices.map((j) => el("option", { value: j.name, text: `${j.name} (${(j.created_at || "").slice(0, 10)})` })));
+    $("c-count").textContent = choices.length ? `${count(choices.length)} completed jobs, newest first` : "";
     $("c-submit").disabled = choices.length === 0;
     $("compare-none").hidden = choices.length > 0;
   }
@@ -340,7 +399,7 @@
       return;
     }
     if (parts[0] === "signin") { location.hash = "#/jobs"; return; }
-    await showJobs();
+    await showJobs(parts[0] === "jobs" ? search : "");
   }
   window.addEventListener("hashchange", () => route());
   document.body.dataset.ready = "true";
