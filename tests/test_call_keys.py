@@ -1,4 +1,5 @@
-"""Pinned call-cache keys and judge prompts: the values every existing store's call cache was written
+"""Pinned call-cache keys and judge prompts (of the earlier built-in template, `builtin-v1`, which runs
+started with it keep): the values every existing store's call cache was written
 with (computed before the request path was made faster, issue #22). A change here means every user's
 cached calls stop hitting; the request path may get faster, never different."""
 
@@ -10,7 +11,7 @@ import json
 import pytest
 
 from healthbench.executors.grading import EngineOptions, Grading, WorkItem, sample_request
-from healthbench.grading.template import builtin_template
+from healthbench.grading.template import builtin_v1_template as builtin_template
 from healthbench.models.base import ModelSettings, parse_model_spec, request_key
 
 # JSON escapes, non-BMP characters, a line separator, a control character and both placeholders

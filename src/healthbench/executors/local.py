@@ -259,12 +259,12 @@ class _CacheLookups:
 
     def __init__(self, ledger: Ledger) -> None:
         self._ledger = ledger
-        self._pending: list[tuple[str, asyncio.Future[CallResult | None]]] = []
+        self._pending: list[tuple[str, bool, asyncio.Future[CallResult | None]]] = []
         self._scheduled = False
 
-    async def get(self, key: str) -> CallResult | None:
+    async def get(self, key: str, judge: bool) -> CallResult | None:
         future: asyncio.Future[CallResult | None] = asyncio.get_running_loop().create_future()
-        self._pending.append((key, future))
+        self._pending.append((key, judge, future))
         if not self._scheduled:
             self._scheduled = True
             asyncio.get_running_loop().call_soon(self._read)
@@ -274,13 +274,13 @@ class _CacheLookups:
         self._scheduled = False
         batch, self._pending = self._pending, []
         try:
-            answers = self._ledger.lookup([key for key, _ in batch])
+            answers = self._ledger.lookup([key for key, _, _ in batch], [judge for _, judge, _ in batch])
         except Exception as exc:  # a store failure: handed to every waiting call
-            for _, future in batch:
+            for _, _, future in batch:
                 if not future.done():
                     future.set_exception(exc)
             return
-        for (_, future), answer in zip(batch, answers, strict=True):
+        for (_, _, future), answer in zip(batch, answers, strict=True):
             if not future.done():
                 future.set_result(answer)
 
@@ -306,10 +306,10 @@ class _Call:
 
     async def __aenter__(self) -> CallResult:
         e = self.engine
-        hit = await e._lookups.get(self.key)
+        role = "judge" if self.model is e.judge else "candidate"
+        hit = await e._lookups.get(self.key, role == "judge")
         if hit is not None:
             return hit
-        role = "judge" if self.model is e.judge else "candidate"
         if e.batcher is not None and e.batcher.handles(role):
             return await self._batched(role)
         await e._slots.acquire()
@@ -319,7 +319,7 @@ class _Call:
         except BaseException:
             self._release()
             raise
-        return e.ledger.real(self.model.spec, completion)
+        return e.ledger.real(self.model.spec, completion, judge=role == "judge")
 
     async def _batched(self, role: str) -> CallResult:
         """The call answered through a provider batch: no slot is held while it waits (the batch and
@@ -327,9 +327,10 @@ class _Call:
         e = self.engine
         assert e.batcher is not None
         answer = await e.batcher.generate(role, self.key, self.tag, self.messages, self.schema)
+        judge = role == "judge"
         if answer.shared:
-            return e.ledger.shared(answer.completion.text, answer.completion.usage)
-        return e.ledger.real(self.model.spec, answer.completion, batch=answer.batch)
+            return e.ledger.shared(answer.completion.text, answer.completion.usage, judge=judge)
+        return e.ledger.real(self.model.spec, answer.completion, batch=answer.batch, judge=judge)
 
     async def __aexit__(self, *exc: object) -> None:
         self._release()

@@ -55,6 +55,37 @@ class CallTally:
     def output_tokens(self) -> int:
         return self.tokens.get("output_tokens", 0)
 
+    @property
+    def cached_input_tokens(self) -> int:
+        """Input tokens read from the provider's prompt cache (part of `input_tokens`)."""
+        return self.tokens.get("cached_input_tokens", 0)
+
+    @property
+    def cache_write_input_tokens(self) -> int:
+        """Input tokens written to the provider's prompt cache (part of `input_tokens`)."""
+        return self.tokens.get("cache_write_input_tokens", 0)
+
+    @property
+    def cached_share(self) -> float | None:
+        """The share of input tokens read from the prompt cache (None: no input counted)."""
+        return self.cached_input_tokens / self.input_tokens if self.input_tokens else None
+
+    @property
+    def known_cost(self) -> float | None:
+        """`cost`, or None when some answered call's cost is unknown (a model with no price): unknown
+        stays unknown, never shown as a partial sum or as zero."""
+        return None if self.unpriced_calls else self.cost
+
+    def token_counts(self) -> dict[str, int]:
+        """The four kinds of tokens every report shows: input (cached included), cached input, cache
+        writes and output."""
+        return {
+            "input": self.input_tokens,
+            "cached_input": self.cached_input_tokens,
+            "cache_write_input": self.cache_write_input_tokens,
+            "output": self.output_tokens,
+        }
+
     def add(self, other: CallTally) -> None:
         """Count ``other``'s calls too (e.g. a model's calls in two roles)."""
         self.calls += other.calls

@@ -24,7 +24,7 @@ from healthbench.executors.grading import EngineOptions, Plan, Todo, fresh_todo
 from healthbench.executors.local import Engine
 from healthbench.executors.progress import NoProgress, ProgressSink, RunCounters
 from healthbench.executors.ray import ray_session, run_plan
-from healthbench.grading.template import load_template
+from healthbench.grading.template import GraderTemplate, load_template, run_template
 from healthbench.models.factory import check_model, create_model
 from healthbench.models.limits import ConnectionLimits, ConnectionPool, ManagedModel
 from healthbench.models.pricing import PriceTable
@@ -104,7 +104,9 @@ def check_same_settings(run: RunRecord, config: RunConfig) -> None:
     template's text included, not only its path)."""
     before, after = run.config["identity"], _identity(config)
     changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
-    template = load_template(config.grader_template, config.cache_dir)
+    template = run_template(
+        config.grader_template, config.cache_dir, run.config.get("grader_template_sha256")
+    )
     if template.sha256 != run.config.get("grader_template_sha256"):
         changed.append("grader template text")
     if changed:
@@ -255,7 +257,7 @@ async def _on_engine(x: _Execution, work_plan: Plan) -> RunCounters:
         batcher=_batcher(x, judge, candidate),
         candidate=candidate,
         judge=judge,
-        template=load_template(config.grader_template, config.cache_dir),
+        template=_template(x),
         options=_engine_options(config),
         prices=PriceTable.load(config.prices),
         progress=x.progress or NoProgress(),
@@ -332,6 +334,14 @@ async def _on_ray(x: _Execution, work_plan: Plan) -> RunCounters:
         environ=x.environ,
         with_candidate=x.with_candidate,
         interrupted_before=x.run.status in INTERRUPTED,
+        template=_template(x),
+    )
+
+
+def _template(x: _Execution) -> GraderTemplate:
+    """The run's grader template: a run started with the earlier built-in one keeps it."""
+    return run_template(
+        x.config.grader_template, x.config.cache_dir, x.run.config.get("grader_template_sha256")
     )
 
 

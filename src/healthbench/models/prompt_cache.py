@@ -1,0 +1,36 @@
+"""Provider prompt caching: which part of a request is the prefix shared with its siblings.
+
+A cache-first judge prompt (`healthbench.grading.template`, ``<<cache_break>>``) is sent as exactly two
+user messages: the part shared by every criterion of one conversation (instructions, conversation,
+reply), then the criterion's. The provider adapters mark that split when they build the body, and
+only for requests of that shape, so the request itself, and with it the call-cache key
+(`request_key`), is the same with or without caching; a one-message prompt (simple-evals' template)
+gets nothing added:
+
+- OpenAI caches prefixes of >= 1,024 tokens by itself; ``prompt_cache_key`` (a hash of the shared
+  message) routes a conversation's calls to the same cache. Sent to api.openai.com only (other
+  OpenAI-compatible servers may refuse unknown fields).
+- Anthropic caches up to a ``cache_control`` breakpoint: the shared message becomes one text block
+  carrying ``{"type": "ephemeral"}`` (the 5-minute cache, written at 1.25x the input price).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+
+EPHEMERAL = {"type": "ephemeral"}
+
+
+def shared_prefix(messages: Sequence[Mapping[str, str]]) -> int | None:
+    """The index of the message that ends the shared prefix of a cache-first judge request (two
+    user messages, after any system message), else None."""
+    turns = [i for i, m in enumerate(messages) if m.get("role") != "system"]
+    if len(turns) == 2 and all(messages[i].get("role") == "user" for i in turns):
+        return turns[0]
+    return None
+
+
+def prompt_cache_key(model: str, shared: str) -> str:
+    """OpenAI's ``prompt_cache_key`` of a request whose shared prefix is ``shared``."""
+    return "hb-" + hashlib.sha256(f"{model}\n{shared}".encode()).hexdigest()[:32]
