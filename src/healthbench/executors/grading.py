@@ -49,6 +49,10 @@ class EngineOptions:
     # items in progress at once when calls go through provider batches (--batch): a batch is only
     # as large as the requests waiting together, so far more than the online engine keeps open
     batch_open_items: int = DEFAULT_BATCH_OPEN_ITEMS
+    # warm-first judging (decided by the runner: `runner.run.warms_first`): one criterion of each
+    # (conversation, repeat) is asked first, its siblings once it has answered, so that they find the
+    # prefix they share in the provider's prompt cache
+    warm_first: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -308,8 +312,9 @@ class Ledger:
     ) -> CallResult:
         """A real call's answer, priced (at the provider's batch rate for a batch answer) and counted
         (calls, tokens, cost; the judge's apart too)."""
-        cost = self.prices.cost(spec.provider, spec.model, completion.usage, batch=batch)
-        self.counters.count_call(completion.usage, cost, judge=judge)
+        parts = self.prices.cost_parts(spec.provider, spec.model, completion.usage, batch=batch)
+        cost = None if parts is None else sum(parts.values())
+        self.counters.count_call(completion.usage, cost, judge=judge, parts=parts)
         return CallResult(completion.text, completion.usage, cost, False)
 
     def ops(self, result: CallResult | None, key: str, spec: ModelSpec, rows: Rows) -> Rows:

@@ -144,9 +144,14 @@ class Engine:
         # of running on (and reopening the model's HTTP session) after the models are closed
         if self._open_grades is not None:  # an item's criteria are admitted (and asked) together
             await self._open_grades.enter(len(missing))
+        gradings = [Grading.start(w, completion, i, first, self.options) for i, first in missing]
+        if self.options.warm_first and self.batcher is None and len(gradings) > 1:
+            # warm-first: the first criterion's call writes the shared prefix to the provider's cache
+            # before its siblings are sent (other items fill the connection slots meanwhile)
+            await self._open_grade(gradings.pop(0))
         async with asyncio.TaskGroup() as group:
-            for i, first in missing:
-                group.create_task(self._open_grade(Grading.start(w, completion, i, first, self.options)))
+            for g in gradings:
+                group.create_task(self._open_grade(g))
 
     async def _open_grade(self, g: Grading) -> None:
         try:

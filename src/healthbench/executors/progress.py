@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -39,11 +40,19 @@ class RunCounters:
     batch_retried: int = 0  # ... and were put in a later batch
     batch_online: int = 0  # ... and were asked online instead (--batch-fallback online)
 
-    def count_call(self, usage: Usage, cost: float | None, *, judge: bool = False) -> None:
-        """One model call that answered: its tokens, and its cost when the model has a price."""
+    def count_call(
+        self,
+        usage: Usage,
+        cost: float | None,
+        *,
+        judge: bool = False,
+        parts: Mapping[str, float] | None = None,
+    ) -> None:
+        """One model call that answered: its tokens, and its cost (by kind of token: ``parts``) when
+        the model has a price."""
         tokens = usage.as_dict()
         for tally in (self.tally, self.judge) if judge else (self.tally,):
-            tally.count(tokens, cost)
+            tally.count(tokens, cost, parts=parts)
 
     def count_cache_hit(self, usage: Usage, *, judge: bool = False) -> None:
         """One call answered from the call cache: its tokens (those of the call that made the answer)

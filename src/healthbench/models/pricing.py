@@ -86,11 +86,18 @@ class PriceTable:
 
     def cost(self, provider: str, model: str, usage: Usage, *, batch: bool = False) -> float | None:
         """The cost of one call; ``batch``: answered through the provider's batch API (discounted)."""
+        parts = self.cost_parts(provider, model, usage, batch=batch)
+        return None if parts is None else sum(parts.values())
+
+    def cost_parts(
+        self, provider: str, model: str, usage: Usage, *, batch: bool = False
+    ) -> dict[str, float] | None:
+        """`Price.parts` of one call (None: no price), at the batch rate for a batch answer."""
         price = self.price(provider, model)
         if price is None:
             return None
-        full = price.cost(usage)
-        return full * (1.0 - self.batch_discounts.get(provider, 0.0)) if batch else full
+        factor = 1.0 - self.batch_discounts.get(provider, 0.0) if batch else 1.0
+        return {kind: dollars * factor for kind, dollars in price.parts(usage).items()}
 
     @classmethod
     def load(cls, path: str | Path | None) -> PriceTable:

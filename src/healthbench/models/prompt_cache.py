@@ -20,6 +20,9 @@ import hashlib
 from collections.abc import Mapping, Sequence
 
 EPHEMERAL = {"type": "ephemeral"}
+# the providers whose endpoints cache prompt prefixes (OpenAI-compatible servers such as vLLM with
+# prefix caching too, though only some bill it): where warm-first judging pays
+CACHING_PROVIDERS = ("openai", "anthropic")
 
 
 def shared_prefix(messages: Sequence[Mapping[str, str]]) -> int | None:

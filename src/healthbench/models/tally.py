@@ -18,6 +18,9 @@ class CallTally:
     unpriced_calls: int = 0  # real answered calls to a model with no known price
     cost: float = 0.0
     tokens: dict[str, int] = field(default_factory=dict)  # summed by kind ("input_tokens", ...)
+    # the cost by kind of token ("input", "cached_input", "cache_write_input", "output"), of the calls
+    # counted with it (live counters; a stored run keeps each call's total cost only)
+    cost_parts: dict[str, float] = field(default_factory=dict)
 
     def count(
         self,
@@ -26,6 +29,7 @@ class CallTally:
         *,
         cached: bool = False,
         failed: bool = False,
+        parts: Mapping[str, float] | None = None,
     ) -> None:
         """One call: its token counts (None: none counted) and its cost (None: the model has no price)."""
         self.calls += 1
@@ -37,6 +41,8 @@ class CallTally:
             self.cost += cost
         for kind, count in (tokens or {}).items():
             self.tokens[kind] = self.tokens.get(kind, 0) + int(count)
+        for kind, dollars in (parts or {}).items():
+            self.cost_parts[kind] = self.cost_parts.get(kind, 0.0) + dollars
 
     @property
     def made(self) -> int:
@@ -95,3 +101,5 @@ class CallTally:
         self.cost += other.cost
         for kind, count in other.tokens.items():
             self.tokens[kind] = self.tokens.get(kind, 0) + count
+        for kind, dollars in other.cost_parts.items():
+            self.cost_parts[kind] = self.cost_parts.get(kind, 0.0) + dollars

@@ -28,6 +28,7 @@ from healthbench.grading.template import GraderTemplate, load_template, run_temp
 from healthbench.models.factory import check_model, create_model
 from healthbench.models.limits import ConnectionLimits, ConnectionPool, ManagedModel
 from healthbench.models.pricing import PriceTable
+from healthbench.models.prompt_cache import CACHING_PROVIDERS
 from healthbench.results.views import RunView
 from healthbench.runner.estimate import RoleEstimate, estimate
 from healthbench.runner.loop import run_async
@@ -234,6 +235,16 @@ def _engine_options(config: RunConfig) -> EngineOptions:
     )
 
 
+def warms_first(config: RunConfig, template: GraderTemplate) -> bool:
+    """Warm-first judging (`EngineOptions.warm_first`): asked for (``warm_first``, the default), with a
+    cache-first grader template, a judge whose provider caches prompt prefixes (OpenAI and any
+    OpenAI-compatible server, Anthropic) and judge calls made online (a batch would wait for a second
+    round of batches)."""
+    judge = config.judge.parsed()
+    online = config.batch == "none"
+    return config.warm_first and template.cache_first and judge.provider in CACHING_PROVIDERS and online
+
+
 async def _on_engine(x: _Execution, work_plan: Plan) -> RunCounters:
     config, environ = x.config, x.environ
     pool = x.pool or ConnectionPool(
@@ -251,14 +262,15 @@ async def _on_engine(x: _Execution, work_plan: Plan) -> RunCounters:
         candidate = create_model(
             config.model.parsed(), config.model.settings, pool=pool, policy=config.retry, environ=environ
         )
+    template = _template(x)
     engine = Engine(
         x.store,
         x.run.id,
         batcher=_batcher(x, judge, candidate),
         candidate=candidate,
         judge=judge,
-        template=_template(x),
-        options=_engine_options(config),
+        template=template,
+        options=dataclasses.replace(_engine_options(config), warm_first=warms_first(config, template)),
         prices=PriceTable.load(config.prices),
         progress=x.progress or NoProgress(),
         pool=pool,
