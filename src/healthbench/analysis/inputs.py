@@ -38,7 +38,7 @@ from healthbench.scoring.rubric import verdict_codes
 from healthbench.scoring.run_score import GradedSample
 
 if TYPE_CHECKING:  # the store is loaded only for stored runs (files are read without it)
-    from healthbench.results.views import RunView
+    from healthbench.results.views import RunView, UsageTotals
     from healthbench.store.runs import RunRecord, Store
 
 ALLRESULTS_SUFFIX = "_allresults.json"
@@ -142,6 +142,8 @@ class LoadedRun:
     # the full grading setup (`healthbench.results.correction.grading_setup`), as canonical JSON
     grading_setup: str | None = None
     columns: RunAnswers | None = field(default=None, repr=False, compare=False)  # as read (else: samples)
+    # a stored run's calls, tokens and cost per role (None: the input does not record them)
+    usage: UsageTotals | None = field(default=None, repr=False, compare=False)
 
     @property
     def label(self) -> str:
@@ -348,6 +350,7 @@ def stored_run(view: RunView, samples: Sequence[GradedSample]) -> LoadedRun:
         dataset_sha256=dataset.get("sha256"),
         profile=view.config.profile,
         grading_setup=json.dumps(grading_setup(view.record), sort_keys=True),
+        usage=view.usage_totals(),
     )
 
 

@@ -13,7 +13,15 @@ def print_estimate(title: str, rows: list[RoleEstimate]) -> None:
     table = Table(title=Text(title))
     table.add_column("role")
     table.add_column("model", overflow="fold")  # long names wrap, never cut
-    for column in ("calls", "input\ntokens", "output\ntokens", "est. cost\n(USD)", "with --batch\n(USD)"):
+    columns = (
+        "calls",
+        "input\ntokens",
+        "of which\ncached",
+        "output\ntokens",
+        "est. cost\n(USD)",
+        "with --batch\n(USD)",
+    )
+    for column in columns:
         table.add_column(column, justify="right", no_wrap=True)
     for r in rows:
         table.add_row(
@@ -21,6 +29,7 @@ def print_estimate(title: str, rows: list[RoleEstimate]) -> None:
             Text(r.model),
             f"{r.calls:,}",
             f"{r.input_tokens:,}",
+            "–" if r.cached_share is None else f"{r.cached_share:.0%}",
             f"{r.output_tokens:,}",
             _usd(r.cost),
             _usd(r.batch_cost),
@@ -29,6 +38,13 @@ def print_estimate(title: str, rows: list[RoleEstimate]) -> None:
     total = total_cost(rows)
     cost = "unknown (a model has no price; see --prices)" if total is None else f"${total:,.2f}"
     say(f"estimated total: {cost} — tokens estimated at 4 characters each; cached calls cost nothing")
+    judged = next((r for r in rows if r.role == "judge"), None)
+    if judged is not None and judged.cached_input_tokens:
+        say(
+            f"the judge's cached share ({judged.cached_share or 0:.0%} of its input) assumes its provider caches "
+            "prompt prefixes and that each conversation's first criterion answers before the others "
+            "(warm-first; see docs/cost.md); the batch prices assume the same share"
+        )
     if total is not None:
         judge, every = total_cost(rows, {"judge"}), total_cost(rows, {"judge", "candidate"})
         say(f"with batch pricing: ${judge:,.2f} with --batch judge, ${every:,.2f} with --batch all")

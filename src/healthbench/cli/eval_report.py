@@ -47,7 +47,7 @@ def report_eval_run(
     figures remembered. The files that need the scores themselves always score."""
     from healthbench.cli.summary_view import render_summary
     from healthbench.results.figures import figures_key, remember, remembered
-    from healthbench.results.metrics_out import metrics_document, write_metrics
+    from healthbench.results.metrics_out import metrics_document, usage_metrics, write_metrics
     from healthbench.results.views import RunView
 
     view = RunView.of(store, run).require_kind("eval")
@@ -74,6 +74,8 @@ def report_eval_run(
     if judge.startswith("local/"):
         say(f"note: {SMOKE_WARNING}", style="yellow", stderr=True)
     extra = [extra_metrics] if extra_metrics is not None else []
+    usage = view.usage_totals()
+    extra.append(usage_metrics(usage.candidate, usage.judge))
     metrics = metrics_document(figures.metrics, *extra, provenance=view.provenance())
     if files.metrics_out is not None:
         write_metrics(files.metrics_out, metrics)

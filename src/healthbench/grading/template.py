@@ -81,6 +81,13 @@ class GraderTemplate:
         return CACHE_BREAK in self.text
 
     @property
+    def prefix_chars(self) -> int:
+        """The characters of the template's own text before the rubric item (the part of every prompt
+        that, with the conversation, is shared by a conversation's criteria)."""
+        before = self.text[: self.text.index(RUBRIC_ITEM)]
+        return len(before.replace(CONVERSATION, "").replace(CACHE_BREAK, ""))
+
+    @property
     def sha256(self) -> str:
         return hashlib.sha256(self.text.encode()).hexdigest()
 

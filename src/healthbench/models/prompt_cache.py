@@ -25,6 +25,26 @@ EPHEMERAL = {"type": "ephemeral"}
 CACHING_PROVIDERS = ("openai", "anthropic")
 
 
+OPENAI_MIN_PREFIX = 1024  # OpenAI caches prefixes of at least this many tokens, then in steps of
+OPENAI_PREFIX_STEP = 128
+ANTHROPIC_MIN_PREFIX = 1024  # Sonnet and Opus 4.x; Haiku needs 2,048
+ANTHROPIC_HAIKU_MIN_PREFIX = 2048
+
+
+def cacheable_tokens(provider: str, model: str, prefix_tokens: int, *, breakpoint: bool) -> int:
+    """How many tokens of a ``prefix_tokens``-long shared prefix the provider bills as cached once it
+    is in its cache: OpenAI's 1,024 then 128-token steps (automatic), Anthropic's whole prefix up to
+    its ``cache_control`` ``breakpoint`` (when there is one) from 1,024 tokens (2,048 for Haiku)."""
+    if provider == "openai":
+        if prefix_tokens < OPENAI_MIN_PREFIX:
+            return 0
+        return prefix_tokens - prefix_tokens % OPENAI_PREFIX_STEP
+    if provider == "anthropic" and breakpoint:
+        least = ANTHROPIC_HAIKU_MIN_PREFIX if "haiku" in model else ANTHROPIC_MIN_PREFIX
+        return prefix_tokens if prefix_tokens >= least else 0
+    return 0
+
+
 def shared_prefix(messages: Sequence[Mapping[str, str]]) -> int | None:
     """The index of the message that ends the shared prefix of a cache-first judge request (two
     user messages, after any system message), else None."""
