@@ -201,7 +201,8 @@ class FakeServerState:
         cache = self.prompt_cache if self.config.prompt_cache else None
         status, reply = answer(self.config, body, anthropic, cache)
         if status == 200:
-            _count_billed(self.counts, reply, anthropic)
+            messages = normalize_messages(body["messages"], body.get("system") if anthropic else None)
+            _count_billed(self.counts, reply, anthropic, is_judge_request(messages))
         return status, reply
 
     def record(self, path: str, body: Any) -> None:
@@ -260,12 +261,18 @@ class FakeServerState:
             "batch_errored": c["batch_errored"],
             "batch_expired": c["batch_expired"],
             "batches_cancelled": c["batches_cancelled"],
-            # what was billed (every answered request, online and batched), by kind of token
+            # what was billed (every answered request, online and batched), per role, by kind of token
             "billed": {
-                "input_tokens": c["billed_input"],
-                "cached_input_tokens": c["billed_cached_input"],
-                "cache_write_input_tokens": c["billed_cache_write_input"],
-                "output_tokens": c["billed_output"],
+                role: {
+                    kind: c[f"billed_{role}_{kind}"]
+                    for kind in (
+                        "input_tokens",
+                        "cached_input_tokens",
+                        "cache_write_input_tokens",
+                        "output_tokens",
+                    )
+                }
+                for role in ("candidate", "judge")
             },
             "in_flight": self.in_flight,
             "max_in_flight": self.max_in_flight,
@@ -335,7 +342,7 @@ async def _serve_chat(
     reply = _reply_body(text, messages, body, config, anthropic, bill)
     if cache is not None:
         cache.complete(bill)
-    _count_billed(state.counts, reply, anthropic)
+    _count_billed(state.counts, reply, anthropic, judge)
     return 200, reply, None
 
 
@@ -347,20 +354,21 @@ def _cache_bill(
     return cache.anthropic(body) if anthropic else cache.openai(str(body.get("model", "")), messages)
 
 
-def _count_billed(counts: Counter[str], reply: dict[str, Any], anthropic: bool) -> None:
-    """Add an answer's usage to the billed totals (``/stats``: ``billed``); input counts every input
-    token, cached and written ones included, as healthbench's `Usage` does."""
+def _count_billed(counts: Counter[str], reply: dict[str, Any], anthropic: bool, judge: bool) -> None:
+    """Add an answer's usage to the billed totals of its role (``/stats``: ``billed``); input counts
+    every input token, cached and written ones included, as healthbench's `Usage` does."""
     usage = reply["usage"]
     if anthropic:
         read, write = usage.get("cache_read_input_tokens", 0), usage.get("cache_creation_input_tokens", 0)
-        counts["billed_input"] += usage["input_tokens"] + read + write
-        counts["billed_output"] += usage["output_tokens"]
+        total, output = usage["input_tokens"] + read + write, usage["output_tokens"]
     else:
         read, write = (usage.get("prompt_tokens_details") or {}).get("cached_tokens", 0), 0
-        counts["billed_input"] += usage["prompt_tokens"]
-        counts["billed_output"] += usage["completion_tokens"]
-    counts["billed_cached_input"] += read
-    counts["billed_cache_write_input"] += write
+        total, output = usage["prompt_tokens"], usage["completion_tokens"]
+    role = "judge" if judge else "candidate"
+    counts[f"billed_{role}_input_tokens"] += total
+    counts[f"billed_{role}_cached_input_tokens"] += read
+    counts[f"billed_{role}_cache_write_input_tokens"] += write
+    counts[f"billed_{role}_output_tokens"] += output
 
 
 def _reply_body(
