@@ -142,13 +142,16 @@ class Engine:
                 return
         # a task group, not gather: when one grade stops the run, its siblings are cancelled instead
         # of running on (and reopening the model's HTTP session) after the models are closed
-        if self._open_grades is not None:  # an item's criteria are admitted (and asked) together
-            await self._open_grades.enter(len(missing))
         gradings = [Grading.start(w, completion, i, first, self.options) for i, first in missing]
         if self.options.warm_first and self.batcher is None and len(gradings) > 1:
             # warm-first: the first criterion's call writes the shared prefix to the provider's cache
-            # before its siblings are sent (other items fill the connection slots meanwhile)
+            # before its siblings are sent (other items fill the connection slots meanwhile); it is
+            # admitted alone, so that items waiting on it do not hold their siblings' places
+            if self._open_grades is not None:
+                await self._open_grades.enter(1)
             await self._open_grade(gradings.pop(0))
+        if self._open_grades is not None:  # an item's criteria are admitted (and asked) together
+            await self._open_grades.enter(len(gradings))
         async with asyncio.TaskGroup() as group:
             for g in gradings:
                 group.create_task(self._open_grade(g))
