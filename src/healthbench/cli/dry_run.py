@@ -13,15 +13,7 @@ def print_estimate(title: str, rows: list[RoleEstimate]) -> None:
     table = Table(title=Text(title))
     table.add_column("role")
     table.add_column("model", overflow="fold")  # long names wrap, never cut
-    columns = (
-        "calls",
-        "input\ntokens",
-        "of which\ncached",
-        "output\ntokens",
-        "est. cost\n(USD)",
-        "with --batch\n(USD)",
-    )
-    for column in columns:
+    for column in ("calls", "input\ntokens", "output\ntokens", "est. cost\n(USD)", "with --batch\n(USD)"):
         table.add_column(column, justify="right", no_wrap=True)
     for r in rows:
         table.add_row(
@@ -29,7 +21,6 @@ def print_estimate(title: str, rows: list[RoleEstimate]) -> None:
             Text(r.model),
             f"{r.calls:,}",
             f"{r.input_tokens:,}",
-            "–" if r.cached_share is None else f"{r.cached_share:.0%}",
             f"{r.output_tokens:,}",
             _usd(r.cost),
             _usd(r.batch_cost),
@@ -41,7 +32,8 @@ def print_estimate(title: str, rows: list[RoleEstimate]) -> None:
     judged = next((r for r in rows if r.role == "judge"), None)
     if judged is not None and judged.cached_input_tokens:
         say(
-            f"the judge's cached share ({judged.cached_share or 0:.0%} of its input) assumes its provider caches "
+            f"judge input read from the provider's prompt cache: {judged.cached_share or 0:.0%} "
+            f"({judged.cached_input_tokens:,} tokens, priced so above); this assumes its provider caches "
             "prompt prefixes and that each conversation's first criterion answers before the others "
             "(warm-first; see docs/cost.md); the batch prices assume the same share"
         )
