@@ -5,9 +5,11 @@ absent) against `healthbench fake-server --latency 0.5` in its own process, at t
 limits, and prints for each: wall time, the ideal time (calls x latency / concurrency, never below
 2 x latency: a conversation is answered before it is graded), efficiency = ideal / actual (target
 >= 0.9), calls/s, client CPU seconds per 1,000 calls and peak RSS. Then re-runs the finished run
-(target: no call, < 5% of the first run's time).
+(target: no call, < 5% of the first run's time). Each concurrency is run with warm-first judging off
+and on (`--warm-first`, docs/cost.md), side by side: with it on, the wall time must stay within 10% of
+the time with it off.
 
-    python benchmarks/pipeline.py [--latency 0.5] [--concurrency 256 768]
+    python benchmarks/pipeline.py [--latency 0.5] [--concurrency 256 768] [--warm-first off on]
 """
 
 from __future__ import annotations
@@ -79,12 +81,15 @@ def cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def one(url: str, data: Path, concurrency: int, latency: float, workdir: Path) -> dict[str, float]:
-    store = Store(workdir / f"bench-{concurrency}.db")
+def one(
+    url: str, data: Path, concurrency: int, latency: float, workdir: Path, warm_first: bool = True
+) -> dict[str, float]:
+    store = Store(workdir / f"bench-{concurrency}-{warm_first}.db")
     cfg = build_config(
         {
             "data": str(data),
             "max_connections": concurrency,
+            "warm_first": warm_first,
             "model": {"spec": "bench-candidate", "base_url": url},
             "judge": {"spec": "bench-judge", "base_url": url},
         }
@@ -107,6 +112,7 @@ def one(url: str, data: Path, concurrency: int, latency: float, workdir: Path) -
     store.close()
     return {
         "concurrency": concurrency,
+        "warm": warm_first,
         "calls": calls,
         "wall": wall,
         "ideal": ideal,
@@ -124,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--latency", type=float, default=0.5)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[256, 768])
+    parser.add_argument("--warm-first", nargs="+", choices=["off", "on"], default=["off", "on"])
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
@@ -132,15 +139,18 @@ def main(argv: list[str] | None = None) -> int:
         rows = []
         with fake_server_process("--latency", str(args.latency)) as url:
             for concurrency in args.concurrency:
-                rows.append(one(url, data, concurrency, args.latency, workdir))
+                for warm in args.warm_first:
+                    rows.append(one(url, data, concurrency, args.latency, workdir, warm == "on"))
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(
-        f"{'conc':>5} {'calls':>6} {'wall s':>7} {'ideal s':>7} {'effic.':>6} {'ceiling':>7} {'calls/s':>8} "
+        f"{'conc':>5} {'warm':>4} {'calls':>6} {'wall s':>7} {'ideal s':>7} {'effic.':>6} "
+        f"{'ceiling':>7} {'calls/s':>8} "
         f"{'cpu s/1k':>8} {'rerun s':>8} {'rerun %':>7} {'rerun calls':>11}"
     )
     for r in rows:
         print(
-            f"{r['concurrency']:>5} {r['calls']:>6} {r['wall']:>7.2f} {r['ideal']:>7.2f} "
+            f"{r['concurrency']:>5} {'on' if r['warm'] else 'off':>4} {r['calls']:>6} {r['wall']:>7.2f} "
+            f"{r['ideal']:>7.2f} "
             f"{r['efficiency']:>6.2f} {r['ceiling']:>7.2f} "
             f"{r['calls_per_s']:>8.0f} {r['cpu_per_1000']:>8.2f} {r['rerun']:>8.3f} "
             f"{100 * r['rerun_share']:>6.1f}% {r['rerun_calls']:>11}"
@@ -155,6 +165,12 @@ def main(argv: list[str] | None = None) -> int:
         "targets (efficiency >= 0.9 at every concurrency; re-run makes no call in < 5% of the time): "
         + ("met" if ok else "NOT met")
     )
+    walls = {(r["concurrency"], r["warm"]): r["wall"] for r in rows}
+    for concurrency in args.concurrency:
+        off, on = walls.get((concurrency, False)), walls.get((concurrency, True))
+        if off and on:
+            verdict = "met" if on <= 1.10 * off else "NOT met"
+            print(f"warm-first at {concurrency}: wall {on / off:.2f}x of off (target <= 1.10): {verdict}")
     return 0
 
 

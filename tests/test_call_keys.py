@@ -1,6 +1,7 @@
-"""Pinned call-cache keys and judge prompts: the values every existing store's call cache was written
-with (computed by the code of issue #22 and again before `request_key` became one `json.dumps`,
-issue #29). A change here means every user's cached calls stop hitting."""
+"""Pinned call-cache keys and judge prompts (of the earlier built-in template, `builtin-v1`, which runs
+started with it keep): the values every existing store's call cache was written with (computed by the
+code of issue #22 and again before `request_key` became one `json.dumps`, issue #29). A change here
+means every user's cached calls stop hitting."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import hashlib
 import pytest
 
 from healthbench.executors.grading import EngineOptions, Grading, WorkItem, sample_request
-from healthbench.grading.template import builtin_template
+from healthbench.grading.template import builtin_v1_template as builtin_template
 from healthbench.models.base import ModelSettings, parse_model_spec, request_key
 
 # JSON escapes, non-BMP characters, a line separator, a control character and both placeholders

@@ -138,7 +138,9 @@ def test_parse_response_counts_cached_input():
     )
     completion = parse_messages_response(body, "claude")
     assert completion.text == "Hello there"
-    assert completion.usage == Usage(input_tokens=115, output_tokens=7, cached_input_tokens=100)
+    assert completion.usage == Usage(
+        input_tokens=115, output_tokens=7, cached_input_tokens=100, cache_write_input_tokens=5
+    )
     assert (completion.model, completion.finish_reason) == ("claude-sonnet-4-5-20250929", "max_tokens")
 
 

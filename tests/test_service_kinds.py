@@ -15,7 +15,7 @@ from test_service_offline import META, demo_samples
 from healthbench.client import Client, ServiceError
 from healthbench.data.schema import MetaEvalRecord
 from healthbench.data.sources import read_records
-from healthbench.results.metrics_out import json_safe
+from healthbench.results.metrics_out import json_safe, usage_metrics
 from healthbench.results.simple_evals import write_allresults
 from healthbench.results.views import RunView
 from healthbench.scoring.meta import meta_metrics
@@ -67,8 +67,15 @@ def test_regrade_job_grades_the_source_answers_again(
         run = store.require_run("default/re")
         assert run.parent_run == "default/imp"
         view = RunView.of(store, run)
-        # the metrics of `healthbench results --metrics-out`: the scores, then the provenance
-        assert metrics == json_safe({**view.score().metrics(), **view.provenance()})
+        # the metrics of `healthbench results --metrics-out`: the scores, cost and tokens, provenance
+        usage = view.usage_totals()
+        expected = {
+            **view.score().metrics(),
+            **usage_metrics(usage.candidate, usage.judge),
+            **view.provenance(),
+        }
+        assert metrics == json_safe(expected)
+        assert metrics["cost_usd"] is None  # the fake model has no price: unknown, not $0
         assert metrics["grader_template_sha256"] == view.grader_template_sha256 is not None
     finally:
         store.close()

@@ -23,6 +23,7 @@ from healthbench.defaults import (
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
+    DEFAULT_WARM_FIRST,
     MAX_RESAMPLES,
     OFFLINE_MODEL,
 )
@@ -165,6 +166,9 @@ class RunConfig(BaseModel):
     # rounds of batches one after the other (docs/batch.md)
     batch_open_items: int = Field(default=DEFAULT_BATCH_OPEN_ITEMS, gt=0)
     ray_connect_timeout: float | None = Field(default=None, gt=0)  # None: DEFAULT_RAY_CONNECT_TIMEOUT
+    # with a cache-first grader template and a judge whose provider caches prompts: ask one criterion
+    # of each conversation first, the rest when it has answered (executors/local.py, docs/cost.md)
+    warm_first: bool = DEFAULT_WARM_FIRST
 
     @model_validator(mode="before")
     @classmethod
@@ -235,6 +239,7 @@ HOW_FIELDS = {
     "batch_max_requests",
     "batch_open_items",
     "ray_connect_timeout",
+    "warm_first",
 }
 
 

@@ -10,6 +10,9 @@ DEFAULT_RESAMPLES = 1000  # bootstrap resamples
 DEFAULT_SEED = 0  # bootstrap seed: the same seed gives the same stds and CIs
 DEFAULT_MIN_PHYSICIAN_RATINGS = 50  # meta-eval: rating pairs a physician needs (more than) to count
 DEFAULT_BATCH_OPEN_ITEMS = 10_000  # --batch: conversations x repeats in progress at once (a full run)
+# warm-first judging (executors/local.py, docs/cost.md): with a judge whose provider caches prompt
+# prefixes, one criterion of each conversation is asked first and its siblings once it has answered
+DEFAULT_WARM_FIRST = True
 DEFAULT_BATCH_POLL = 30.0  # --batch: longest wait (seconds) between polls of a provider batch
 DEFAULT_BATCH_LINGER = 2.0  # --batch: idle seconds before a partial batch is submitted
 DEFAULT_BATCH_MAX_WAIT = 60.0  # --batch: longest a request waits to be put in a batch

@@ -31,7 +31,7 @@ from healthbench.scoring.run_score import GradedSample
 from healthbench.scoring.verdict import Verdict
 
 if TYPE_CHECKING:  # the store is loaded only for stored runs (files are read without it)
-    from healthbench.results.views import RunView
+    from healthbench.results.views import RunView, UsageTotals
     from healthbench.store.runs import RunRecord, Store
 
 ALLRESULTS_SUFFIX = "_allresults.json"
@@ -106,6 +106,8 @@ class LoadedRun:
     reported: Mapping[str, Any] = field(default_factory=dict)  # the metrics the file itself reports
     # the full grading setup (`healthbench.results.correction.grading_setup`), as canonical JSON
     grading_setup: str | None = None
+    # a stored run's calls, tokens and cost per role (None: the input does not record them)
+    usage: UsageTotals | None = field(default=None, repr=False, compare=False)
 
     @property
     def label(self) -> str:
@@ -260,6 +262,7 @@ def stored_run(view: RunView, samples: Sequence[GradedSample]) -> LoadedRun:
         dataset_sha256=dataset.get("sha256"),
         profile=view.config.profile,
         grading_setup=json.dumps(grading_setup(view.record), sort_keys=True),
+        usage=view.usage_totals(),
     )
 
 

@@ -56,6 +56,7 @@ def score_inputs(runs: Sequence[ReportInput], options: ScoringOptions | None = N
             samples=run.samples,
             score=score_run(run.samples, options),
             cost=getattr(run, "cost", None),
+            usage=getattr(run, "usage", None),
         )
         for run in runs
     ]

@@ -24,6 +24,7 @@ from healthbench.scoring.worst_at_k import scores_by_conversation, worst_at_k_cu
 
 if TYPE_CHECKING:
     from healthbench.analysis.compare import Comparison, GateDecision
+    from healthbench.results.views import UsageTotals
 
 # Conversation-score bins of the distribution chart: below 0, then ten bins of 0.1 up to 1 inclusive.
 SCORE_BIN_EDGES = tuple(round(0.1 * i, 1) for i in range(11))
@@ -54,6 +55,7 @@ class ScoredRun:
     samples: Sequence[GradedSample]
     score: RunScore
     cost: float | None = None  # USD, when the input knows it
+    usage: UsageTotals | None = None  # a stored run's calls, tokens and cost per role
 
     @property
     def label(self) -> str:
@@ -88,6 +90,22 @@ def token_totals(samples: Sequence[GradedSample]) -> dict[str, int | None]:
     return {
         "input": sum(int(u.get("input_tokens") or 0) for u in known),
         "output": sum(int(u.get("output_tokens") or 0) for u in known),
+    }
+
+
+def usage_entry(run: ScoredRun) -> dict[str, Any]:
+    """The run's tokens and cost as the report shows them: a stored run's from its stored usage (every
+    call of both roles, `RunView.usage_totals`; cost None when a model has no price), else the
+    candidate's tokens recorded with the answers and the cost the input carries (if any)."""
+    if run.usage is None:
+        return {"tokens": token_totals(run.samples), "judge_tokens": None, "cost": run.cost}
+    candidate, judge = run.usage.candidate, run.usage.judge
+    cost = None if candidate.known_cost is None or judge.known_cost is None else run.usage.cost
+    return {
+        "tokens": {"input": candidate.input_tokens, "output": candidate.output_tokens},
+        "judge_tokens": judge.token_counts() | {"cached_share": judge.cached_share},
+        "cost": cost,
+        "judge_cost": judge.known_cost,
     }
 
 
@@ -158,8 +176,7 @@ def run_summary(run: ScoredRun) -> dict[str, Any]:
         "themes": _keyed(score.stats, "theme:"),
         "axes": _keyed(score.stats, "axis:"),
         "histogram": score_histogram(score.per_sample),
-        "tokens": token_totals(run.samples),
-        "cost": run.cost,
+        **usage_entry(run),
     }
 
 

@@ -99,6 +99,7 @@ CONFIG_FLAGS: dict[str, ConfigFlag] = {
     "batch": _to("batch"),
     "batch_fallback": _to("batch_fallback"),
     "batch_poll_interval": _to("batch_poll_interval"),
+    "warm_first": _to("warm_first"),
     "ray_connect_timeout": _to("ray_connect_timeout"),
 }
 

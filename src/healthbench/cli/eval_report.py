@@ -46,7 +46,7 @@ def report_eval_run(
     ``store_flag``: the command's ``--store``, for the command that grades the ungraded criteria."""
     from healthbench.cli.continuable import resume_command
     from healthbench.cli.summary_view import render_summary
-    from healthbench.results.metrics_out import metrics_document, write_metrics
+    from healthbench.results.metrics_out import metrics_document, usage_metrics, write_metrics
     from healthbench.results.summary import summary_of
     from healthbench.results.views import RunView
 
@@ -69,6 +69,8 @@ def report_eval_run(
     if judge.startswith("local/"):
         say(f"note: {SMOKE_WARNING}", style="yellow", stderr=True)
     extra = [extra_metrics] if extra_metrics is not None else []
+    usage = view.usage_totals()
+    extra.append(usage_metrics(usage.candidate, usage.judge))
     metrics = metrics_document(score.metrics(), *extra, provenance=view.provenance())
     if files.metrics_out is not None:
         write_metrics(files.metrics_out, metrics)

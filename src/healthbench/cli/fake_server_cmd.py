@@ -65,6 +65,14 @@ def fake_server(
     batch_fail_first: int = typer.Option(
         0, "--batch-fail-first", help="The first N batches created fail as a whole."
     ),
+    prompt_cache: bool = typer.Option(
+        False,
+        "--prompt-cache",
+        help="Bill prompt caching as OpenAI and Anthropic do (cached_tokens, cache reads and writes).",
+    ),
+    reply_words: int = typer.Option(
+        0, "--reply-words", help="Candidate answers of about this many words (0: 8-24 words)."
+    ),
 ) -> None:
     """Run an OpenAI- and Anthropic-compatible fake model server (deterministic answers, injected faults)."""
     if not 0 <= port <= 65535:
@@ -97,6 +105,8 @@ def fake_server(
             batch_error_rate=batch_error_rate,
             batch_expired_rate=batch_expired_rate,
             batch_fail_first=batch_fail_first,
+            prompt_cache=prompt_cache,
+            reply_words=reply_words,
         )
     except ValidationError as exc:
         first = exc.errors()[0]

@@ -61,6 +61,7 @@ from healthbench.cli.options import (
     Timeout,
     Tpm,
     VllmEngineArg,
+    WarmFirst,
 )
 
 
@@ -119,6 +120,7 @@ class CallOptions(OptionGroup):
     batch_poll_interval: BatchPollInterval = None
     judge_retries: JudgeRetries = None
     prices: Prices = None
+    warm_first: WarmFirst = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -198,6 +198,13 @@ Batch = _opt(
     help="Send judge calls (judge) or every call (all) through the provider's batch API: half the "
     "price, answered within 24 h; resumable (default none; see docs/batch.md).",
 )
+WarmFirst = _opt(
+    bool,
+    "--warm-first/--no-warm-first",
+    show_default=False,
+    help="With a judge whose provider caches prompts and a cache-first grader prompt, ask one "
+    "criterion per conversation first and the rest once it has answered (default on; docs/cost.md).",
+)
 BatchFallback = _opt(
     str,
     "--batch-fallback",

@@ -17,6 +17,7 @@ from healthbench.cli.config_flags import resume_overrides
 from healthbench.cli.continuable import continuable
 from healthbench.cli.progress import DownloadBar, batch_summary, run_progress
 from healthbench.executors.progress import resumed_note
+from healthbench.models.tally import CallTally
 
 if TYPE_CHECKING:
     from healthbench.config import RunConfig
@@ -75,6 +76,29 @@ def resume_to_end(
     return carry_out(store, name, step, kind=run_kind.kind, store_flag=store_flag)
 
 
+COST_PARTS = (
+    ("input", "input"),
+    ("cached_input", "cached input"),
+    ("cache_write_input", "cache writes"),
+    ("output", "output"),
+)
+
+
+def judge_cost_line(judge: CallTally) -> str | None:
+    """``judge: 84% of input cached · $0.0412 input + $0.0210 cached input + $0.0890 output``: the
+    judge's prompt-cache share and what each kind of token cost (None: no judge call made)."""
+    if judge.made == 0 or not judge.input_tokens:
+        return None
+    share = judge.cached_share or 0.0
+    line = f"judge: {share:.0%} of {judge.input_tokens:,} input tokens cached"
+    if judge.cache_write_input_tokens:
+        line += f" ({judge.cache_write_input_tokens:,} written to the cache)"
+    parts = [f"${judge.cost_parts[k]:.4f} {label}" for k, label in COST_PARTS if judge.cost_parts.get(k)]
+    if parts and not judge.unpriced_calls:
+        line += " · " + " + ".join(parts)
+    return line
+
+
 def calls_line(counters: RunCounters, *, calls: str = "model calls") -> str:
     """What the run's calls took: calls (from cache), time, tokens, cost, failures; the batches on a
     second line when the run used any."""
@@ -89,5 +113,7 @@ def calls_line(counters: RunCounters, *, calls: str = "model calls") -> str:
         line += f" · {counters.samples_failed} conversations could not be sampled"
     if (note := resumed_note(counters)) is not None:
         line += f" · {note}"
+    if (judge := judge_cost_line(counters.judge)) is not None:
+        line += f"\n{judge}"
     batches = batch_summary(counters)
     return f"{line}\n{batches}" if batches else line

@@ -76,6 +76,14 @@ def serve(
             help="Folder whose local/PATH.gguf models jobs may run (repeatable; default: none).",
         ),
     ] = None,
+    prices: Annotated[
+        Path | None,
+        typer.Option(
+            "--prices",
+            help="JSON or TOML price file every job's calls are priced with (over the built-in table; "
+            "a model with no price has an unknown cost).",
+        ),
+    ] = None,
     allow_ray_address: Annotated[
         list[str] | None,
         typer.Option(
@@ -101,6 +109,7 @@ def serve(
 
     import uvicorn
 
+    from healthbench.models.pricing import PriceTable
     from healthbench.service.app import create_app
     from healthbench.service.auth import BOOTSTRAP_TOKEN_ENV, bootstrap_token, first_token
     from healthbench.service.jobs import WorkerProcess, WorkerSettings
@@ -132,7 +141,10 @@ def serve(
     elif (token := first_token(service.jobs)) is not None:
         console.print(Text("API token for every workspace (shown once; only its hash is stored):"))
         console.print(Text(token))
-    settings = WorkerSettings(workers=workers, lease=lease, connections=connections)
+    if prices is not None:
+        PriceTable.load(prices)  # a bad file stops here, with one line, not in every job
+    price_file = None if prices is None else str(prices.resolve())
+    settings = WorkerSettings(workers=workers, lease=lease, connections=connections, prices=price_file)
 
     # uvicorn stops serving on SIGTERM, then raises the signal again once it restored this handler:
     # as for Ctrl-C, the KeyboardInterrupt ends `uvicorn.run` and WorkerProcess hands the running

@@ -49,6 +49,10 @@ class EngineOptions:
     # items in progress at once when calls go through provider batches (--batch): a batch is only
     # as large as the requests waiting together, so far more than the online engine keeps open
     batch_open_items: int = DEFAULT_BATCH_OPEN_ITEMS
+    # warm-first judging (decided by the runner: `runner.run.warms_first`): one criterion of each
+    # (conversation, repeat) is asked first, its siblings once it has answered, so that they find the
+    # prefix they share in the provider's prompt cache
+    warm_first: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,11 +133,15 @@ def sample_row(settings: ModelSettings, w: WorkItem, result: CallResult | str) -
 def judge_messages(
     template: GraderTemplate, options: EngineOptions, w: WorkItem, completion: str, index: int
 ) -> Messages:
-    """The judge's request for criterion ``index`` of ``w`` answered by ``completion``."""
+    """The judge's request for criterion ``index`` of ``w`` answered by ``completion``: one user
+    message, or two for a cache-first template (the part shared by the conversation's criteria, then
+    the criterion's: `GraderTemplate.render_parts`)."""
     system = options.judge_sees_system
     head = [{"role": "system", "content": system}] if system else []
     conversation = [*head, *w.messages, {"role": "assistant", "content": completion}]
-    return [{"role": "user", "content": template.render(conversation, w.criteria[index])}]
+    return [
+        {"role": "user", "content": part} for part in template.render_parts(conversation, w.criteria[index])
+    ]
 
 
 def judge_schema(options: EngineOptions) -> dict[str, Any] | None:
@@ -277,29 +285,36 @@ class Ledger:
         c.repeat_bound = repeat_bound
         return c
 
-    def lookup(self, keys: Sequence[str]) -> list[CallResult | None]:
+    def lookup(self, keys: Sequence[str], judge: bool | Sequence[bool] = False) -> list[CallResult | None]:
         """The call cache's answer to each of ``keys`` (None: not in the cache), each answer counted as a
-        cache hit. One read for all of them (in chunks), whatever the cache holds besides."""
+        cache hit (of the judge: ``judge``, for all keys or key by key). One read for all of them (in
+        chunks), whatever the cache holds besides."""
         found = self.store.cache_lookup(keys)
+        roles = [judge] * len(keys) if isinstance(judge, bool) else judge
         out: list[CallResult | None] = []
-        for key in keys:
+        for key, of_judge in zip(keys, roles, strict=True):
             hit = found.get(key)
-            out.append(
-                None if hit is None else self.shared(hit.text, Usage(**hit.usage) if hit.usage else Usage())
-            )
+            if hit is None:
+                out.append(None)
+                continue
+            usage = Usage(**hit.usage) if hit.usage else Usage()
+            out.append(self.shared(hit.text, usage, judge=of_judge))
         return out
 
-    def shared(self, text: str, usage: Usage) -> CallResult:
+    def shared(self, text: str, usage: Usage, *, judge: bool = False) -> CallResult:
         """An answer another call already paid for (the cache, or a provider batch's answer to the
         same request), counted as a cache hit."""
-        self.counters.count_cache_hit(usage.input_tokens, usage.output_tokens)
+        self.counters.count_cache_hit(usage, judge=judge)
         return CallResult(text, usage, 0.0, True)
 
-    def real(self, spec: ModelSpec, completion: Completion, *, batch: bool = False) -> CallResult:
+    def real(
+        self, spec: ModelSpec, completion: Completion, *, batch: bool = False, judge: bool = False
+    ) -> CallResult:
         """A real call's answer, priced (at the provider's batch rate for a batch answer) and counted
-        (calls, tokens, cost)."""
-        cost = self.prices.cost(spec.provider, spec.model, completion.usage, batch=batch)
-        self.counters.count_call(completion.usage.input_tokens, completion.usage.output_tokens, cost)
+        (calls, tokens, cost; the judge's apart too)."""
+        parts = self.prices.cost_parts(spec.provider, spec.model, completion.usage, batch=batch)
+        cost = None if parts is None else sum(parts.values())
+        self.counters.count_call(completion.usage, cost, judge=judge, parts=parts)
         return CallResult(completion.text, completion.usage, cost, False)
 
     def ops(self, result: CallResult | None, key: str, spec: ModelSpec, rows: Rows) -> Rows:

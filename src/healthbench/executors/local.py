@@ -146,11 +146,19 @@ class Engine:
                 return
         # a task group, not gather: when one grade stops the run, its siblings are cancelled instead
         # of running on (and reopening the model's HTTP session) after the models are closed
+        gradings = [Grading.start(w, completion, i, first, self.options) for i, first in missing]
+        if self.options.warm_first and self.batcher is None and len(gradings) > 1:
+            # warm-first: the first criterion's call writes the shared prefix to the provider's cache
+            # before its siblings are sent (other items fill the connection slots meanwhile); it is
+            # admitted alone, so that items waiting on it do not hold their siblings' places
+            if self._open_grades is not None:
+                await self._open_grades.enter(1)
+            await self._open_grade(gradings.pop(0))
         if self._open_grades is not None:  # an item's criteria are admitted (and asked) together
-            await self._open_grades.enter(len(missing))
+            await self._open_grades.enter(len(gradings))
         async with asyncio.TaskGroup() as group:
-            for i, first in missing:
-                group.create_task(self._open_grade(Grading.start(w, completion, i, first, self.options)))
+            for g in gradings:
+                group.create_task(self._open_grade(g))
 
     async def _open_grade(self, g: Grading) -> None:
         try:
@@ -267,12 +275,12 @@ class _CacheLookups:
 
     def __init__(self, ledger: Ledger) -> None:
         self._ledger = ledger
-        self._pending: list[tuple[str, asyncio.Future[CallResult | None]]] = []
+        self._pending: list[tuple[str, bool, asyncio.Future[CallResult | None]]] = []
         self._scheduled = False
 
-    async def get(self, key: str) -> CallResult | None:
+    async def get(self, key: str, judge: bool) -> CallResult | None:
         future: asyncio.Future[CallResult | None] = asyncio.get_running_loop().create_future()
-        self._pending.append((key, future))
+        self._pending.append((key, judge, future))
         if not self._scheduled:
             self._scheduled = True
             asyncio.get_running_loop().call_soon(self._read)
@@ -282,13 +290,13 @@ class _CacheLookups:
         self._scheduled = False
         batch, self._pending = self._pending, []
         try:
-            answers = self._ledger.lookup([key for key, _ in batch])
+            answers = self._ledger.lookup([key for key, _, _ in batch], [judge for _, judge, _ in batch])
         except Exception as exc:  # a store failure: handed to every waiting call
-            for _, future in batch:
+            for _, _, future in batch:
                 if not future.done():
                     future.set_exception(exc)
             return
-        for (_, future), answer in zip(batch, answers, strict=True):
+        for (_, _, future), answer in zip(batch, answers, strict=True):
             if not future.done():
                 future.set_result(answer)
 
@@ -314,10 +322,10 @@ class _Call:
 
     async def __aenter__(self) -> CallResult:
         e = self.engine
-        hit = await e._lookups.get(self.key)
+        role = "judge" if self.model is e.judge else "candidate"
+        hit = await e._lookups.get(self.key, role == "judge")
         if hit is not None:
             return hit
-        role = "judge" if self.model is e.judge else "candidate"
         if e.batcher is not None and e.batcher.handles(role, self.key):
             return await self._batched(role)
         await e._slots.acquire()
@@ -330,7 +338,7 @@ class _Call:
         except BaseException:
             self._release()
             raise
-        return e.ledger.real(self.model.spec, completion)
+        return e.ledger.real(self.model.spec, completion, judge=role == "judge")
 
     async def _batched(self, role: str) -> CallResult:
         """The call answered through a provider batch: no slot is held while it waits (the batch and
@@ -338,9 +346,10 @@ class _Call:
         e = self.engine
         assert e.batcher is not None
         answer = await e.batcher.generate(role, self.key, self.tag, self.messages, self.schema)
+        judge = role == "judge"
         if answer.shared:
-            return e.ledger.shared(answer.completion.text, answer.completion.usage)
-        return e.ledger.real(self.model.spec, answer.completion, batch=answer.batch)
+            return e.ledger.shared(answer.completion.text, answer.completion.usage, judge=judge)
+        return e.ledger.real(self.model.spec, answer.completion, batch=answer.batch, judge=judge)
 
     async def __aexit__(self, *exc: object) -> None:
         self._release()

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from healthbench.models.base import Usage
 from healthbench.models.tally import CallTally
 
 
@@ -20,6 +22,7 @@ class RunCounters:
     criteria_done: int = 0
     ungraded: int = 0
     tally: CallTally = field(default_factory=CallTally)  # answered calls, real or from the cache
+    judge: CallTally = field(default_factory=CallTally)  # the judge's calls among them
     retrying: str | None = None  # an endpoint outage in progress (see ConnectionPool.outage_note)
     criteria_at_start: int = 0  # criteria already done when this session started (for the ETA)
     # resuming a session that died (killed driver): at most this many of this session's calls repeat
@@ -37,14 +40,26 @@ class RunCounters:
     batch_retried: int = 0  # ... and were put in a later batch
     batch_online: int = 0  # ... and were asked online instead (--batch-fallback online)
 
-    def count_call(self, input_tokens: int, output_tokens: int, cost: float | None) -> None:
-        """One model call that answered: its tokens, and its cost when the model has a price."""
-        self.tally.count({"input_tokens": input_tokens, "output_tokens": output_tokens}, cost)
+    def count_call(
+        self,
+        usage: Usage,
+        cost: float | None,
+        *,
+        judge: bool = False,
+        parts: Mapping[str, float] | None = None,
+    ) -> None:
+        """One model call that answered: its tokens, and its cost (by kind of token: ``parts``) when
+        the model has a price."""
+        tokens = usage.as_dict()
+        for tally in (self.tally, self.judge) if judge else (self.tally,):
+            tally.count(tokens, cost, parts=parts)
 
-    def count_cache_hit(self, input_tokens: int, output_tokens: int) -> None:
+    def count_cache_hit(self, usage: Usage, *, judge: bool = False) -> None:
         """One call answered from the call cache: its tokens (those of the call that made the answer)
         count, as in the stored run's usage (`RunView.usage_totals`); nothing is paid."""
-        self.tally.count({"input_tokens": input_tokens, "output_tokens": output_tokens}, 0.0, cached=True)
+        tokens = usage.as_dict()
+        for tally in (self.tally, self.judge) if judge else (self.tally,):
+            tally.count(tokens, 0.0, cached=True)
 
     @property
     def elapsed(self) -> float:

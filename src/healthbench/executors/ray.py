@@ -188,7 +188,7 @@ class RayExecutor:
             (g, *g.request(self.judge.spec, self.judge.settings, self.template, self.options))
             for g in grading
         ]
-        hits = self.ledger.lookup([key for _, _, _, key in requests])
+        hits = self.ledger.lookup([key for _, _, _, key in requests], judge=True)
         for (g, messages, schema, key), hit in zip(requests, hits, strict=True):
             if hit is not None:
                 if not self._judged(g, key, hit):
@@ -227,7 +227,7 @@ class RayExecutor:
                 raise run_stopped(error, why) from None
             return error
         self._answers.record(name)
-        return self.ledger.real(endpoint.spec, completion)
+        return self.ledger.real(endpoint.spec, completion, judge=endpoint is self.judge)
 
     def _commit(self, result: CallResult | None, key: str, spec: ModelSpec, rows: Rows) -> None:
         self._pending.extend(self.ledger.ops(result, key, spec, rows))
@@ -253,6 +253,7 @@ def run_plan(
     environ: Mapping[str, str] | None = None,
     with_candidate: bool = True,
     interrupted_before: bool = False,
+    template: GraderTemplate | None = None,
 ) -> RunCounters:
     """Execute ``work_plan`` on Ray: the cluster at ``config.ray_address``, the one this process has
     joined already, or a new local Ray (shut down afterwards). ``interrupted_before``: see
@@ -267,7 +268,7 @@ def run_plan(
         run_id,
         candidate=candidate,
         judge=judge,
-        template=load_template(config.grader_template, config.cache_dir),
+        template=template or load_template(config.grader_template, config.cache_dir),
         options=options,
         prices=PriceTable.load(config.prices),
         progress=progress,

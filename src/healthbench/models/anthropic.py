@@ -11,6 +11,7 @@ from typing import Any
 from healthbench.errors import ConfigError
 from healthbench.models.base import Completion, Messages, ModelSettings, ModelSpec, Usage
 from healthbench.models.errors import FailureKind, ProviderError
+from healthbench.models.prompt_cache import EPHEMERAL, shared_prefix
 from healthbench.models.transport import HttpProvider
 
 ANTHROPIC_VERSION = "2023-06-01"
@@ -27,10 +28,11 @@ def _usage(data: dict[str, Any]) -> Usage:
     usage = data.get("usage") or {}
     cached = int(usage.get("cache_read_input_tokens") or 0)
     created = int(usage.get("cache_creation_input_tokens") or 0)
-    return Usage(
+    return Usage(  # input_tokens counts every input token; a cache write is billed as one, not as input
         input_tokens=int(usage.get("input_tokens") or 0) + cached + created,
         output_tokens=int(usage.get("output_tokens") or 0),
         cached_input_tokens=cached,
+        cache_write_input_tokens=created,
     )
 
 
@@ -52,6 +54,10 @@ def parse_messages_response(body: str, fallback_model: str) -> Completion:
     )
 
 
+def _cached_block(text: str) -> list[dict[str, Any]]:
+    return [{"type": "text", "text": text, "cache_control": dict(EPHEMERAL)}]
+
+
 class AnthropicChatModel(HttpProvider):
     """`ProviderModel` for ``POST {base}/v1/messages``."""
 
@@ -66,11 +72,18 @@ class AnthropicChatModel(HttpProvider):
         return messages_url(base_url)
 
     def build_body(self, messages: Messages, json_schema: dict[str, Any] | None = None) -> dict[str, Any]:
-        """System text goes top-level; `json_schema` is not sent (the prompt asks for JSON)."""
+        """System text goes top-level; `json_schema` is not sent (the prompt asks for JSON). The shared
+        message of a cache-first judge request is a text block with a ``cache_control`` breakpoint
+        (`healthbench.models.prompt_cache`)."""
         s = self.settings
         system_parts = [s.system_message] if s.system_message is not None else []
         system_parts += [m["content"] for m in messages if m.get("role") == "system"]
-        turns = [{"role": m["role"], "content": m["content"]} for m in messages if m.get("role") != "system"]
+        shared = shared_prefix(messages)
+        turns: list[dict[str, Any]] = [
+            {"role": m["role"], "content": _cached_block(m["content"]) if i == shared else m["content"]}
+            for i, m in enumerate(messages)
+            if m.get("role") != "system"
+        ]
         body: dict[str, Any] = {
             "model": self.spec.model,
             "max_tokens": s.max_tokens or DEFAULT_MAX_TOKENS,

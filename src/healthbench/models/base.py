@@ -47,13 +47,17 @@ Messages = list[dict[str, str]]
 class Usage:
     """Token counts of one call (or a sum).
 
-    `input_tokens` includes the cached ones and `output_tokens` the reasoning ones.
+    `input_tokens` counts every input token: those read from the provider's prompt cache
+    (`cached_input_tokens`, billed at the cached rate) and those written to it
+    (`cache_write_input_tokens`, Anthropic's cache writes, billed at the write rate) included;
+    `output_tokens` includes the reasoning ones.
     """
 
     input_tokens: int = 0
     output_tokens: int = 0
     cached_input_tokens: int = 0
     reasoning_tokens: int = 0
+    cache_write_input_tokens: int = 0
 
     @property
     def total_tokens(self) -> int:
@@ -66,6 +70,7 @@ class Usage:
             "output_tokens": self.output_tokens,
             "cached_input_tokens": self.cached_input_tokens,
             "reasoning_tokens": self.reasoning_tokens,
+            "cache_write_input_tokens": self.cache_write_input_tokens,
         }
 
     def __add__(self, other: Usage) -> Usage:
@@ -76,6 +81,7 @@ class Usage:
             self.output_tokens + other.output_tokens,
             self.cached_input_tokens + other.cached_input_tokens,
             self.reasoning_tokens + other.reasoning_tokens,
+            self.cache_write_input_tokens + other.cache_write_input_tokens,
         )
 
 

@@ -12,6 +12,7 @@ import msgspec
 
 from healthbench.models.base import Completion, Messages, ModelSettings, ModelSpec, Usage
 from healthbench.models.errors import FailureKind, ProviderError
+from healthbench.models.prompt_cache import prompt_cache_key, shared_prefix
 from healthbench.models.transport import HttpProvider
 
 OPENAI_HOST = "api.openai.com"
@@ -56,16 +57,17 @@ def parse_chat_response(body: str, fallback_model: str) -> Completion:
 def chat_body(
     spec: ModelSpec, settings: ModelSettings, messages: Messages, json_schema: dict[str, Any] | None = None
 ) -> dict[str, Any]:
-    """The JSON body sent for `messages`; `extra_body` is merged last and wins."""
+    """The JSON body sent for `messages`; `extra_body` is merged last and wins. A cache-first judge
+    request sent to OpenAI gets a ``prompt_cache_key`` (`healthbench.models.prompt_cache`)."""
     s = settings
     sent: list[dict[str, Any]] = list(messages)
+    official = urlsplit(spec.url).hostname == OPENAI_HOST
     if s.system_message is not None:
         sent = [{"role": "system", "content": s.system_message}, *sent]
     body: dict[str, Any] = {"model": spec.model, "messages": sent}
     if s.temperature is not None:
         body["temperature"] = s.temperature
     if s.max_tokens is not None:
-        official = urlsplit(spec.url).hostname == OPENAI_HOST
         body["max_completion_tokens" if official else "max_tokens"] = s.max_tokens
     if s.reasoning_effort is not None:
         body["reasoning_effort"] = s.reasoning_effort
@@ -78,6 +80,9 @@ def chat_body(
                 "strict": json_schema.get("additionalProperties") is False,
             },
         }
+    shared = shared_prefix(messages) if official else None
+    if shared is not None:
+        body["prompt_cache_key"] = prompt_cache_key(spec.model, messages[shared]["content"])
     body.update(s.extra_body)
     return body
 

@@ -2,8 +2,15 @@
 
 The built-in table holds list prices we knew when this was written; they change, so every price can
 be overridden by a JSON or TOML file (``--prices FILE``) mapping ``provider/model`` (or a bare model
-name) to ``{"input": USD_per_1M, "output": USD_per_1M, "cached_input": USD_per_1M}``. A model with no
-known price has an unknown cost (reported as such, never as zero), except local models, which are free.
+name) to ``{"input": USD_per_1M, "output": USD_per_1M, "cached_input": USD_per_1M,
+"cache_write_input": USD_per_1M}`` (the last two optional: cached input defaults to the input price,
+cache writes to the input price). A model with no known price has an unknown cost (reported as such,
+never as zero), except local models, which are free.
+
+A call's input tokens are billed in three parts (see `Usage`): those read from the provider's prompt
+cache at ``cached_input``, those written to it (Anthropic's ``cache_creation_input_tokens``) at
+``cache_write_input`` (1.25x the input price for Anthropic's 5-minute cache, 2x for its 1-hour cache),
+and the rest at ``input``.
 """
 
 from __future__ import annotations
@@ -23,15 +30,24 @@ class Price:
     input: float
     output: float
     cached_input: float | None = None
+    cache_write_input: float | None = None
+
+    def parts(self, usage: Usage) -> dict[str, float]:
+        """The cost of each kind of token of ``usage`` (USD): uncached input, cached input (read from
+        the prompt cache), cache writes and output."""
+        cached = min(usage.cached_input_tokens, usage.input_tokens)
+        written = min(usage.cache_write_input_tokens, usage.input_tokens - cached)
+        cached_rate = self.input if self.cached_input is None else self.cached_input
+        write_rate = self.input if self.cache_write_input is None else self.cache_write_input
+        return {
+            "input": (usage.input_tokens - cached - written) * self.input / 1_000_000,
+            "cached_input": cached * cached_rate / 1_000_000,
+            "cache_write_input": written * write_rate / 1_000_000,
+            "output": usage.output_tokens * self.output / 1_000_000,
+        }
 
     def cost(self, usage: Usage) -> float:
-        cached = min(usage.cached_input_tokens, usage.input_tokens)
-        cached_rate = self.input if self.cached_input is None else self.cached_input
-        return (
-            (usage.input_tokens - cached) * self.input
-            + cached * cached_rate
-            + usage.output_tokens * self.output
-        ) / 1_000_000
+        return sum(self.parts(usage).values())
 
 
 BUILTIN_PRICES: dict[str, Price] = {
@@ -42,9 +58,10 @@ BUILTIN_PRICES: dict[str, Price] = {
     "openai/gpt-4o-mini": Price(0.15, 0.60, 0.075),
     "openai/o3": Price(2.00, 8.00, 0.50),
     "openai/o4-mini": Price(1.10, 4.40, 0.275),
-    "anthropic/claude-sonnet-4-5": Price(3.00, 15.00, 0.30),
-    "anthropic/claude-opus-4-1": Price(15.00, 75.00, 1.50),
-    "anthropic/claude-haiku-4-5": Price(1.00, 5.00, 0.10),
+    # Anthropic: cache reads at 0.1x the input price, writes at 1.25x (the 5-minute cache we ask for)
+    "anthropic/claude-sonnet-4-5": Price(3.00, 15.00, 0.30, 3.75),
+    "anthropic/claude-opus-4-1": Price(15.00, 75.00, 1.50, 18.75),
+    "anthropic/claude-haiku-4-5": Price(1.00, 5.00, 0.10, 1.25),
 }
 
 
@@ -69,11 +86,18 @@ class PriceTable:
 
     def cost(self, provider: str, model: str, usage: Usage, *, batch: bool = False) -> float | None:
         """The cost of one call; ``batch``: answered through the provider's batch API (discounted)."""
+        parts = self.cost_parts(provider, model, usage, batch=batch)
+        return None if parts is None else sum(parts.values())
+
+    def cost_parts(
+        self, provider: str, model: str, usage: Usage, *, batch: bool = False
+    ) -> dict[str, float] | None:
+        """`Price.parts` of one call (None: no price), at the batch rate for a batch answer."""
         price = self.price(provider, model)
         if price is None:
             return None
-        full = price.cost(usage)
-        return full * (1.0 - self.batch_discounts.get(provider, 0.0)) if batch else full
+        factor = 1.0 - self.batch_discounts.get(provider, 0.0) if batch else 1.0
+        return {kind: dollars * factor for kind, dollars in price.parts(usage).items()}
 
     @classmethod
     def load(cls, path: str | Path | None) -> PriceTable:
@@ -91,11 +115,17 @@ class PriceTable:
                 table.prices[name] = Price(
                     float(entry["input"]),
                     float(entry["output"]),
-                    None if entry.get("cached_input") is None else float(entry["cached_input"]),
+                    _optional(entry, "cached_input"),
+                    _optional(entry, "cache_write_input"),
                 )
-            except (TypeError, KeyError, ValueError):
+            except (TypeError, KeyError, ValueError, AttributeError):
                 raise ConfigError(
                     f"price file {path}: entry {name!r} needs numeric 'input' and 'output' "
-                    "(USD per million tokens)"
+                    "(optional 'cached_input', 'cache_write_input'; USD per million tokens)"
                 ) from None
         return table
+
+
+def _optional(entry: Mapping[str, object], key: str) -> float | None:
+    value = entry.get(key)
+    return None if value is None else float(value)  # type: ignore[arg-type]

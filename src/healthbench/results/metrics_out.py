@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from healthbench.atomic import atomic_writer
+from healthbench.models.tally import CallTally
 
 
 def json_safe(value: Any) -> Any:
@@ -47,6 +48,25 @@ def write_json_atomic(
         out.write(text)
         out.write("\n")
     return Path(path)
+
+
+TOKEN_KINDS = ("input", "cached_input", "cache_write_input", "output")
+
+
+def usage_metrics(candidate: CallTally, judge: CallTally) -> dict[str, Any]:
+    """A run's cost and tokens as metrics keys: ``cost_usd`` (None when some call's model has no
+    price: unknown stays unknown), ``cost_usd:candidate``, ``cost_usd:judge``, and
+    ``tokens:<role>:input|cached_input|cache_write_input|output`` (input counts every input token,
+    the cached and cache-written ones included). Calls answered from the call cache cost nothing."""
+    roles = {"candidate": candidate, "judge": judge}
+    costs = {role: tally.known_cost for role, tally in roles.items()}
+    out: dict[str, Any] = {
+        "cost_usd": None if None in costs.values() else sum(c for c in costs.values() if c is not None)
+    }
+    out.update({f"cost_usd:{role}": cost for role, cost in costs.items()})
+    for role, tally in roles.items():
+        out.update({f"tokens:{role}:{kind}": count for kind, count in tally.token_counts().items()})
+    return out
 
 
 def metrics_document(

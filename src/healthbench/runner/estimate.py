@@ -5,6 +5,12 @@ Token counts are estimated from characters (about 4 per token); the candidate's 
 length); a judge answer is assumed to be 80 tokens. Calls already in the run's store are not counted: an
 existing run is estimated from its `Plan`, as it runs. Each role's cost is given online and at its
 provider's batch price (``--batch``, `PriceTable.cost`).
+
+The judge's prompt-cache share assumes its provider caches prompt prefixes as OpenAI and Anthropic do
+(`healthbench.models.prompt_cache.cacheable_tokens`) and that a conversation's first criterion is
+asked before the others (warm-first): that call pays the whole prompt (an Anthropic cache write for
+the shared part), every other criterion of the conversation reads the shared part (the template up to
+the rubric item, the conversation and the answer) from the cache. Other providers cache nothing.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from healthbench.executors.grading import Todo
 from healthbench.grading.template import GraderTemplate
 from healthbench.models.base import ModelSpec, Usage
 from healthbench.models.pricing import PriceTable
+from healthbench.models.prompt_cache import cacheable_tokens
 
 CHARS_PER_TOKEN = 4
 ASSUMED_ANSWER_TOKENS = 600
@@ -31,6 +38,7 @@ class RoleEstimate:
     output_tokens: int
     cost: float | None
     batch_cost: float | None = None  # the same calls through the provider's batch API (--batch)
+    cached_input_tokens: int = 0  # of input_tokens, read from the provider's prompt cache
 
     @classmethod
     def of(cls, role: str, spec: ModelSpec, calls: int, usage: Usage, prices: PriceTable) -> RoleEstimate:
@@ -43,7 +51,12 @@ class RoleEstimate:
             usage.output_tokens,
             prices.cost(spec.provider, spec.model, usage),
             prices.cost(spec.provider, spec.model, usage, batch=True),
+            usage.cached_input_tokens,
         )
+
+    @property
+    def cached_share(self) -> float | None:
+        return self.cached_input_tokens / self.input_tokens if self.input_tokens else None
 
 
 def _tokens(text_chars: int) -> int:
@@ -64,22 +77,36 @@ def estimate(
     completion counts with its real length."""
     answer = answer_tokens or ASSUMED_ANSWER_TOKENS
     c_calls = c_in = 0
-    j_calls = j_in = 0
+    j_calls = j_in = j_cached = j_written = 0
     for w, completion, missing in todo:
         convo_chars = sum(len(m["content"]) + len(m["role"]) + 4 for m in w.messages)
         if candidate is not None and completion is None:
             c_calls += 1
             c_in += _tokens(convo_chars)
         answer_chars = len(completion) if completion is not None else answer * CHARS_PER_TOKEN
-        for index, _ in missing:
+        shared = cacheable_tokens(
+            judge.provider,
+            judge.model,
+            _tokens(template.prefix_chars + convo_chars + answer_chars),
+            breakpoint=template.cache_first,
+        )
+        for n, (index, _) in enumerate(missing):
             j_calls += 1
             j_in += _tokens(len(template.text) + convo_chars + answer_chars + len(w.criteria[index]))
+            if n == 0:
+                j_written += shared if judge.provider == "anthropic" else 0
+            else:
+                j_cached += shared
     out: list[RoleEstimate] = []
     if candidate is not None:
         out.append(RoleEstimate.of("candidate", candidate, c_calls, Usage(c_in, c_calls * answer), prices))
-    out.append(
-        RoleEstimate.of("judge", judge, j_calls, Usage(j_in, j_calls * ASSUMED_VERDICT_TOKENS), prices)
+    judged = Usage(
+        j_in,
+        j_calls * ASSUMED_VERDICT_TOKENS,
+        cached_input_tokens=j_cached,
+        cache_write_input_tokens=j_written,
     )
+    out.append(RoleEstimate.of("judge", judge, j_calls, judged, prices))
     return out
 
 

@@ -24,10 +24,11 @@ from healthbench.executors.grading import EngineOptions, Plan, Todo, fresh_todo
 from healthbench.executors.local import Engine
 from healthbench.executors.progress import NoProgress, ProgressSink, RunCounters
 from healthbench.executors.ray import ray_session, run_plan
-from healthbench.grading.template import load_template
+from healthbench.grading.template import GraderTemplate, load_template, run_template
 from healthbench.models.factory import check_model, create_model
 from healthbench.models.limits import ConnectionLimits, ConnectionPool, ManagedModel
 from healthbench.models.pricing import PriceTable
+from healthbench.models.prompt_cache import CACHING_PROVIDERS
 from healthbench.results.views import RunView
 from healthbench.runner.estimate import RoleEstimate, estimate
 from healthbench.runner.loop import run_async
@@ -104,7 +105,9 @@ def check_same_settings(run: RunRecord, config: RunConfig) -> None:
     template's text included, not only its path)."""
     before, after = run.config["identity"], _identity(config)
     changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
-    template = load_template(config.grader_template, config.cache_dir)
+    template = run_template(
+        config.grader_template, config.cache_dir, run.config.get("grader_template_sha256")
+    )
     if template.sha256 != run.config.get("grader_template_sha256"):
         changed.append("grader template text")
     if changed:
@@ -232,6 +235,16 @@ def _engine_options(config: RunConfig) -> EngineOptions:
     )
 
 
+def warms_first(config: RunConfig, template: GraderTemplate) -> bool:
+    """Warm-first judging (`EngineOptions.warm_first`): asked for (``warm_first``, the default), with a
+    cache-first grader template, a judge whose provider caches prompt prefixes (OpenAI and any
+    OpenAI-compatible server, Anthropic) and judge calls made online (a batch would wait for a second
+    round of batches)."""
+    judge = config.judge.parsed()
+    online = config.batch == "none"
+    return config.warm_first and template.cache_first and judge.provider in CACHING_PROVIDERS and online
+
+
 async def _on_engine(x: _Execution, work_plan: Plan) -> RunCounters:
     config, environ = x.config, x.environ
     pool = x.pool or ConnectionPool(
@@ -249,14 +262,15 @@ async def _on_engine(x: _Execution, work_plan: Plan) -> RunCounters:
         candidate = create_model(
             config.model.parsed(), config.model.settings, pool=pool, policy=config.retry, environ=environ
         )
+    template = _template(x)
     engine = Engine(
         x.store,
         x.run.id,
         batcher=_batcher(x, judge, candidate),
         candidate=candidate,
         judge=judge,
-        template=load_template(config.grader_template, config.cache_dir),
-        options=_engine_options(config),
+        template=template,
+        options=dataclasses.replace(_engine_options(config), warm_first=warms_first(config, template)),
         prices=PriceTable.load(config.prices),
         progress=x.progress or NoProgress(),
         pool=pool,
@@ -337,6 +351,14 @@ async def _on_ray(x: _Execution, work_plan: Plan) -> RunCounters:
         environ=x.environ,
         with_candidate=x.with_candidate,
         interrupted_before=x.run.status in INTERRUPTED,
+        template=_template(x),
+    )
+
+
+def _template(x: _Execution) -> GraderTemplate:
+    """The run's grader template: a run started with the earlier built-in one keeps it."""
+    return run_template(
+        x.config.grader_template, x.config.cache_dir, x.run.config.get("grader_template_sha256")
     )
 
 

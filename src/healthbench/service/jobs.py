@@ -53,7 +53,7 @@ from healthbench.service.health import WorkerHealth
 from healthbench.service.logs import configure_logging, job_context
 from healthbench.service.offline import METRICS, label_metrics, run_import
 from healthbench.service.operations import job_body, job_config, regrade_job_config
-from healthbench.service.schemas import StatusDetails
+from healthbench.service.schemas import StatusDetails, cost_details
 from healthbench.service.uploads import public_message, uploads_folder
 from healthbench.store.jobs import JobRecord, JobStore
 from healthbench.store.lease import LEASE_TTL
@@ -78,6 +78,7 @@ class WorkerSettings:
     workers: int = DEFAULT_SERVICE_WORKERS  # jobs running at once in this process
     lease: float = DEFAULT_LEASE
     connections: int = DEFAULT_SERVICE_CONNECTIONS
+    prices: str | None = None  # `serve --prices FILE`: the price file every job's calls are priced with
 
 
 def details_of(counters: RunCounters) -> dict[str, float | int]:
@@ -93,7 +94,8 @@ def details_of(counters: RunCounters) -> dict[str, float | int]:
         ungraded=counters.ungraded,
         input_tokens=counters.tally.input_tokens,
         output_tokens=counters.tally.output_tokens,
-        cost=counters.tally.cost,
+        cost=counters.tally.known_cost,  # None (unknown) when a model has no price, never 0
+        **cost_details(counters.tally, counters.judge),
         batches=counters.batches,
     ).model_dump()
 
@@ -406,6 +408,8 @@ class JobWorkers:
             parent, config = regrade_job_config(self.store, job.workspace, job.spec, uploads, self.folder)
         else:
             config = job_config(job.spec, uploads, self.folder)  # also writes the uploads its settings name
+        if self.settings.prices is not None:
+            config = config.model_copy(update={"prices": self.settings.prices})
         run_kind = META_EVAL if kind == "meta-eval" else EVAL
         if self.store.get_run(job.run_name) is not None:
             how = config.model_dump(mode="json", include=HOW_FIELDS)

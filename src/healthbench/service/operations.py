@@ -25,7 +25,7 @@ from healthbench.executors.ray import require_ray
 from healthbench.grading.template import GraderTemplate
 from healthbench.results.aggregate import aggregate_scores
 from healthbench.results.meta_results import score_meta_run
-from healthbench.results.metrics_out import metrics_document
+from healthbench.results.metrics_out import metrics_document, usage_metrics
 from healthbench.results.rows import iter_row_scores
 from healthbench.results.simple_evals import write_allresults
 from healthbench.results.views import RunView
@@ -455,7 +455,13 @@ class JobService:
         view = RunView.of(self.store, run)
         if record.spec.get("kind") == "meta-eval":
             return metrics_document(score_meta_run(self.store, run).metrics, provenance=view.provenance())
-        return metrics_document(view.score().metrics(), provenance=view.provenance())
+        # the figures `healthbench results NAME` shows and the run's cost and tokens (as `--metrics-out`)
+        usage = view.usage_totals()
+        return metrics_document(
+            view.score().metrics(),
+            usage_metrics(usage.candidate, usage.judge),
+            provenance=view.provenance(),
+        )
 
     def allresults_file(self, workspace: str, name: str, folder: Path) -> Path:
         """The simple-evals ``_allresults.json`` of the job, written into ``folder``."""

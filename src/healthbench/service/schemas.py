@@ -9,6 +9,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from healthbench.defaults import DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_UPLOAD_MB
 from healthbench.models.base import ModelSettings
+from healthbench.models.tally import CallTally
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$"  # no slash, no "..", at most 100 characters
 JobStatusName = Literal["created", "pending", "active", "completed", "error", "cancelling", "cancelled"]
@@ -261,6 +262,16 @@ def _not_null(definition: dict[str, Any]) -> dict[str, Any]:
     return {**options[0], **rest}
 
 
+def cost_details(total: CallTally, judge: CallTally) -> dict[str, Any]:
+    """`StatusDetails`' prompt-cache and judge fields of a job's counters (all calls, the judge's)."""
+    return {
+        "cached_input_tokens": total.cached_input_tokens,
+        "cache_write_input_tokens": total.cache_write_input_tokens,
+        "judge_cost": judge.known_cost,
+        "judge_cached_share": judge.cached_share,
+    }
+
+
 class StatusDetails(BaseModel):
     progress: float = 0.0
     samples_done: int = 0
@@ -269,9 +280,13 @@ class StatusDetails(BaseModel):
     criteria_done: int = 0
     criteria_total: int = 0
     ungraded: int = 0
-    input_tokens: int = 0
+    input_tokens: int = 0  # every input token (cached and cache-written ones included)
     output_tokens: int = 0
-    cost: float = 0.0
+    cached_input_tokens: int = 0  # read from the provider's prompt cache
+    cache_write_input_tokens: int = 0  # written to it (Anthropic)
+    cost: float | None = 0.0  # USD; None: unknown (a model with no price), never shown as 0
+    judge_cost: float | None = 0.0  # the judge's part of it
+    judge_cached_share: float | None = None  # the share of the judge's input tokens read from the cache
     batches: str | None = (
         None  # --batch: the provider batches running, e.g. "judge batch in_progress 120/500"
     )

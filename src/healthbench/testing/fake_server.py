@@ -27,6 +27,7 @@ import uvicorn
 from pydantic import BaseModel, ConfigDict, Field
 
 from healthbench.testing.fake_batches import BatchSettings, FakeBatches
+from healthbench.testing.fake_prompt_cache import CacheBill, FakePromptCache
 
 FaultKind = Literal["rate_limit", "server_error", "unavailable", "garbage", "slow"]
 FAULT_KINDS: tuple[FaultKind, ...] = ("rate_limit", "server_error", "unavailable", "garbage", "slow")
@@ -77,6 +78,12 @@ class FakeServerConfig(BaseModel):
     batch_error_rate: float = Field(default=0.0, ge=0, le=1)
     batch_expired_rate: float = Field(default=0.0, ge=0, le=1)
     batch_fail_first: int = Field(default=0, ge=0)
+    # bill prompt caching as the providers do (testing/fake_prompt_cache.py); batches too, their
+    # requests taken in file order, each completing before the next
+    prompt_cache: bool = False
+    # candidate answers of about this many words (0: 8-24 words), since reply length decides the
+    # prefix a conversation's judge prompts share
+    reply_words: int = Field(default=0, ge=0)
 
 
 # ---------------------------------------------------------------- deterministic answers
@@ -118,13 +125,20 @@ def count_words(text: str) -> int:
     return len(text.split())
 
 
-def fake_answer(messages: list[dict[str, str]]) -> str:
-    """The candidate answer: ``Fake answer <8 hex>: <8-24 words>`` from sha256 of the messages' JSON."""
+def fake_answer(messages: list[dict[str, str]], reply_words: int = 0) -> str:
+    """The candidate answer: ``Fake answer <8 hex>: <8-24 words>`` from sha256 of the messages' JSON;
+    with ``reply_words``, continued to 80-120% of that many words (drawn from the same digest)."""
     canonical = json.dumps(
         normalize_messages(messages), sort_keys=True, separators=(",", ":"), ensure_ascii=False
     )
     digest = bytes.fromhex(_sha256(canonical))
     words = [_VOCAB[b % len(_VOCAB)] for b in digest[1 : 9 + digest[0] % 17]]
+    if reply_words:
+        target = reply_words * (80 + digest[0] % 41) // 100
+        stream = digest
+        while len(words) + 3 < target:
+            stream = hashlib.sha256(stream).digest()
+            words.extend(_VOCAB[b % len(_VOCAB)] for b in stream[: target - len(words) - 3])
     return f"Fake answer {digest[:4].hex()}: " + " ".join(words) + "."
 
 
@@ -146,11 +160,17 @@ def fake_judge_text(judge_prompt: str, met_rate: float = 0.5) -> str:
     return f"```json\n{body}\n```" if int(digest[13], 16) % 4 == 0 else body
 
 
-def fake_reply(messages: list[dict[str, str]], met_rate: float = 0.5) -> str:
+def judge_prompt(messages: list[dict[str, str]]) -> str:
+    """The judge prompt a verdict is drawn from: the user messages' text joined by blank lines (a
+    cache-first prompt is sent as two user messages; `GraderTemplate.render` joins them alike)."""
+    return "\n\n".join(m["content"] for m in messages if m["role"] == "user")
+
+
+def fake_reply(messages: list[dict[str, str]], met_rate: float = 0.5, reply_words: int = 0) -> str:
     """What the server answers (without faults) to `messages`."""
     if is_judge_request(messages):
-        return fake_judge_text(last_user_text(messages), met_rate)
-    return fake_answer(messages)
+        return fake_judge_text(judge_prompt(messages), met_rate)
+    return fake_answer(messages, reply_words)
 
 
 # ---------------------------------------------------------------- state and app
@@ -173,9 +193,17 @@ class FakeServerState:
             config.batch_fail_first,
             config.seed,
         )
-        self.batches = FakeBatches(
-            settings, lambda body, anthropic: answer(config, body, anthropic), self.counts, self.record
-        )
+        self.prompt_cache = FakePromptCache()
+        self.batches = FakeBatches(settings, self.batch_answer, self.counts, self.record)
+
+    def batch_answer(self, body: dict[str, Any], anthropic: bool) -> tuple[int, dict[str, Any]]:
+        """A batched request's answer, billed as the online one's."""
+        cache = self.prompt_cache if self.config.prompt_cache else None
+        status, reply = answer(self.config, body, anthropic, cache)
+        if status == 200:
+            messages = normalize_messages(body["messages"], body.get("system") if anthropic else None)
+            _count_billed(self.counts, reply, anthropic, is_judge_request(messages))
+        return status, reply
 
     def record(self, path: str, body: Any) -> None:
         """Keep a chat request's body (bounded by ``record_requests``; nothing when it is 0)."""
@@ -205,8 +233,11 @@ class FakeServerState:
         return fault
 
     def reset(self) -> None:
+        """Counters, recorded requests, the batches' answered ids and the prompt cache start over."""
         self.counts.clear()
         self.requests.clear()
+        self.batches.answered.clear()
+        self.prompt_cache.clear()
         self.max_in_flight = self.in_flight
 
     def stats(self) -> dict[str, Any]:
@@ -230,6 +261,19 @@ class FakeServerState:
             "batch_errored": c["batch_errored"],
             "batch_expired": c["batch_expired"],
             "batches_cancelled": c["batches_cancelled"],
+            # what was billed (every answered request, online and batched), per role, by kind of token
+            "billed": {
+                role: {
+                    kind: c[f"billed_{role}_{kind}"]
+                    for kind in (
+                        "input_tokens",
+                        "cached_input_tokens",
+                        "cache_write_input_tokens",
+                        "output_tokens",
+                    )
+                }
+                for role in ("candidate", "judge")
+            },
             "in_flight": self.in_flight,
             "max_in_flight": self.max_in_flight,
         }
@@ -280,6 +324,8 @@ async def _serve_chat(
     if any(marker in last_user_text(messages) for marker in config.fail_containing):
         state.counts["fault_server_error"] += 1
         return error(500, "Internal server error (fake, --fail-containing).", "api_error")
+    cache = state.prompt_cache if config.prompt_cache else None
+    bill = _cache_bill(cache, body, messages, anthropic)  # what completed before this one arrived
     fault = state.draw_fault(judge)
     await asyncio.sleep(state.delay())
     if fault == "rate_limit":
@@ -292,34 +338,78 @@ async def _serve_chat(
     if fault == "slow":
         await asyncio.sleep(config.slow_seconds)
 
-    text = GARBAGE_TEXT if fault == "garbage" else fake_reply(messages, config.met_rate)
-    return 200, _reply_body(text, messages, body, config, anthropic), None
+    text = GARBAGE_TEXT if fault == "garbage" else fake_reply(messages, config.met_rate, config.reply_words)
+    reply = _reply_body(text, messages, body, config, anthropic, bill)
+    if cache is not None:
+        cache.complete(bill)
+    _count_billed(state.counts, reply, anthropic, judge)
+    return 200, reply, None
+
+
+def _cache_bill(
+    cache: FakePromptCache | None, body: dict[str, Any], messages: list[dict[str, str]], anthropic: bool
+) -> CacheBill:
+    if cache is None:
+        return CacheBill()
+    return cache.anthropic(body) if anthropic else cache.openai(str(body.get("model", "")), messages)
+
+
+def _count_billed(counts: Counter[str], reply: dict[str, Any], anthropic: bool, judge: bool) -> None:
+    """Add an answer's usage to the billed totals of its role (``/stats``: ``billed``); input counts
+    every input token, cached and written ones included, as healthbench's `Usage` does."""
+    usage = reply["usage"]
+    if anthropic:
+        read, write = usage.get("cache_read_input_tokens", 0), usage.get("cache_creation_input_tokens", 0)
+        total, output = usage["input_tokens"] + read + write, usage["output_tokens"]
+    else:
+        read, write = (usage.get("prompt_tokens_details") or {}).get("cached_tokens", 0), 0
+        total, output = usage["prompt_tokens"], usage["completion_tokens"]
+    role = "judge" if judge else "candidate"
+    counts[f"billed_{role}_input_tokens"] += total
+    counts[f"billed_{role}_cached_input_tokens"] += read
+    counts[f"billed_{role}_cache_write_input_tokens"] += write
+    counts[f"billed_{role}_output_tokens"] += output
 
 
 def _reply_body(
-    text: str, messages: list[dict[str, str]], body: dict[str, Any], config: FakeServerConfig, anthropic: bool
+    text: str,
+    messages: list[dict[str, str]],
+    body: dict[str, Any],
+    config: FakeServerConfig,
+    anthropic: bool,
+    bill: CacheBill | None = None,
 ) -> dict[str, Any]:
     prompt_tokens = sum(count_words(m["content"]) for m in messages)
     output_tokens = count_words(text)
     model = str(body.get("model") or config.models[0])
     reply_id = _sha256(text)[:12]
+    bill = bill or CacheBill()
     if anthropic:
+        usage: dict[str, Any] = {"input_tokens": prompt_tokens, "output_tokens": output_tokens}
+        if config.prompt_cache:
+            usage["input_tokens"] = prompt_tokens - bill.read - bill.write
+            usage["cache_read_input_tokens"] = bill.read
+            usage["cache_creation_input_tokens"] = bill.write
         return {
             "id": f"msg_fake_{reply_id}", "type": "message", "role": "assistant", "model": model,
-            "content": [{"type": "text", "text": text}], "stop_reason": "end_turn",
-            "usage": {"input_tokens": prompt_tokens, "output_tokens": output_tokens},
+            "content": [{"type": "text", "text": text}], "stop_reason": "end_turn", "usage": usage,
         }  # fmt: skip
+    usage = {"prompt_tokens": prompt_tokens, "completion_tokens": output_tokens,
+             "total_tokens": prompt_tokens + output_tokens}  # fmt: skip
+    if config.prompt_cache:
+        usage["prompt_tokens_details"] = {"cached_tokens": bill.read}
     return {
         "id": f"chatcmpl-fake-{reply_id}", "object": "chat.completion", "created": 0, "model": model,
         "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": output_tokens,
-                  "total_tokens": prompt_tokens + output_tokens},
+        "usage": usage,
     }  # fmt: skip
 
 
-def answer(config: FakeServerConfig, body: dict[str, Any], anthropic: bool) -> tuple[int, dict[str, Any]]:
+def answer(
+    config: FakeServerConfig, body: dict[str, Any], anthropic: bool, cache: FakePromptCache | None = None
+) -> tuple[int, dict[str, Any]]:
     """The answer (no fault, no latency) to one request body, as a batch gives it: the same reply as
-    the online endpoint's."""
+    the online endpoint's (with ``cache``, billed for the prompt cache, the request completing at once)."""
     try:
         messages = normalize_messages(body["messages"], body.get("system") if anthropic else None)
     except (KeyError, TypeError, AttributeError):
@@ -330,7 +420,12 @@ def answer(config: FakeServerConfig, body: dict[str, Any], anthropic: bool) -> t
         return 500, {
             "error": {"message": "Internal server error (fake, --fail-containing).", "type": "api_error"}
         }
-    return 200, _reply_body(fake_reply(messages, config.met_rate), messages, body, config, anthropic)
+    bill = _cache_bill(cache, body, messages, anthropic)
+    text = fake_reply(messages, config.met_rate, config.reply_words)
+    reply = _reply_body(text, messages, body, config, anthropic, bill)
+    if cache is not None:
+        cache.complete(bill)
+    return 200, reply
 
 
 class FakeServerApp:

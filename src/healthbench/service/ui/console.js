@@ -51,7 +51,9 @@
     return node;
   }
   const count = (n) => Number(n || 0).toLocaleString("en-US");
-  const cost = (x) => `$${Number(x || 0).toFixed(4)}`;
+  // an unknown cost (a model with no price) stays unknown: null is never shown as $0
+  const cost = (x) => (x === null || x === undefined ? "unknown" : `$${Number(x).toFixed(4)}`);
+  const share = (x) => (x === null || x === undefined ? "–" : `${(100 * Number(x)).toFixed(0)}%`);
   let flashKeep = false;  // keep a message across the next navigation (it reports what led there)
   const flash = (text, keep = false) => { $("flash").textContent = text; flashKeep = keep; };
   let moved = false;  // a new route: move the keyboard focus to the view's heading once
@@ -115,6 +117,12 @@
   $("sign-out").addEventListener("click", () => signOut("Signed out."));
 
   // --- jobs ------------------------------------------------------------------------------------
+  // the cost, the judge's part and how much of its input the provider's prompt cache served
+  function costCell(d) {
+    if (!d.judge_cached_share && d.judge_cached_share !== 0) return cost(d.cost);
+    return `${cost(d.cost)} (judge ${cost(d.judge_cost)}, ${share(d.judge_cached_share)} of its input cached)`;
+  }
+
   function progressCells(d) {
     return [
       `${Number(d.progress || 0).toFixed(0)}%`,
@@ -122,7 +130,7 @@
       `${count(d.criteria_done)} / ${count(d.criteria_total)}`,
       count(d.ungraded),
       `${count(d.input_tokens)} / ${count(d.output_tokens)}`,
-      cost(d.cost),
+      costCell(d),
     ];
   }
 
