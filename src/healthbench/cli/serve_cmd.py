@@ -84,19 +84,31 @@ def serve(
             "jobs run on the worker's own Ray).",
         ),
     ] = None,
+    metrics_public: bool = typer.Option(
+        False,
+        "--metrics-public",
+        help="Answer GET /metrics (Prometheus) without a token (default: any valid token).",
+    ),
 ) -> None:
     """Run the job service: HealthBench jobs over HTTP (OpenAPI at /docs), workers in the background.
 
     SIGTERM and SIGINT both stop it gracefully: running jobs are handed back as pending. On a store without API token, the first one is $HEALTHBENCH_BOOTSTRAP_TOKEN if set, else a new
-    one printed once."""
+    one printed once. Metrics at /metrics (Prometheus), traces when the OTEL_* variables name an OTLP
+    endpoint (docs/service.md, "Operating it")."""
     import signal
 
     import uvicorn
+
+    from healthbench import telemetry
+
+    if telemetry.tracing_requested():
+        telemetry.require()
 
     from healthbench.service.app import create_app
     from healthbench.service.auth import BOOTSTRAP_TOKEN_ENV, bootstrap_token, first_token
     from healthbench.service.jobs import WorkerProcess
     from healthbench.service.limits import ServiceLimits
+    from healthbench.service.metrics import metrics_dir
     from healthbench.service.operations import JobService
     from healthbench.store.runs import Store
 
@@ -122,9 +134,15 @@ def serve(
     # as for Ctrl-C, the KeyboardInterrupt ends `uvicorn.run` and WorkerProcess hands the running
     # jobs back (without it, SIGTERM's default action would end the process before that)
     signal.signal(signal.SIGTERM, signal.default_int_handler)
-    with WorkerProcess(store, settings):
+    with metrics_dir(), WorkerProcess(store, settings):
         console.print(Text(f"serving on http://{host}:{port} (OpenAPI at /docs)"))
-        uvicorn.run(create_app(service), host=host, port=port, log_level="warning", access_log=False)
+        uvicorn.run(
+            create_app(service, metrics_public=metrics_public),
+            host=host,
+            port=port,
+            log_level="warning",
+            access_log=False,
+        )
 
 
 @app.command("new-token")

@@ -45,8 +45,11 @@ class RequestGuard:
     request), 411 for a body without ``Content-Length``, 413 for one declared or found larger than
     ``max_body`` bytes (counted chunk by chunk, so at most ``max_body`` bytes are ever held)."""
 
-    def __init__(self, app: ASGIApp, tokens: TokenCache, max_body: int) -> None:
+    def __init__(
+        self, app: ASGIApp, tokens: TokenCache, max_body: int, public: frozenset[str] = PUBLIC
+    ) -> None:
         self.app, self.tokens, self.max_body = app, tokens, max_body
+        self.public = public  # paths answered without a token
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -88,7 +91,7 @@ class RequestGuard:
     def _check_headers(self, scope: Scope) -> None:
         headers = Headers(scope=scope)
         path: str = scope["path"]
-        if path not in PUBLIC and path != CONSOLE_PATH and not path.startswith(f"{CONSOLE_PATH}/"):
+        if path not in self.public and path != CONSOLE_PATH and not path.startswith(f"{CONSOLE_PATH}/"):
             # the console's static files are public: the person signs in on the page itself
             workspace: Any = None
             raw = scope.get("raw_path") or path.encode()

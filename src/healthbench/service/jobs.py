@@ -22,7 +22,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from healthbench.config import HOW_FIELDS, RunConfig
@@ -33,7 +33,7 @@ from healthbench.defaults import (
     DEFAULT_SERVICE_WORKERS,
 )
 from healthbench.errors import HealthBenchError, ModelError, RunBusyError
-from healthbench.executors.progress import RunCounters, plain_line, resumed_note
+from healthbench.executors.progress import CallObserver, RunCounters, observing, plain_line, resumed_note
 from healthbench.executors.ray import join_ray, leave_ray
 from healthbench.models.limits import ConnectionLimits, ConnectionPool
 from healthbench.runner.meta_eval import META_EVAL
@@ -46,6 +46,7 @@ from healthbench.service.uploads import public_message, uploads_folder
 from healthbench.store.jobs import JobRecord, JobStore
 from healthbench.store.lease import LEASE_TTL
 from healthbench.store.runs import RunRecord, Store
+from healthbench.telemetry import Tracing, maybe_span, tracing_requested
 
 LOG = logging.getLogger("healthbench.service")
 POLL = 0.25  # seconds between looks for new jobs and for cancellations
@@ -62,6 +63,16 @@ class WorkerSettings:
     workers: int = DEFAULT_SERVICE_WORKERS  # jobs running at once in this process
     lease: float = DEFAULT_LEASE
     connections: int = DEFAULT_SERVICE_CONNECTIONS
+
+
+@dataclass(frozen=True)
+class Observability:
+    """What a worker tells of its jobs (nothing by default): each model call (``observer``), each job
+    session's kind, final status and seconds (``job_ended``), and traces (``tracing``)."""
+
+    observer: CallObserver | None = None
+    job_ended: Callable[[str, str, float], None] | None = None
+    tracing: Tracing | None = None
 
 
 def details_of(counters: RunCounters) -> dict[str, float | int]:
@@ -136,9 +147,14 @@ class JobWorkers:
     """Claims and runs jobs in a background thread until `stop`. Use as a context manager."""
 
     def __init__(
-        self, store: Store, settings: WorkerSettings | None = None, environ: Mapping[str, str] | None = None
+        self,
+        store: Store,
+        settings: WorkerSettings | None = None,
+        environ: Mapping[str, str] | None = None,
+        seen: Observability | None = None,
     ) -> None:
         self.jobs = JobStore(store)
+        self.seen = seen or Observability()
         self.store = store
         self.folder = uploads_folder(store)
         self.settings = settings or WorkerSettings()
@@ -198,6 +214,19 @@ class JobWorkers:
         await asyncio.gather(*running, return_exceptions=True)
 
     async def _run(self, job: JobRecord, pool: ConnectionPool) -> None:
+        """One session of ``job`` (a span of its own when traced), timed until it ends."""
+        kind = str(job.spec.get("kind", "eval"))
+        started = time.monotonic()
+        attributes = {"healthbench.job.kind": kind, "healthbench.workspace": job.workspace}
+        with maybe_span(self.seen.tracing, "healthbench job", **attributes, **{"healthbench.job": job.name}):
+            try:
+                await self._session(job, pool)
+            finally:
+                if self.seen.job_ended is not None:
+                    status = self._status(job.id) or "deleted"
+                    self.seen.job_ended(kind, status, time.monotonic() - started)
+
+    async def _session(self, job: JobRecord, pool: ConnectionPool) -> None:
         if job.status == "cancelling":  # cancelled while its worker was gone
             self._cancelled(job)
             return
@@ -279,15 +308,17 @@ class JobWorkers:
         run, config = await asyncio.to_thread(self._prepare, job, uploads)
         if config.executor == "ray":
             await asyncio.to_thread(self._join_ray, config.ray_address)
-        counters = await execute(
-            self.store,
-            run,
-            config,
-            progress=sink,
-            environ=self.environ,
-            pool=pool,
-            with_candidate=samples_answers(run, config),
-        )
+        with maybe_span(self.seen.tracing, "healthbench run", **{"healthbench.run": run.name}):
+            counters = await execute(
+                self.store,
+                run,
+                config,
+                progress=sink,
+                environ=self.environ,
+                pool=pool,
+                with_candidate=samples_answers(run, config),
+                observer=self.seen.observer,
+            )
         sink.finish(counters)
         if counters.samples_failed:
             self.jobs.log(job.id, f"{counters.samples_failed} samples failed")
@@ -428,16 +459,30 @@ def worker_process_main(target: str | None, settings: WorkerSettings, parent: in
 
     listen()
     store = Store(target)
+    seen = _observability()
     try:
-        with JobWorkers(store, settings) as workers:
+        with JobWorkers(store, settings, seen=seen) as workers:
             ray_seen = False
             while not stop.wait(POLL) and os.getppid() == parent:
                 if workers.ray_started and not ray_seen:
                     ray_seen = True
                     listen()  # Ray's core worker put its own SIGTERM handler (it exits at once) over ours
     finally:
+        if seen.tracing is not None:
+            seen.tracing.shutdown()
         store.close()
         end_descendants()
+
+
+def _observability() -> Observability:
+    """The service's: Prometheus metrics (service/metrics.py, imported here: the process was started
+    with ``PROMETHEUS_MULTIPROC_DIR`` set), and traces when the ``OTEL_*`` variables ask for them."""
+    from healthbench.service import metrics
+    from healthbench.telemetry import configure
+
+    tracing = configure() if tracing_requested() else None
+    observer = observing(metrics.MetricsObserver(), None if tracing is None else tracing.observer())
+    return Observability(observer, metrics.job_ended, tracing)
 
 
 class WorkerProcess:

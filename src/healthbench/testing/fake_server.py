@@ -204,6 +204,21 @@ class FakeServerState:
         self.counts[f"fault_{fault}"] += 1
         return fault
 
+    def bill(self, usage: dict[str, Any], anthropic: bool) -> None:
+        """Count the tokens of an online answer's usage as the client reads them: input (cached ones
+        included), cached input, cache-write input and output."""
+        cached = (
+            usage.get("cache_read_input_tokens", 0)
+            if anthropic
+            else (usage.get("prompt_tokens_details") or {}).get("cached_tokens", 0)
+        )
+        written = usage.get("cache_creation_input_tokens", 0) if anthropic else 0
+        total_input = usage["input_tokens"] + cached + written if anthropic else usage["prompt_tokens"]
+        self.counts["billed_input_tokens"] += total_input
+        self.counts["billed_cached_input_tokens"] += cached
+        self.counts["billed_cache_write_input_tokens"] += written
+        self.counts["billed_output_tokens"] += usage["output_tokens" if anthropic else "completion_tokens"]
+
     def reset(self) -> None:
         self.counts.clear()
         self.requests.clear()
@@ -230,6 +245,15 @@ class FakeServerState:
             "batch_errored": c["batch_errored"],
             "batch_expired": c["batch_expired"],
             "batches_cancelled": c["batches_cancelled"],
+            "billed": {  # the usage of the online answers (`bill`)
+                kind: c[f"billed_{kind}"]
+                for kind in (
+                    "input_tokens",
+                    "cached_input_tokens",
+                    "cache_write_input_tokens",
+                    "output_tokens",
+                )
+            },
             "in_flight": self.in_flight,
             "max_in_flight": self.max_in_flight,
         }
@@ -293,7 +317,9 @@ async def _serve_chat(
         await asyncio.sleep(config.slow_seconds)
 
     text = GARBAGE_TEXT if fault == "garbage" else fake_reply(messages, config.met_rate)
-    return 200, _reply_body(text, messages, body, config, anthropic), None
+    reply = _reply_body(text, messages, body, config, anthropic)
+    state.bill(reply["usage"], anthropic)
+    return 200, reply, None
 
 
 def _reply_body(
