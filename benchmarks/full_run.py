@@ -16,6 +16,7 @@ its set-up.
     python benchmarks/full_run.py [--conversations 5000 [2500 ...]] [--criteria 14] [--concurrency 512]
         [--latency 0.2] [--baseline-src /tmp/NAME-base/src] [--stores empty prior regrade]
         [--setup-only] [--process-settings default|cli] [--floor CALLS] [--rounds N] [--profile N]
+        [--metrics]
 
 ``--rounds N`` runs every side and store N times, the sides alternating round by round, and reads the
 client CPU per call as each side's median over the rounds (a process's figure moves by ±10 % from one
@@ -38,6 +39,7 @@ import cProfile
 import gc
 import itertools
 import json
+import os
 import pstats
 import resource
 import shutil
@@ -126,14 +128,22 @@ def client(
     action: str = "run",
     profile: str = "",
     settings: str = "default",
+    metrics: bool = False,
 ) -> dict[str, object]:
     """One run (``action`` "run", or "regrade" of the store's run) in this process (the child), with the
     healthbench of ``src`` (nothing of healthbench is imported in a client before this). ``profile``: a
     file to write cProfile's statistics of the run to (its CPU figure then includes the profiler's
     overhead). ``settings``: ``default``, the interpreter's (a program calling the API), or ``cli``,
     the process settings every `healthbench` command applies (`healthbench.process_settings`: the
-    collector's thresholds, and `gc.freeze` after the imports)."""
+    collector's thresholds, and `gc.freeze` after the imports). ``metrics``: the service's Prometheus
+    metrics on (`MetricsObserver`, in prometheus_client's multiprocess mode as under `healthbench serve`)."""
     settle = enter_tree(src, settings)
+    hooks: dict[str, Any] = {}
+    if metrics:
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="bench-metrics-")
+        from healthbench.service.metrics import MetricsObserver
+
+        hooks["observer"] = MetricsObserver()
     from healthbench.config import build_config
 
     try:
@@ -182,9 +192,11 @@ def client(
     if action == "regrade":
         judge = {"spec": "bench-judge-2", "base_url": url}
         overrides = {"max_connections": concurrency}
-        outcome = regrade(f"bench-{Path(data).stem}", judge, store=s, name="regrade", overrides=overrides)
+        outcome = regrade(
+            f"bench-{Path(data).stem}", judge, store=s, name="regrade", overrides=overrides, **hooks
+        )
     else:
-        outcome = run_eval(cfg, store=s, name=f"bench-{Path(data).stem}")
+        outcome = run_eval(cfg, store=s, name=f"bench-{Path(data).stem}", **hooks)
     if profiler is not None:
         profiler.disable()
         profiler.dump_stats(profile)
@@ -385,6 +397,11 @@ def main(argv: list[str] | None = None) -> int:
         "per-call CPU is read as each side's median over the rounds (the target line too)",
     )
     parser.add_argument(
+        "--metrics",
+        action="store_true",
+        help="also measure this tree with the service's Prometheus metrics on (side 'metrics')",
+    )
+    parser.add_argument(
         "--profile",
         type=int,
         metavar="N",
@@ -404,6 +421,8 @@ def _sides(args: argparse.Namespace) -> list[tuple[str, Path]]:
     sides = [("this tree", ROOT / "src")]
     if args.baseline_src is not None:
         sides.append(("baseline", args.baseline_src.resolve()))
+    if getattr(args, "metrics", False):
+        sides.append(("metrics", ROOT / "src"))  # this tree, its runs observed (`client`'s metrics)
     return sides
 
 
@@ -492,6 +511,7 @@ def measure(args: argparse.Namespace, conversations: int) -> None:
                     action=action,
                     profile=profile or "",
                     settings=args.process_settings,
+                    metrics=label == "metrics",
                 )
                 rows.append((label, kind, result))
                 for suffix in ("", "-wal", "-shm"):  # a round's store is not read again: disk kept small
@@ -557,6 +577,13 @@ def measure(args: argparse.Namespace, conversations: int) -> None:
             print(
                 f"{label:>10} {kind:>7}: cpu ms/call over {len(values)} rounds: median "
                 f"{statistics.median(values):.3f} (min {min(values):.3f}, max {max(values):.3f})"
+            )
+    for kind in args.stores:
+        if ("metrics", kind) in per_call:
+            on, off = (statistics.median(per_call[side, kind]) for side in ("metrics", "this tree"))
+            print(
+                f"metrics on/off {kind:>7}: client CPU per call {on:.3f} / {off:.3f} ms = {on / off:.3f} "
+                "(target <= 1.05)"
             )
     mine = [r for label, _, r in rows if label == "this tree"]
     ok = all(float(r["peak_mb"]) < 200 for r in mine) and all(

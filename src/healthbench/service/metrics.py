@@ -35,7 +35,7 @@ from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from healthbench.executors.progress import CallReport
-from healthbench.models.base import ModelSpec, Usage
+from healthbench.models.base import ModelSpec
 from healthbench.service.schemas import JobStatusName
 from healthbench.store.batches import batch_counts
 from healthbench.store.jobs import JobStore
@@ -115,29 +115,48 @@ HTTP_SECONDS = Histogram(
 JOB_STATES: tuple[str, ...] = get_args(JobStatusName)
 
 
+OUTCOMES = ("ok", "cached", "failed", "retried", "rate_limited")
+
+
 class MetricsObserver:
-    """The engine's `CallObserver` for Prometheus: each call as the engine counted it."""
+    """The engine's `CallObserver` for Prometheus: each call as the engine counted it. The series of a
+    (role, model) are made at its first call, every outcome and token type at once (at 0)."""
+
+    def __init__(self) -> None:
+        self._series: dict[tuple[str, str, str], _Series] = {}
+
+    def _of(self, role: str, spec: ModelSpec) -> _Series:
+        key = (role, spec.provider, spec.model)
+        series = self._series.get(key)
+        if series is None:
+            series = self._series[key] = _Series(key)
+        return series
 
     def call_ended(self, report: CallReport) -> None:
-        labels = (report.role, report.spec.provider, report.spec.model)
-        CALLS.labels(*labels, report.outcome).inc()
+        series = self._of(report.role, report.spec)
+        series.calls[report.outcome].inc()
         if report.seconds is not None:
-            CALL_SECONDS.labels(*labels).observe(report.seconds)
-        if report.outcome == "ok":  # a cached answer cost nothing and its tokens were not billed again
-            count_usage(labels, report.usage)
+            series.seconds.observe(report.seconds)
+        if report.outcome == "ok" and report.usage is not None:  # a cached answer was not billed again
+            for field, tokens in series.tokens:
+                count = getattr(report.usage, field, 0)
+                if count:
+                    tokens.inc(count)
             if report.cost:
-                COST.labels(*labels).inc(report.cost)
+                series.cost.inc(report.cost)
 
     def call_retried(self, role: str, spec: ModelSpec, reason: str) -> None:
-        outcome = "rate_limited" if reason == "rate_limit" else "retried"
-        CALLS.labels(role, spec.provider, spec.model, outcome).inc()
+        self._of(role, spec).calls["rate_limited" if reason == "rate_limit" else "retried"].inc()
 
 
-def count_usage(labels: tuple[str, str, str], usage: Usage | None) -> None:
-    for kind, field in TOKEN_TYPES.items():
-        count = getattr(usage, field, 0) or 0
-        if count:
-            TOKENS.labels(*labels, kind).inc(count)
+class _Series:
+    """The counters of one (role, provider, model)."""
+
+    def __init__(self, labels: tuple[str, str, str]) -> None:
+        self.calls = {outcome: CALLS.labels(*labels, outcome) for outcome in OUTCOMES}
+        self.tokens = [(field, TOKENS.labels(*labels, kind)) for kind, field in TOKEN_TYPES.items()]
+        self.cost = COST.labels(*labels)
+        self.seconds = CALL_SECONDS.labels(*labels)
 
 
 def job_ended(kind: str, status: str, seconds: float) -> None:
