@@ -239,6 +239,7 @@ class HttpMetrics:
 
     def __init__(self, app: ASGIApp, routes: Sequence[BaseRoute]) -> None:
         self.app, self.routes = app, routes
+        self._series: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -256,10 +257,14 @@ class HttpMetrics:
         try:
             await self.app(scope, receive, sent)
         finally:
-            route = _template(scope, self.routes)
-            method = scope["method"]
-            HTTP_REQUESTS.labels(method, route, str(status)).inc()
-            HTTP_SECONDS.labels(method, route).observe(time.perf_counter() - start)
+            key = (scope["method"], _template(scope, self.routes), status)
+            series = self._series.get(key)
+            if series is None:
+                method, route, _ = key
+                series = HTTP_REQUESTS.labels(method, route, str(status)), HTTP_SECONDS.labels(method, route)
+                self._series[key] = series
+            series[0].inc()
+            series[1].observe(time.perf_counter() - start)
 
 
 def _template(scope: Scope, routes: Sequence[BaseRoute]) -> str:
