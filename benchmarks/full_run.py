@@ -15,7 +15,7 @@ its set-up.
 
     python benchmarks/full_run.py [--conversations 5000 [2500 ...]] [--criteria 14] [--concurrency 512]
         [--latency 0.2] [--baseline-src /tmp/NAME-base/src] [--stores empty prior regrade]
-        [--setup-only] [--floor CALLS] [--rounds N] [--profile N]
+        [--setup-only] [--floor CALLS] [--rounds N] [--profile N] [--metrics]
 
 ``--rounds N`` runs every side and store N times, the sides alternating round by round, and reads the
 client CPU per call as each side's median over the rounds (a process's figure moves by ±10 % from one
@@ -38,6 +38,7 @@ import cProfile
 import gc
 import itertools
 import json
+import os
 import pstats
 import resource
 import shutil
@@ -115,12 +116,20 @@ def client(
     concurrency: int,
     action: str = "run",
     profile: str = "",
+    metrics: bool = False,
 ) -> dict[str, object]:
     """One run (``action`` "run", or "regrade" of the store's run) in this process (the child), with the
     healthbench of ``src`` (nothing of healthbench is imported in a client before this). ``profile``: a
     file to write cProfile's statistics of the run to (its CPU figure then includes the profiler's
-    overhead)."""
+    overhead). ``metrics``: the service's Prometheus metrics on (`MetricsObserver`, in prometheus_client's
+    multiprocess mode as under `healthbench serve`)."""
     enter_tree(src)
+    hooks: dict[str, Any] = {}
+    if metrics:
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="bench-metrics-")
+        from healthbench.service.metrics import MetricsObserver
+
+        hooks["observer"] = MetricsObserver()
     from healthbench.config import build_config
 
     try:
@@ -168,9 +177,11 @@ def client(
     if action == "regrade":
         judge = {"spec": "bench-judge-2", "base_url": url}
         overrides = {"max_connections": concurrency}
-        outcome = regrade(f"bench-{Path(data).stem}", judge, store=s, name="regrade", overrides=overrides)
+        outcome = regrade(
+            f"bench-{Path(data).stem}", judge, store=s, name="regrade", overrides=overrides, **hooks
+        )
     else:
-        outcome = run_eval(cfg, store=s, name=f"bench-{Path(data).stem}")
+        outcome = run_eval(cfg, store=s, name=f"bench-{Path(data).stem}", **hooks)
     if profiler is not None:
         profiler.disable()
         profiler.dump_stats(profile)
@@ -363,6 +374,11 @@ def main(argv: list[str] | None = None) -> int:
         "per-call CPU is read as each side's median over the rounds (the target line too)",
     )
     parser.add_argument(
+        "--metrics",
+        action="store_true",
+        help="also measure this tree with the service's Prometheus metrics on (side 'metrics')",
+    )
+    parser.add_argument(
         "--profile",
         type=int,
         metavar="N",
@@ -382,6 +398,8 @@ def _sides(args: argparse.Namespace) -> list[tuple[str, Path]]:
     sides = [("this tree", ROOT / "src")]
     if args.baseline_src is not None:
         sides.append(("baseline", args.baseline_src.resolve()))
+    if getattr(args, "metrics", False):
+        sides.append(("metrics", ROOT / "src"))  # this tree, its runs observed (`client`'s metrics)
     return sides
 
 
@@ -468,6 +486,7 @@ def measure(args: argparse.Namespace, conversations: int) -> None:
                     concurrency=args.concurrency,
                     action=action,
                     profile=profile or "",
+                    metrics=label == "metrics",
                 )
                 rows.append((label, kind, result))
                 for suffix in ("", "-wal", "-shm"):  # a round's store is not read again: disk kept small
@@ -531,6 +550,13 @@ def measure(args: argparse.Namespace, conversations: int) -> None:
             print(
                 f"{label:>10} {kind:>7}: cpu ms/call over {len(values)} rounds: median "
                 f"{statistics.median(values):.3f} (min {min(values):.3f}, max {max(values):.3f})"
+            )
+    for kind in args.stores:
+        if ("metrics", kind) in per_call:
+            on, off = (statistics.median(per_call[side, kind]) for side in ("metrics", "this tree"))
+            print(
+                f"metrics on/off {kind:>7}: client CPU per call {on:.3f} / {off:.3f} ms = {on / off:.3f} "
+                "(target <= 1.05)"
             )
     mine = [r for label, _, r in rows if label == "this tree"]
     ok = all(float(r["peak_mb"]) < 200 for r in mine) and all(

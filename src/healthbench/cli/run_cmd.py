@@ -153,6 +153,21 @@ def run_command(
     control: RunControl,
     files: ScoreFiles,
     mlflow: MlflowOpt = False,
+    otel: Annotated[
+        bool,
+        typer.Option(
+            "--otel",
+            help="Trace the run with OpenTelemetry (a span per run and per model call), exported by OTLP "
+            "as the OTEL_* variables say (on by itself when OTEL_EXPORTER_OTLP_ENDPOINT is set); needs "
+            "pip install 'healthbench[otel]' (see docs/service.md).",
+        ),
+    ] = False,
+    otel_content: Annotated[
+        bool,
+        typer.Option(
+            "--otel-content", help="Put the prompts and answers in the trace's spans (default: never)."
+        ),
+    ] = False,
 ) -> None:
     """Sample a model on HealthBench, grade every rubric criterion with a judge, and report the scores."""
     from healthbench.cli.config_flags import config_layer, refuse_with_resume
@@ -165,6 +180,7 @@ def run_command(
     from healthbench.runner import run as runner
     from healthbench.store import Store
     from healthbench.store.location import store_file
+    from healthbench.telemetry import tracing_for
 
     if mlflow and not control.dry_run:  # before any model call
         require_mlflow()
@@ -180,7 +196,8 @@ def run_command(
         if control.dry_run:
             _dry_run(s, RunView.open(s, resume).config, resume)
             return
-        outcome = resume_to_end(ctx, s, resume, runner.EVAL, store_flag=store)
+        with tracing_for(otel or otel_content, content=otel_content) as tracing:
+            outcome = resume_to_end(ctx, s, resume, runner.EVAL, store_flag=store, tracing=tracing)
         finish_eval(
             s, outcome, files, strict=control.strict, bootstrap=bootstrap, store_flag=store, mlflow=mlflow
         )
@@ -196,7 +213,8 @@ def run_command(
     if control.dry_run:
         _dry_run(s, cfg, name)
         return
-    outcome = start_to_end(s, cfg, name, runner.EVAL, store_flag=store)
+    with tracing_for(otel or otel_content, content=otel_content) as tracing:
+        outcome = start_to_end(s, cfg, name, runner.EVAL, store_flag=store, tracing=tracing)
     finish_eval(s, outcome, files, strict=control.strict, store_flag=store, mlflow=mlflow)
 
 

@@ -18,6 +18,7 @@ from healthbench.cli.continuable import continuable
 from healthbench.cli.progress import DownloadBar, batch_summary, run_progress
 from healthbench.executors.progress import resumed_note
 from healthbench.models.tally import CallTally
+from healthbench.telemetry import Tracing, maybe_span
 
 if TYPE_CHECKING:
     from healthbench.config import RunConfig
@@ -37,43 +38,68 @@ def carry_out(
     kind: str,
     store_flag: str | None,
     label: str | None = None,
+    tracing: Tracing | None = None,
 ) -> RunOutcome:
     """Do ``step`` (start or continue run ``name``) under the progress display; an error or an
-    interruption once the run is stored ends with the command that continues it (`continuable`)."""
+    interruption once the run is stored ends with the command that continues it (`continuable`).
+    ``tracing``: the run is a span (telemetry.py), its model calls spans inside it."""
     with (
         continuable(store, name, kind=kind, store_flag=store_flag) as started,
+        maybe_span(tracing, "healthbench run", **{"healthbench.run": name, "healthbench.run.kind": kind}),
         run_progress(console, label=label or PROGRESS_LABELS[kind]) as progress,
     ):
         return step(started.watch(progress))
 
 
 def start_to_end(
-    store: Store, config: RunConfig, name: str | None, run_kind: RunKind, *, store_flag: str | None
+    store: Store,
+    config: RunConfig,
+    name: str | None,
+    run_kind: RunKind,
+    *,
+    store_flag: str | None,
+    tracing: Tracing | None = None,
 ) -> RunOutcome:
     """Start run ``name`` (default generated) of ``run_kind`` with ``config`` and run it to the end."""
     from healthbench.runner.run import new_run_name
 
     name = name or new_run_name(run_kind.name_prefix)
+    observer = None if tracing is None else tracing.observer()
 
     def step(progress: ProgressSink) -> RunOutcome:
         return run_kind.start(
-            config, store=store, name=name, progress=progress, download_progress=DownloadBar(err_console)
+            config,
+            store=store,
+            name=name,
+            progress=progress,
+            download_progress=DownloadBar(err_console),
+            observer=observer,
         )
 
-    return carry_out(store, name, step, kind=run_kind.kind, store_flag=store_flag)
+    return carry_out(store, name, step, kind=run_kind.kind, store_flag=store_flag, tracing=tracing)
 
 
 def resume_to_end(
-    ctx: typer.Context, store: Store, name: str, run_kind: RunKind, *, store_flag: str | None
+    ctx: typer.Context,
+    store: Store,
+    name: str,
+    run_kind: RunKind,
+    *,
+    store_flag: str | None,
+    tracing: Tracing | None = None,
 ) -> RunOutcome:
     """Continue the stored run ``name`` of ``run_kind`` to the end with its stored settings; the
     "how" flags given may change (`resume_overrides`). The command has refused the flags that would
     change the run (`refuse_with_resume`) first."""
 
-    def step(progress: ProgressSink) -> RunOutcome:
-        return run_kind.resume(name, store=store, overrides=resume_overrides(ctx.params), progress=progress)
+    observer = None if tracing is None else tracing.observer()
 
-    return carry_out(store, name, step, kind=run_kind.kind, store_flag=store_flag)
+    def step(progress: ProgressSink) -> RunOutcome:
+        return run_kind.resume(
+            name, store=store, overrides=resume_overrides(ctx.params), progress=progress, observer=observer
+        )
+
+    return carry_out(store, name, step, kind=run_kind.kind, store_flag=store_flag, tracing=tracing)
 
 
 COST_PARTS = (

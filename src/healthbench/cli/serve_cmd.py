@@ -100,14 +100,25 @@ def serve(
             "and name on a job's lines; never a token or key).",
         ),
     ] = LogFormat.TEXT,
+    metrics_public: bool = typer.Option(
+        False,
+        "--metrics-public",
+        help="Answer GET /metrics (Prometheus) without a token (default: any valid token).",
+    ),
 ) -> None:
     """Run the job service: HealthBench jobs over HTTP (OpenAPI at /docs), workers in the background.
 
     SIGTERM and SIGINT both stop it gracefully: running jobs are handed back as pending. On a store without API token, the first one is $HEALTHBENCH_BOOTSTRAP_TOKEN if set, else a new
-    one printed once."""
+    one printed once. Metrics at /metrics (Prometheus), traces when the OTEL_* variables name an OTLP
+    endpoint (docs/service.md, "Operating it")."""
     import signal
 
     import uvicorn
+
+    from healthbench import telemetry
+
+    if telemetry.tracing_requested():
+        telemetry.require()
 
     from healthbench.models.pricing import PriceTable
     from healthbench.service.app import create_app
@@ -115,6 +126,7 @@ def serve(
     from healthbench.service.jobs import WorkerProcess, WorkerSettings
     from healthbench.service.limits import ServiceLimits
     from healthbench.service.logs import configure_logging
+    from healthbench.service.metrics import metrics_dir
     from healthbench.service.operations import JobService
     from healthbench.service.startup import check_port, private_store
     from healthbench.store.location import store_file
@@ -152,10 +164,10 @@ def serve(
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     # JSON lines: uvicorn's own lines go through the root handler too (log_config=None)
     uvicorn_logs = {"log_config": None} if log_format == LogFormat.JSON else {}
-    with WorkerProcess(store, settings, log_format.value) as worker_process:
+    with metrics_dir(), WorkerProcess(store, settings, log_format.value) as worker_process:
         console.print(Text(f"serving on http://{host}:{port} (OpenAPI at /docs)"))
         uvicorn.run(
-            create_app(service, worker_process),
+            create_app(service, worker_process, metrics_public=metrics_public),
             host=host,
             port=port,
             log_level="warning",

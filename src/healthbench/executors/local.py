@@ -31,7 +31,7 @@ from healthbench.executors.grading import (
     run_stopped,
     sample_request,
 )
-from healthbench.executors.progress import NoProgress, ProgressSink, RunCounters
+from healthbench.executors.progress import CallObserver, CallReport, NoProgress, ProgressSink, RunCounters
 from healthbench.grading.template import GraderTemplate
 from healthbench.models.base import ChatModel, Completion
 from healthbench.models.limits import ConnectionPool, Gate
@@ -54,8 +54,10 @@ class Engine:
         progress: ProgressSink | None = None,
         pool: ConnectionPool,
         batcher: Callable[[RunCounters], BatchCaller] | None = None,
+        observer: CallObserver | None = None,
     ) -> None:
         self.store = store
+        self.observer = observer  # told of every call as it ends (metrics, traces)
         self.pool = pool  # the models' endpoints: outages for the progress line, and whether they answer
         self.run_id = run_id
         self.candidate = candidate
@@ -192,8 +194,10 @@ class Engine:
             )
             try:
                 tag = CallTag(g.w.item_id, g.w.repeat, g.index, g.attempt)
-                async with self._call(self.judge, key, messages, schema, tag) as result:
+                call = self._call(self.judge, key, messages, schema, tag)
+                async with call as result:
                     row = g.answered(result)
+                    call.verdict = None if row is None else str(row.status)
                     await self._commit(result, key, self.judge, self.ledger.graded(row))
                     if row is not None:
                         return
@@ -305,7 +309,17 @@ class _Call:
     """``async with engine._call(...) as result``: a cached answer, or a model call holding a slot
     until the caller has committed what it made of the answer."""
 
-    __slots__ = ("_holding", "engine", "key", "messages", "model", "schema", "tag")
+    __slots__ = (
+        "_holding",
+        "_report",
+        "engine",
+        "key",
+        "messages",
+        "model",
+        "schema",
+        "tag",
+        "verdict",
+    )
 
     def __init__(
         self,
@@ -319,26 +333,68 @@ class _Call:
         self.engine, self.model, self.key, self.messages, self.schema = engine, model, key, messages, schema
         self.tag = tag
         self._holding = False
+        self.verdict: str | None = None
+        self._report: tuple[CallResult, float, float | None, str | None] | None = None
 
     async def __aenter__(self) -> CallResult:
         e = self.engine
         role = "judge" if self.model is e.judge else "candidate"
         hit = await e._lookups.get(self.key, role == "judge")
         if hit is not None:
-            return hit
+            return self._observed(hit, None, None)
         if e.batcher is not None and e.batcher.handles(role, self.key):
-            return await self._batched(role)
+            return self._observed(await self._batched(role), None, None)
         await e._slots.acquire()
         self._holding = True
         if e._store_failure is not None:  # the run is stopping: this call's answer could not be kept
             self._release()
             raise e._store_failure
+        started = time.time() if e.observer is not None else 0.0
         try:
             completion: Completion = await self.model.generate(self.messages, json_schema=self.schema)
-        except BaseException:
+        except BaseException as exc:
             self._release()
+            if e.observer is not None and isinstance(exc, ModelError):
+                self._tell(None, started, time.time() - started, None, type(exc).__name__)
             raise
-        return e.ledger.real(self.model.spec, completion, judge=role == "judge")
+        result = e.ledger.real(self.model.spec, completion, judge=role == "judge")
+        if e.observer is not None:
+            self._report = (result, started, time.time() - started, completion.model)
+        return result
+
+    def _observed(self, result: CallResult, seconds: float | None, model: str | None) -> CallResult:
+        """A cached or batched answer, told to the observer when the caller is done with it."""
+        if self.engine.observer is not None:
+            self._report = (result, time.time(), seconds, model)
+        return result
+
+    def _tell(
+        self,
+        result: CallResult | None,
+        started: float,
+        seconds: float | None,
+        model: str | None,
+        error: str | None = None,
+    ) -> None:
+        e = self.engine
+        assert e.observer is not None
+        outcome = "failed" if result is None else "cached" if result.cached else "ok"
+        e.observer.call_ended(
+            CallReport(
+                role="judge" if self.model is e.judge else "candidate",
+                spec=self.model.spec,
+                outcome=outcome,
+                usage=None if result is None else result.usage,
+                cost=None if result is None else result.cost,
+                started=started,
+                seconds=seconds,
+                response_model=model,
+                error=error,
+                verdict=self.verdict,
+                messages=self.messages,
+                text=None if result is None else result.text,
+            )
+        )
 
     async def _batched(self, role: str) -> CallResult:
         """The call answered through a provider batch: no slot is held while it waits (the batch and
@@ -353,6 +409,8 @@ class _Call:
 
     async def __aexit__(self, *exc: object) -> None:
         self._release()
+        if self._report is not None:
+            self._tell(*self._report)
 
     def _release(self) -> None:
         if self._holding:

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from healthbench.models.base import Usage
+from healthbench.models.base import Messages, ModelSpec, Usage
 from healthbench.models.tally import CallTally
 
 
@@ -76,6 +76,57 @@ class RunCounters:
         if done <= 0 or self.elapsed <= 0:
             return None
         return (self.criteria_total - self.criteria_done) * self.elapsed / done
+
+
+@dataclass(frozen=True, slots=True)
+class CallReport:
+    """One call of the engine as it ended, as the engine counted it (`Ledger`): what observers
+    (service/metrics.py, telemetry.py) read. ``outcome``: ok, cached (answered from the call cache or
+    by another request's batch answer: no model was asked) or failed (no answer after the retries)."""
+
+    role: str  # candidate | judge
+    spec: ModelSpec
+    outcome: str
+    usage: Usage | None  # what the provider billed (a cached answer: the original call's usage)
+    cost: float | None  # None: failed, or the model has no price
+    started: float  # time.time() when the call started
+    seconds: float | None  # the model call's wall time (None: no model was asked, or a batch answer)
+    response_model: str | None = None
+    error: str | None = None  # the failure's type (outcome failed)
+    verdict: str | None = None  # a judge call's final verdict (met, not_met, ungraded)
+    messages: Messages | None = None  # the request and the answer (for --otel-content only)
+    text: str | None = None
+
+
+class CallObserver(Protocol):
+    """Told of every call the engine makes (metrics, traces); `Engine` takes one (None: no overhead)."""
+
+    def call_ended(self, report: CallReport) -> None: ...
+
+    def call_retried(self, role: str, spec: ModelSpec, reason: str) -> None:
+        """A failed attempt that will be retried (``reason``: rate_limit, transient, unreachable)."""
+        ...
+
+
+def observing(*observers: CallObserver | None) -> CallObserver | None:
+    """One observer for several (None where none is given)."""
+    present = [o for o in observers if o is not None]
+    if len(present) <= 1:
+        return present[0] if present else None
+    return _Observers(present)
+
+
+class _Observers:
+    def __init__(self, observers: list[CallObserver]) -> None:
+        self.observers = observers
+
+    def call_ended(self, report: CallReport) -> None:
+        for observer in self.observers:
+            observer.call_ended(report)
+
+    def call_retried(self, role: str, spec: ModelSpec, reason: str) -> None:
+        for observer in self.observers:
+            observer.call_retried(role, spec, reason)
 
 
 class ProgressSink(Protocol):

@@ -258,6 +258,7 @@ class ManagedModel:
         self.policy = policy
         self.pool = pool
         self.stats = CallStats()
+        self.on_retry: Callable[[str], None] | None = None  # told each retry's failure kind (metrics)
         self._sleep = sleep
         self._rng = rng or random.Random()
         self._clock = clock
@@ -293,6 +294,8 @@ class ManagedModel:
                 raise error
             delay = self.policy.delay(retry, result.retry_after, self._rng)
             self.stats.retries += 1
+            if self.on_retry is not None:
+                self.on_retry(result.kind.value)
             retry += 1
             connection.next_attempt = self._clock() + delay
             await self._sleep(delay)  # no connection slot is held while waiting

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import secrets
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -22,7 +23,7 @@ from healthbench.errors import RunError, RunExistsError, a_kind
 from healthbench.executors.batching import BatchCaller, BatchOptions
 from healthbench.executors.grading import EngineOptions, Plan, Todo, fresh_todo
 from healthbench.executors.local import Engine
-from healthbench.executors.progress import NoProgress, ProgressSink, RunCounters
+from healthbench.executors.progress import CallObserver, NoProgress, ProgressSink, RunCounters
 from healthbench.executors.ray import ray_session, run_plan
 from healthbench.grading.template import GraderTemplate, load_template, run_template
 from healthbench.models.factory import check_model, create_model
@@ -51,6 +52,7 @@ class RunHooks(TypedDict, total=False):
     progress: ProgressSink | None
     environ: Mapping[str, str] | None
     download_progress: DownloadProgress | None
+    observer: CallObserver | None
 
 
 def new_run_name(prefix: str = "run") -> str:
@@ -174,12 +176,14 @@ async def execute(
     environ: Mapping[str, str] | None = None,
     with_candidate: bool = True,
     pool: ConnectionPool | None = None,
+    observer: CallObserver | None = None,
 ) -> RunCounters:
     """Run the engine over what is left of ``run`` (`stored_plan`) and record the run's status.
     Models are created (and closed) here. Only one process executes a run at a time: the others get
     a RunError naming the holder.
-    ``pool`` shares one connection budget per endpoint with other runs on the same event loop."""
-    x = _Execution(store, run, config, progress, environ, with_candidate, pool)
+    ``pool`` shares one connection budget per endpoint with other runs on the same event loop;
+    ``observer`` is told of every model call (service/metrics.py, telemetry.py)."""
+    x = _Execution(store, run, config, progress, environ, with_candidate, pool, observer)
     async with RunLease(store, run.id, run.name).held():
         return await _execute(x)
 
@@ -195,6 +199,7 @@ class _Execution:
     environ: Mapping[str, str] | None
     with_candidate: bool
     pool: ConnectionPool | None
+    observer: CallObserver | None = None  # told of every model call (metrics, traces)
 
 
 async def _execute(x: _Execution) -> RunCounters:
@@ -274,6 +279,7 @@ async def _on_engine(x: _Execution, work_plan: Plan) -> RunCounters:
         prices=PriceTable.load(config.prices),
         progress=x.progress or NoProgress(),
         pool=pool,
+        observer=_observe_retries(x.observer, judge=judge, candidate=candidate),
     )
     try:
         return await engine.run(work_plan, interrupted_before=x.run.status in INTERRUPTED)
@@ -281,6 +287,15 @@ async def _on_engine(x: _Execution, work_plan: Plan) -> RunCounters:
         for model in (candidate, judge):
             if model is not None:
                 await model.aclose()
+
+
+def _observe_retries(observer: CallObserver | None, **models: ManagedModel | None) -> CallObserver | None:
+    """``observer``, also told of the models' retries (counted by `ManagedModel`)."""
+    if observer is not None:
+        for role, model in models.items():
+            if model is not None:
+                model.on_retry = functools.partial(observer.call_retried, role, model.spec)
+    return observer
 
 
 def _batcher(
@@ -443,9 +458,17 @@ def on_cluster(config: RunConfig) -> Iterator[None]:
 def finish(store: Store, run: RunRecord, config: RunConfig, **hooks: Unpack[RunHooks]) -> RunOutcome:
     """Do what is left of ``run`` (any kind) on the event loop and return the run as stored afterwards."""
     with_candidate = samples_answers(run, config)
-    progress, environ = hooks.get("progress"), hooks.get("environ")
+    progress, environ, observer = hooks.get("progress"), hooks.get("environ"), hooks.get("observer")
     counters = run_async(
-        execute(store, run, config, progress=progress, environ=environ, with_candidate=with_candidate)
+        execute(
+            store,
+            run,
+            config,
+            progress=progress,
+            environ=environ,
+            with_candidate=with_candidate,
+            observer=observer,
+        )
     )
     return RunOutcome(store.require_run(run.name), counters)
 

@@ -16,7 +16,14 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, FastAPI, Header, Query, Request
 from fastapi import Path as PathParam
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response, StreamingResponse
+from fastapi.responses import (
+    FileResponse,
+    HTMLResponse,
+    JSONResponse,
+    PlainTextResponse,
+    Response,
+    StreamingResponse,
+)
 from starlette.background import BackgroundTask
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -26,8 +33,9 @@ from healthbench.service.api_docs import mount_docs
 from healthbench.service.auth import TokenCache
 from healthbench.service.console import REPORT_HEADERS, mount_console
 from healthbench.service.errors import ERROR_TYPES, ServiceError, validation_message
-from healthbench.service.guard import MB, RequestGuard, error_response, store_unavailable
+from healthbench.service.guard import MB, PUBLIC, RequestGuard, error_response, store_unavailable
 from healthbench.service.health import HealthSource, OutageNotes, readiness
+from healthbench.service.metrics import CONTENT_TYPE, HttpMetrics, exposition
 from healthbench.service.operations import JobService
 from healthbench.service.schemas import (
     MAX_PAGE,
@@ -79,8 +87,11 @@ Workspace = Annotated[str, PathParam(pattern=NAME_PATTERN, description="workspac
 Name = Annotated[str, PathParam(pattern=NAME_PATTERN, description="job name")]
 
 
-def create_app(service: JobService, workers: HealthSource | None = None) -> FastAPI:
-    """The service's app; ``workers`` (the job workers serving its store) feed ``/health/ready``."""
+def create_app(
+    service: JobService, workers: HealthSource | None = None, *, metrics_public: bool = False
+) -> FastAPI:
+    """The service's app; ``workers`` (the job workers serving its store) feed ``/health/ready``;
+    ``metrics_public``: /metrics answers without a token."""
     app = FastAPI(
         title="healthbench job service",
         description="HealthBench benchmark jobs in workspaces (NeMo Evaluator's paths and result shapes).",
@@ -120,7 +131,9 @@ def create_app(service: JobService, workers: HealthSource | None = None) -> Fast
         tokens=TokenCache(service.jobs),
         max_body=int(service.limits.max_upload_mb * MB),
         notes=outages,
+        public=PUBLIC | {"/metrics"} if metrics_public else PUBLIC,
     )
+    app.add_middleware(HttpMetrics, routes=app.routes)  # the outermost: refused requests count too
 
     async def access(workspace: Workspace, authorization: Annotated[str | None, Header()] = None) -> str:
         """The workspace of a request `RequestGuard` let through (the header is declared for OpenAPI)."""
@@ -243,6 +256,11 @@ def create_app(service: JobService, workers: HealthSource | None = None) -> Fast
         return {"status": "ok"}
 
     add_probes(app, service, workers, outages)
+
+    @app.get("/metrics", tags=["service"], response_class=PlainTextResponse)
+    def prometheus_metrics() -> Response:
+        """Prometheus' text format (any valid token, or none with `serve --metrics-public`)."""
+        return Response(exposition(service.store), media_type=CONTENT_TYPE)
 
     app.include_router(router)
     app.include_router(pages)

@@ -59,10 +59,16 @@ class RequestGuard:
     ``max_body`` bytes (counted chunk by chunk, so at most ``max_body`` bytes are ever held)."""
 
     def __init__(
-        self, app: ASGIApp, tokens: TokenCache, max_body: int, notes: OutageNotes | None = None
+        self,
+        app: ASGIApp,
+        tokens: TokenCache,
+        max_body: int,
+        notes: OutageNotes | None = None,
+        public: frozenset[str] = PUBLIC,
     ) -> None:
         self.app, self.tokens, self.max_body = app, tokens, max_body
         self.notes = notes or OutageNotes()
+        self.public = public  # paths answered without a token
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -108,7 +114,7 @@ class RequestGuard:
         headers = Headers(scope=scope)
         path: str = scope["path"]
         if (
-            path not in PUBLIC
+            path not in self.public
             and path not in PROBES
             and path != CONSOLE_PATH
             and not path.startswith(PUBLIC_FOLDERS)

@@ -29,7 +29,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -43,7 +43,7 @@ from healthbench.defaults import (
     DEFAULT_SERVICE_WORKERS,
 )
 from healthbench.errors import HealthBenchError, ModelError, RunBusyError, StoreError
-from healthbench.executors.progress import RunCounters, plain_line, resumed_note
+from healthbench.executors.progress import CallObserver, RunCounters, observing, plain_line, resumed_note
 from healthbench.executors.ray import enter_ray, exit_ray
 from healthbench.models.limits import ConnectionLimits, ConnectionPool
 from healthbench.runner.meta_eval import META_EVAL
@@ -58,6 +58,7 @@ from healthbench.service.uploads import public_message, uploads_folder
 from healthbench.store.jobs import JobRecord, JobStore
 from healthbench.store.lease import LEASE_TTL
 from healthbench.store.runs import RunRecord, Store
+from healthbench.telemetry import Tracing, maybe_span, tracing_requested
 
 LOG = logging.getLogger("healthbench.service")
 POLL = 0.25  # seconds between looks for new jobs and for cancellations
@@ -79,6 +80,16 @@ class WorkerSettings:
     lease: float = DEFAULT_LEASE
     connections: int = DEFAULT_SERVICE_CONNECTIONS
     prices: str | None = None  # `serve --prices FILE`: the price file every job's calls are priced with
+
+
+@dataclass(frozen=True)
+class Observability:
+    """What a worker tells of its jobs (nothing by default): each model call (``observer``), each job
+    session's kind, final status and seconds (``job_ended``), and traces (``tracing``)."""
+
+    observer: CallObserver | None = None
+    job_ended: Callable[[str, str, float], None] | None = None
+    tracing: Tracing | None = None
 
 
 def details_of(counters: RunCounters) -> dict[str, float | int]:
@@ -157,9 +168,14 @@ class JobWorkers:
     """Claims and runs jobs in a background thread until `stop`. Use as a context manager."""
 
     def __init__(
-        self, store: Store, settings: WorkerSettings | None = None, environ: Mapping[str, str] | None = None
+        self,
+        store: Store,
+        settings: WorkerSettings | None = None,
+        environ: Mapping[str, str] | None = None,
+        seen: Observability | None = None,
     ) -> None:
         self.jobs = JobStore(store)
+        self.seen = seen or Observability()
         self.store = store
         self.folder = uploads_folder(store)
         self.settings = settings or WorkerSettings()
@@ -257,13 +273,27 @@ class JobWorkers:
         await asyncio.gather(*running, return_exceptions=True)
 
     async def _run(self, job: JobRecord, pool: ConnectionPool) -> None:
-        """One session of a job, its log lines marked with it; a store failure hands it back."""
-        with job_context(job.workspace, job.name):
+        """One session of a job (a span of its own when traced), its log lines marked with it, timed
+        until it ends; a store failure hands it back."""
+        kind = str(job.spec.get("kind", "eval"))
+        started = time.monotonic()
+        attributes = {"healthbench.job.kind": kind, "healthbench.workspace": job.workspace}
+        with (
+            job_context(job.workspace, job.name),
+            maybe_span(self.seen.tracing, "healthbench job", **attributes, **{"healthbench.job": job.name}),
+        ):
             try:
                 await self._session(job, pool)
             except STORE_FAILURES as exc:
                 self._store_failed(exc)
                 await self._hand_back(job)
+            finally:
+                if self.seen.job_ended is not None:
+                    try:
+                        status = self._status(job.id) or "deleted"
+                    except STORE_FAILURES:  # handed back while the store does not answer
+                        status = "unknown"
+                    self.seen.job_ended(kind, status, time.monotonic() - started)
 
     async def _hand_back(self, job: JobRecord) -> None:
         """Once the store answers again, give the job back (pending: claimed again and resumed from
@@ -381,15 +411,17 @@ class JobWorkers:
         if on_ray:
             await asyncio.to_thread(self._join_ray, config.ray_address)
         try:
-            counters = await execute(
-                self.store,
-                run,
-                config,
-                progress=sink,
-                environ=self.environ,
-                pool=pool,
-                with_candidate=samples_answers(run, config),
-            )
+            with maybe_span(self.seen.tracing, "healthbench run", **{"healthbench.run": run.name}):
+                counters = await execute(
+                    self.store,
+                    run,
+                    config,
+                    progress=sink,
+                    environ=self.environ,
+                    pool=pool,
+                    with_candidate=samples_answers(run, config),
+                    observer=self.seen.observer,
+                )
         finally:
             if on_ray:  # finished, failed or cancelled: a local Ray stops with its last job
                 await asyncio.shield(asyncio.to_thread(exit_ray))
@@ -550,8 +582,9 @@ def worker_process_main(
     store = _open_store(target, stop)
     if store is None:
         return
+    seen = _observability()
     try:
-        with JobWorkers(store, settings) as workers:
+        with JobWorkers(store, settings, seen=seen) as workers:
             ray_seen = False
             while not stop.wait(POLL) and os.getppid() == parent:
                 if shared is not None:
@@ -560,6 +593,8 @@ def worker_process_main(
                     ray_seen = True
                     listen()  # Ray's core worker put its own SIGTERM handler (it exits at once) over ours
     finally:
+        if seen.tracing is not None:
+            seen.tracing.shutdown()
         store.close()
         end_descendants()
 
@@ -576,6 +611,17 @@ def _open_store(target: str | None, stop: threading.Event) -> Store | None:
         if stop.wait(retry):
             return None
         retry = min(2 * retry, STORE_RETRY_MAX)
+
+
+def _observability() -> Observability:
+    """The service's: Prometheus metrics (service/metrics.py, imported here: the process was started
+    with ``PROMETHEUS_MULTIPROC_DIR`` set), and traces when the ``OTEL_*`` variables ask for them."""
+    from healthbench.service import metrics
+    from healthbench.telemetry import configure
+
+    tracing = configure() if tracing_requested() else None
+    observer = observing(metrics.MetricsObserver(), None if tracing is None else tracing.observer())
+    return Observability(observer, metrics.job_ended, tracing)
 
 
 def publish_health(shared: Any, health: WorkerHealth) -> None:

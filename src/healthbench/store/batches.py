@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import and_, select, update
+from sqlalchemy import and_, func, select, update
 
 from healthbench.store.batch_tables import batch_requests, provider_batches
 from healthbench.store.db import now
@@ -52,6 +52,16 @@ class Abandoned:
 
 
 _COLUMNS = tuple(provider_batches.c[name] for name in ProviderBatchRecord.__dataclass_fields__)
+
+
+def batch_counts(store: Store) -> dict[tuple[str, str], int]:
+    """How many provider batches of every run are in each (provider, state) (the service's /metrics)."""
+    column = provider_batches.c
+    with store.engine.connect() as conn:
+        rows = conn.execute(
+            select(column.provider, column.state, func.count()).group_by(column.provider, column.state)
+        ).all()
+    return {(str(provider), str(state)): int(count) for provider, state, count in rows}
 
 
 class BatchLedger:

@@ -129,6 +129,14 @@ class JobStore:
             )
         return JobRecord(**row) if row else None
 
+    def counts_by_status(self) -> dict[str, int]:
+        """How many jobs are in each status, over every workspace (the service's /metrics)."""
+        with self._engine.connect() as conn:
+            rows = conn.execute(
+                select(benchmark_jobs.c.status, func.count()).group_by(benchmark_jobs.c.status)
+            ).all()
+        return {str(status): int(count) for status, count in rows}
+
     def status(self, workspace: str, name: str) -> JobStatusRecord | None:
         """The status columns of one job (the hot path of polling clients: one indexed row, five
         small columns)."""
