@@ -63,7 +63,8 @@ def graded(
 def loaded(
     samples: list[GradedSample], model: str = "model-a", run_id: str = "run-1", **extra: object
 ) -> LoadedRun:
-    return LoadedRun(model=model, run_id=run_id, samples=tuple(samples), source="generated", **extra)  # type: ignore[arg-type]
+    source = f"generated:{run_id}"  # two runs are two inputs (compare warns of one input twice)
+    return LoadedRun(model=model, run_id=run_id, samples=tuple(samples), source=source, **extra)  # type: ignore[arg-type]
 
 
 def reference_scores(samples: list[GradedSample]) -> list[dict[str, float] | None]:

@@ -142,7 +142,7 @@ def test_labels_file_with_invalid_json_names_the_line_and_column(tmp_path: Path)
     bad.write_text(json.dumps(good) + '\n{"completion_id": oops}\n')
     result = runner.invoke(app, ["meta-eval", "--data", str(FIXTURE), "--labels", str(bad)])
     message = one_line_error(result)
-    assert message.startswith(f"error: {bad}:2: invalid JSON (Expecting value at column 19)"), message
+    assert message.startswith(f"error: {bad}:2: invalid JSON (invalid character at column 19)"), message
 
 
 @pytest.mark.parametrize(

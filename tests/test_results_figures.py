@@ -17,7 +17,7 @@ import healthbench.cli  # noqa: F401  (registers the commands)
 from healthbench.cli.app import app
 from healthbench.config import RunConfig
 from healthbench.grading.template import load_template
-from healthbench.results.metrics_out import metrics_document
+from healthbench.results.metrics_out import metrics_document, usage_metrics
 from healthbench.results.views import RunView
 from healthbench.runner.imported import _grades, _sample
 from healthbench.runner.run import stored_record
@@ -109,7 +109,10 @@ def scored_metrics(store: Path, name: str, seed: int | None, n_resamples: int | 
     try:
         view = RunView.open(s, name)
         score = view.score(view.scoring_options(seed=seed, n_resamples=n_resamples))
-        return metrics_document(score.metrics(), provenance=view.provenance())
+        usage = view.usage_totals()
+        return metrics_document(
+            score.metrics(), usage_metrics(usage.candidate, usage.judge), provenance=view.provenance()
+        )
     finally:
         s.close()
 

@@ -5,6 +5,7 @@ and a name that is neither says so."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -39,7 +40,10 @@ def test_a_run_name_with_a_slash_is_a_run_in_report_compare_and_analyze(
         app, ["compare", "team/base.json", "team/nightly", "--store", str(store)], env={"COLUMNS": "200"}
     )
     assert compared.exit_code == 0, compared.output
-    assert "B = cand/team/nightly (0.3662) vs A = cand/team/base.json (0.3662)" in compared.output
+    pattern = r"B = cand/team/nightly \((\d\.\d+)\) vs A = cand/team/base\.json \((\d\.\d+)\)"
+    line = re.search(pattern, compared.output)
+    assert line is not None, compared.output
+    assert line[1] == line[2]  # the same model and judge on the same conversations
     analyzed = runner.invoke(app, ["analyze", "team/nightly", "--store", str(store), "--out", "tables"])
     assert analyzed.exit_code == 0, analyzed.output
     result = runner.invoke(app, ["results", "team/nightly", "--store", str(store)])
