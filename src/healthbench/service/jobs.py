@@ -31,7 +31,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -60,6 +60,7 @@ from healthbench.store.lease import LEASE_TTL
 from healthbench.store.runs import RunRecord, Store
 from healthbench.telemetry import Tracing, maybe_span, tracing_requested
 
+T = TypeVar("T")
 LOG = logging.getLogger("healthbench.service")
 POLL = 0.25  # seconds between looks for new jobs and for cancellations
 STORE_RETRY_MAX = 5.0  # seconds between two tries at most while the store does not answer
@@ -248,20 +249,11 @@ class JobWorkers:
     async def _main(self) -> None:
         pool = ConnectionPool(ConnectionLimits(max_connections=self.settings.connections))
         running: set[asyncio.Task[None]] = set()
-        retry = POLL
         while not self._stopping.is_set():
             if len(running) < self.settings.workers:
-                try:
-                    job = await asyncio.to_thread(
-                        self.jobs.claim, self.owner, time.time(), self.settings.lease
-                    )
-                except STORE_FAILURES as exc:
-                    self._store_failed(exc)
-                    await self._pause(retry)
-                    retry = min(2 * retry, STORE_RETRY_MAX)
-                    continue
-                self._store_answered()
-                retry = POLL
+                job = await self._when_store_answers(
+                    lambda: self.jobs.claim(self.owner, time.time(), self.settings.lease)
+                )
                 if job is not None:
                     task = asyncio.create_task(self._run(job, pool))
                     running.add(task)
@@ -271,6 +263,22 @@ class JobWorkers:
         for task in list(running):
             task.cancel()
         await asyncio.gather(*running, return_exceptions=True)
+
+    async def _when_store_answers(self, call: Callable[[], T]) -> T | None:
+        """``call()`` in a thread, tried again after a growing pause (`POLL` doubled up to
+        `STORE_RETRY_MAX`) while the store does not answer; None if the workers stop first."""
+        retry = POLL
+        while not self._stopping.is_set():
+            try:
+                result = await asyncio.to_thread(call)
+            except STORE_FAILURES as exc:
+                self._store_failed(exc)
+                await self._pause(retry)
+                retry = min(2 * retry, STORE_RETRY_MAX)
+                continue
+            self._store_answered()
+            return result
+        return None
 
     async def _run(self, job: JobRecord, pool: ConnectionPool) -> None:
         """One session of a job (a span of its own when traced), its log lines marked with it, timed
@@ -298,20 +306,11 @@ class JobWorkers:
     async def _hand_back(self, job: JobRecord) -> None:
         """Once the store answers again, give the job back (pending: claimed again and resumed from
         its stored run; cancelling: cancelled). If the workers stop first, its lease runs out."""
-        retry = POLL
-        while not self._stopping.is_set():
-            try:
-                status = await asyncio.to_thread(self.jobs.hand_back, job.id, self.owner)
-                if status is not None:
-                    message = "the store did not answer; job handed back"
-                    self._event(job, message if status == "pending" else "job cancelled")
-            except STORE_FAILURES as exc:
-                self._store_failed(exc)
-                await self._pause(retry)
-                retry = min(2 * retry, STORE_RETRY_MAX)
-                continue
-            self._store_answered()
-            return
+        status = await self._when_store_answers(lambda: self.jobs.hand_back(job.id, self.owner))
+        if status is not None:
+            message = "the store did not answer; job handed back"
+            with contextlib.suppress(*STORE_FAILURES):  # the job is back either way; its log line may wait
+                self._event(job, message if status == "pending" else "job cancelled")
 
     def _event(self, job: JobRecord, message: str) -> None:
         """A line of the job's log, also in the service's log."""
