@@ -80,3 +80,19 @@ def write_file(tmp_path: Path) -> Callable[[str, str | bytes], Path]:
         return path
 
     return write
+
+
+@pytest.fixture(scope="module")
+def online_metrics(tmp_path_factory: pytest.TempPathFactory) -> dict[str, float]:
+    """The demo run answered online (the reference every batch run must equal)."""
+    from support.fake_runs import fake_run_config
+
+    from healthbench.results.run_results import score_stored_run
+    from healthbench.runner.run import run_eval
+    from healthbench.store import Store
+    from healthbench.testing.fake_server import running_fake_server
+
+    with running_fake_server() as url:
+        store = Store(tmp_path_factory.mktemp("online") / "s.db")
+        outcome = run_eval(fake_run_config(url), store=store, name="online")
+        return score_stored_run(store, outcome.run).metrics()

@@ -54,15 +54,6 @@ def prices(tmp_path: Path) -> str:
     return str(path)
 
 
-@pytest.fixture(scope="module")
-def online_metrics(tmp_path_factory: pytest.TempPathFactory) -> dict[str, float]:
-    """The demo run answered online (the reference every batch run must equal)."""
-    with running_fake_server() as url:
-        store = Store(tmp_path_factory.mktemp("online") / "s.db")
-        outcome = run_eval(fake_run_config(url), store=store, name="online")
-        return score_stored_run(store, outcome.run).metrics()
-
-
 def _run(url: str, store: Store, name: str, **extra: Any) -> RunOutcome:
     return run_eval(fake_run_config(url, **extra), store=store, name=name)
 

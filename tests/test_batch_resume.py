@@ -23,14 +23,6 @@ from healthbench.store.batches import BatchLedger, BatchRequestRow
 from healthbench.testing.fake_server import FakeServerConfig, fetch_stats, running_fake_server
 
 
-@pytest.fixture(scope="module")
-def online_metrics(tmp_path_factory: pytest.TempPathFactory) -> dict[str, float]:
-    with running_fake_server() as url:
-        store = Store(tmp_path_factory.mktemp("online") / "s.db")
-        outcome = run_eval(fake_run_config(url), store=store, name="online")
-        return score_stored_run(store, outcome.run).metrics()
-
-
 def _killed_in_first_batch(url: str, db: Path, config: Path, *extra: str) -> None:
     """Start run ``killed`` and SIGKILL it once its first provider batch exists (it is polling it)."""
     process = subprocess.Popen(
