@@ -20,7 +20,7 @@ from healthbench.data.professional import read_conversations
 from healthbench.data.schema import MetaEvalRecord
 from healthbench.data.sources import read_records
 from healthbench.defaults import DEFAULT_STATUS_CACHE
-from healthbench.errors import HealthBenchError
+from healthbench.errors import HealthBenchError, StoreError
 from healthbench.executors.ray import require_ray
 from healthbench.grading.template import GraderTemplate
 from healthbench.results.aggregate import aggregate_scores
@@ -284,6 +284,8 @@ class JobService:
             spec = body.model_dump(mode="json", exclude=set(UPLOAD_FIELDS))
             try:
                 _, config = regrade_job_config(self.store, workspace, spec, uploads, self.folder)
+            except StoreError:
+                raise  # the store did not answer: a 503 (app.py), not the job's fault
             except HealthBenchError as exc:
                 raise ServiceError(422, f"judge: {without_flags(str(exc))}") from None
             assert config.judge is not None  # the job's or its profile's (JobCreate checks one is given)
@@ -501,6 +503,8 @@ class JobService:
             raise ServiceError(404, f"{where}job {name!r} has no stored run")
         try:
             return record, load_stored(self.store, run)
+        except StoreError:
+            raise  # the store did not answer: a 503 (app.py), not a state of the job
         except HealthBenchError as exc:
             raise ServiceError(409, f"{where}{exc}") from None
 
