@@ -62,9 +62,9 @@ def context(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         yield context
 
 
-def _open(context: Any, url: str) -> tuple[Any, list[str], list[str]]:
-    """A new page on the console; requests outside the service are refused and recorded, as are
-    page errors and console errors (CSP refusals are console errors)."""
+def _guarded_page(context: Any, url: str) -> tuple[Any, list[str], list[str]]:
+    """A new page whose requests outside the service are refused and recorded, as are page errors
+    and console errors (CSP refusals are console errors)."""
     page = context.new_page()
     outside: list[str] = []
     errors: list[str] = []
@@ -79,6 +79,12 @@ def _open(context: Any, url: str) -> tuple[Any, list[str], list[str]]:
     page.route("**/*", route)
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    return page, outside, errors
+
+
+def _open(context: Any, url: str) -> tuple[Any, list[str], list[str]]:
+    """A new guarded page (`_guarded_page`) on the console."""
+    page, outside, errors = _guarded_page(context, url)
     page.on("dialog", lambda dialog: dialog.accept())
     page.goto(f"{url}/ui/")
     page.wait_for_selector('body[data-ready="true"]', state="attached")
@@ -329,20 +335,7 @@ def test_swagger_ui_renders_offline_under_its_csp(
     """/docs draws the API from the service's own files: every request outside it is refused here,
     and no script or style is refused by the page's policy (those are console errors)."""
     url, _, _ = servers
-    page = context.new_page()
-    outside: list[str] = []
-    errors: list[str] = []
-
-    def route(route: Any) -> None:
-        if route.request.url.startswith((url, "data:", "blob:")):
-            route.continue_()
-        else:
-            outside.append(route.request.url)
-            route.abort()
-
-    page.route("**/*", route)
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page, outside, errors = _guarded_page(context, url)
     page.goto(f"{url}/docs")
     page.wait_for_selector(".swagger-ui .info .title:has-text('healthbench job service')", timeout=TIMEOUT)
     page.wait_for_selector(".opblock-summary-path:has-text('/benchmark-jobs')", timeout=TIMEOUT)
