@@ -289,7 +289,9 @@ def write_floor(src: str, store: str, calls: int, per_commit: int) -> dict[str, 
         for i in range(start, min(start + per_commit, calls)):
             key = request_key(spec, judge, [{"role": "user", "content": f"{prompt}{i}"}], None)
             item = items[i // 14][0]
-            rows.grades.append(GradeRow(item, 0, usage, 0.0001, False, None, i % 14, "met", answer, 1))
+            rows.grades.append(
+                GradeRow(item, 0, usage, 0.0001, False, None, i % 14, "met", answer, 1, judge="fake/judge")
+            )
             rows.cache.append(CacheEntry(key, spec.provider, spec.model, answer, usage))
         s.put_rows(run.id, rows)
     return {"src": tree(), "cpu": cpu_since(before), "calls": calls}

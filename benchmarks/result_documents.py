@@ -69,6 +69,7 @@ def store_run(store: Store, samples: list[GradedSample]) -> None:
                     status=VERDICT_NAMES[verdict],
                     explanation="synthetic explanation",
                     attempts=1,
+                    judge=config.judge.label,
                 )
             )
     store.put_rows(run.id, rows)

@@ -44,6 +44,7 @@ def grade_row(n: int) -> GradeRow:
         explanation="The response mentions the point. " * 4,
         attempts=1,
         raw='{"criteria_met": true}',
+        judge="fake/judge",
     )
 
 

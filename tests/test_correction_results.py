@@ -72,6 +72,7 @@ def stored_meta_run(store: Store, path: Path, judge: dict, name: str = "meta") -
             GradeStatus.MET if judge_says_met(int(r.prompt_id[1:])) else GradeStatus.NOT_MET,
             None,
             1,
+            judge=config.judge.label,
         )
         for r in records
     ]

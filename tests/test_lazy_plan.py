@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import and_, delete, select
-from support.fake_runs import fake_run_config
+from support.fake_runs import FAKE_JUDGE, fake_run_config
 from support.process import fake_server_process
 
 from healthbench.config import ModelConfig
@@ -53,7 +53,9 @@ def sample(item: str, repeat: int, completion: str | None, error: str | None = N
 
 
 def grade(item: str, repeat: int, criterion: int, status: str, attempts: int = 1) -> GradeRow:
-    return GradeRow(item, repeat, None, None, False, None, criterion, status, None, attempts)
+    return GradeRow(
+        item, repeat, None, None, False, None, criterion, status, None, attempts, judge=FAKE_JUDGE
+    )
 
 
 def test_the_store_counts_a_runs_progress_and_reads_one_pages_rows(store: Store) -> None:
@@ -88,8 +90,10 @@ def test_the_store_counts_a_runs_progress_and_reads_one_pages_rows(store: Store)
     # one page's rows: only the items (and repeat) asked for
     assert store.sample_progress(run.id, item_ids=["a"], repeat=0) == {("a", 0): "A0"}
     assert store.sample_progress(run.id, item_ids=["a", "b"]) == {("a", 0): "A0", ("a", 1): "A1"}
-    assert store.grade_progress(run.id, item_ids=["b", "c"], repeat=0) == {("b", 0, 0): ("met", 1)}
-    assert set(store.grade_progress(run.id, item_ids=["a"], repeat=1)) == {("a", 1, 0)}
+    assert store.grade_progress(run.id, item_ids=["b", "c"], repeat=0) == {
+        ("b", 0, 0, FAKE_JUDGE): ("met", 1)
+    }
+    assert set(store.grade_progress(run.id, item_ids=["a"], repeat=1)) == {("a", 1, 0, FAKE_JUDGE)}
 
 
 def test_the_plan_reads_one_page_at_a_time_in_repeat_then_item_order(
@@ -160,7 +164,7 @@ def test_a_finished_run_plans_nothing(store: Store) -> None:
 # -- every stored row of runs made through the lazy plan, against the fake server's rules ----------
 def expected_rows(
     conversations: list[Conversation], n_repeats: int, prices: PriceTable
-) -> tuple[dict[tuple[str, int], SampleRow], dict[tuple[str, int, int], GradeRow]]:
+) -> tuple[dict[tuple[str, int], SampleRow], dict[tuple[str, int, int, str], GradeRow]]:
     """The rows a run of fresh calls stores (each criterion graded on its first attempt)."""
     template = builtin_template()
     sample_rows, grade_rows = {}, {}
@@ -179,7 +183,7 @@ def expected_rows(
                 reply = fake_judge_text(prompt)
                 met = fake_verdict(prompt)
                 judged = Usage(count_words(prompt), count_words(reply))
-                grade_rows[c.prompt_id, r, k] = GradeRow(
+                grade_rows[c.prompt_id, r, k, FAKE_JUDGE] = GradeRow(
                     c.prompt_id,
                     r,
                     judged.as_dict(),
@@ -192,6 +196,7 @@ def expected_rows(
                     + ("met" if met else "not met")
                     + ".",
                     1,
+                    judge=FAKE_JUDGE,
                 )
     return sample_rows, grade_rows
 
@@ -240,7 +245,19 @@ def test_resumed_and_regraded_runs_store_exactly_the_expected_rows(store: Store)
         store.put(
             run_id,
             grades=[
-                GradeRow(*k[:2], None, None, False, "judge failed", k[2], GradeStatus.UNGRADED, None, 2, "?")
+                GradeRow(
+                    *k[:2],
+                    None,
+                    None,
+                    False,
+                    "judge failed",
+                    k[2],
+                    GradeStatus.UNGRADED,
+                    None,
+                    2,
+                    "?",
+                    judge=k[3],
+                )
                 for k in ungraded
             ],
         )
@@ -276,10 +293,11 @@ def test_resumed_and_regraded_runs_store_exactly_the_expected_rows(store: Store)
         judge = ModelConfig(spec="other-judge", base_url=url)
         re = regrade("lazy", judge, store=store, name="re", overrides={"max_connections": 4})
         other_judge = {
-            k: GradeRow(
+            (*k[:3], "other-judge"): GradeRow(
                 **{
                     **vars(v),
                     "cost": PriceTable.load(cfg.prices).cost("openai", "other-judge", Usage(**v.usage)),
+                    "judge": "other-judge",
                 }  # type: ignore[arg-type]
             )
             for k, v in want_grades.items()

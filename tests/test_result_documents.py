@@ -104,6 +104,7 @@ def _write_run(store: Store, name: str = "docs", **config: Any) -> None:
                     f"why {index}",
                     1,
                     "{}",
+                    judge=cfg.judge.label,
                 )
             )
     store.put(run.id, samples=samples, grades=grades)

@@ -66,7 +66,7 @@ def store_run(store: Store, name: str, samples: Sequence[GradedSample], **settin
     store.put(
         run.id,
         samples=[_sample(s) for s in samples],
-        grades=[g for s in samples for g in _grades(s)],
+        grades=[g for s in samples for g in _grades(s, config.judge.label)],
     )
 
 
@@ -152,9 +152,12 @@ def test_a_new_grade_or_sample_is_in_what_results_shows_next(store: Path) -> Non
     s = Store(store)
     run = s.require_run("repeats")
     # a verdict changed (a resume or correction writing one grade again)
-    grade = s.load_grades(run.id, item_ids=["c000"], repeat=0)[("c000", 0, 0)]
+    grade = s.load_grades(run.id, item_ids=["c000"], repeat=0)[("c000", 0, 0, "openai/gpt-4.1")]
     flipped = GradeStatus.NOT_MET if grade.status == GradeStatus.MET else GradeStatus.MET
-    s.put(run.id, grades=[GradeRow("c000", 0, None, None, False, None, 0, flipped, "changed", 1)])
+    s.put(
+        run.id,
+        grades=[GradeRow("c000", 0, None, None, False, None, 0, flipped, "changed", 1, judge=grade.judge)],
+    )
     s.close()
     second, _ = results(store, "repeats")
     assert second != first  # the new verdict counts

@@ -4,6 +4,7 @@ idempotent writes and group-commit errors."""
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 import subprocess
 import sys
@@ -253,6 +254,41 @@ def test_a_store_with_remembered_figures_is_migrated_and_kept(store_target: str)
     store.close()
 
 
+def test_a_store_before_judge_panels_gets_its_grades_keyed_by_their_runs_judge(store_target: str) -> None:
+    """0010 rebuilds ``grades`` with ``judge`` in its key, each stored grade given its run's judge."""
+    store = Store(store_target)
+    runs = [store.create_run(name, "eval", {"run": _run_cfg()}, [("c1", {})]) for name in ("a", "b")]
+    with store.engine.begin() as conn:  # a store as 0009 left it: grades without a judge, one row each
+        conn.execute(text("DELETE FROM schema_migrations WHERE name = '0010_grade_judge'"))
+        conn.execute(text("DROP TABLE grades"))
+        conn.execute(text("ALTER TABLE batch_requests DROP COLUMN judge"))
+        initial_tables().tables["grades"].create(conn)
+        conn.execute(
+            text("UPDATE runs SET config = :c WHERE name = 'b'"),
+            {"c": json.dumps({"run": {"judge": {"spec": "k"}}})},
+        )
+        for run in runs:
+            conn.execute(
+                text(
+                    "INSERT INTO grades (run_id, item_id, repeat, criterion, status, attempts, cached,"
+                    f" created_at) VALUES ({run.id}, 'c1', 0, 2, 'met', 1, false, 't')"
+                )
+            )
+    store.close()
+    store = Store(store_target)
+    assert _applied(store) == ALL_MIGRATIONS
+    assert [k for run in runs for k in store.load_grades(run.id)] == [("c1", 0, 2, "j"), ("c1", 0, 2, "k")]
+    # another member's verdict on the same criterion is a row of its own
+    other = GradeRow("c1", 0, None, None, False, None, 2, GradeStatus.NOT_MET, None, 1, judge="m2")
+    store.put(runs[0].id, grades=[other])
+    assert store.load_verdicts(runs[0].id, item_ids=["c1"], repeat=0) == {
+        ("c1", 2, "j"): ("met", None),
+        ("c1", 2, "m2"): ("not_met", None),
+    }
+    assert "judge" in {c["name"] for c in inspect(store.engine).get_columns("batch_requests")}
+    store.close()
+
+
 def test_the_initial_migration_is_today_minus_later_changes() -> None:
     """0001 is frozen: the tables it creates never follow edits of db.py."""
     assert set(initial_tables().tables) == {"runs", "items", "samples", "grades", "call_cache", "jobs"}
@@ -325,9 +361,11 @@ def test_writes_are_idempotent_and_round_trip_json_and_booleans(store_target: st
     assert cached is not None and (cached.text, cached.usage) == ("t", {"n": 1})
     assert store.cache_has(["k" * 64, "x" * 64]) == {"k" * 64}
     assert store.cache_get("x" * 64) is None
-    grade = GradeRow("c1", 0, None, None, False, "boom", 2, GradeStatus.UNGRADED, None, 3, raw="no json")
+    grade = GradeRow(
+        "c1", 0, None, None, False, "boom", 2, GradeStatus.UNGRADED, None, 3, raw="no json", judge="j"
+    )
     store.put(run.id, grades=[grade])
-    assert store.load_grades(run.id) == {("c1", 0, 2): grade}
+    assert store.load_grades(run.id) == {("c1", 0, 2, "j"): grade}
 
 
 def test_rows_read_back_as_written_and_json_null_stays_json_null(store_target: str) -> None:
@@ -343,10 +381,10 @@ def test_rows_read_back_as_written_and_json_null_stays_json_null(store_target: s
         SampleRow("c1", 0, usage, 0.25, True, None, odd, messages),
         SampleRow("c1", 1, None, None, False, "boom", None, None),
     ]
-    grade = GradeRow("c1", 0, usage, 1e-05, False, None, 3, GradeStatus.MET, odd, 2)
+    grade = GradeRow("c1", 0, usage, 1e-05, False, None, 3, GradeStatus.MET, odd, 2, judge="j")
     store.put(run.id, samples=written, grades=[grade], cache=[CacheEntry("k" * 64, "openai", "m", odd, None)])
     assert store.load_samples(run.id) == {("c1", 0): written[0], ("c1", 1): written[1]}
-    assert store.load_grades(run.id) == {("c1", 0, 3): grade}
+    assert store.load_grades(run.id) == {("c1", 0, 3, "j"): grade}
     cached = store.cache_get("k" * 64)
     assert cached is not None and (cached.text, cached.usage) == (odd, None)
     with store.engine.connect() as conn:
@@ -404,7 +442,7 @@ def test_a_failed_group_commit_reaches_every_waiting_writer(store_target: str) -
     async def main() -> list[BaseException | None]:
         async with StoreWriter(store, run.id) as writer:
             good = [writer.put(Rows(samples=[_sample("ok", False, repeat=i)])) for i in range(3)]
-            broken = GradeRow("c1", 0, None, None, False, None, 0, GradeStatus.MET, None, None)  # type: ignore[arg-type]
+            broken = GradeRow("c1", 0, None, None, False, None, 0, GradeStatus.MET, None, None, judge="j")  # type: ignore[arg-type]
             bad = writer.put(Rows(grades=[broken]))  # attempts is NOT NULL
             results = await asyncio.gather(*good, bad, return_exceptions=True)
         return list(results)

@@ -6,7 +6,7 @@ import json
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 from urllib.parse import unquote, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -21,6 +21,7 @@ from healthbench.defaults import (
     DEFAULT_BOOTSTRAP_WORKERS,
     DEFAULT_JUDGE_RETRIES,
     DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_PANEL_RULE,
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
     DEFAULT_WARM_FIRST,
@@ -32,6 +33,7 @@ from healthbench.models.base import ModelSettings, ModelSpec, parse_model_spec
 from healthbench.models.limits import RetryPolicy
 from healthbench.profiles import profile_layer
 
+PanelRuleName = Literal["majority", "unanimous", "any", "calibrated"]  # defaults.PANEL_RULES
 SECRET_WORDS = ("token", "key", "secret", "password")  # settings refused because they are stored
 
 
@@ -88,6 +90,12 @@ class ModelConfig(BaseModel):
     def parsed(self) -> ModelSpec:
         return parse_model_spec(self.spec, self.base_url, self.api_key_env)
 
+    @property
+    def label(self) -> str:
+        """The judge's name in a panel (its spec text, unique within a run): the ``judge`` of its stored
+        grades and of its metric keys (``judge:<label>:overall_score``)."""
+        return self.spec
+
     def identity(self) -> dict[str, Any]:
         """What defines the model's answers (the key variable and timeout are not part of it)."""
         spec = self.parsed()
@@ -107,6 +115,9 @@ class ScoringConfig(BaseModel):
     length_center: float | None = Field(default=None, ge=0)
     # unused (the bootstrap runs on the calling thread); kept so stored run configs still load
     workers: int = Field(default=DEFAULT_BOOTSTRAP_WORKERS, ge=1)
+    # a judge panel's rule (scoring/panel.py) and the meta-eval runs that calibrate it (rule "calibrated")
+    panel: PanelRuleName = cast(PanelRuleName, DEFAULT_PANEL_RULE)
+    calibrate_with: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _length_adjustment_together(self) -> ScoringConfig:
@@ -132,6 +143,9 @@ class RunConfig(BaseModel):
     n_repeats: int = Field(default=1, ge=1)
     model: ModelConfig | None = Field(default_factory=lambda: ModelConfig(spec=OFFLINE_MODEL))
     judge: ModelConfig = Field(default_factory=lambda: ModelConfig(spec=OFFLINE_MODEL))
+    # a panel of judges (docs/panels.md): every member grades every criterion; empty: ``judge`` alone.
+    # Given, ``judge`` is its first member (the chair)
+    judges: list[ModelConfig] = Field(default_factory=list)
     grader_template: str | None = None
     judge_structured_output: bool | None = None  # None: on for local models, off otherwise
     # baselines (runner/baselines.py): grade the dataset's completions, no candidate model
@@ -180,6 +194,22 @@ class RunConfig(BaseModel):
         _overlay(out, data)
         return out
 
+    @model_validator(mode="before")
+    @classmethod
+    def _chair_is_judge(cls, data: Any) -> Any:
+        """With ``judges``, ``judge`` is their first member (`build_config` refuses both given)."""
+        if isinstance(data, dict) and data.get("judges"):
+            return {**data, "judge": data["judges"][0]}
+        return data
+
+    @model_validator(mode="after")
+    def _distinct_judges(self) -> RunConfig:
+        labels = [member.label for member in self.judges]
+        repeated = sorted({label for label in labels if labels.count(label) > 1})
+        if repeated:
+            raise ValueError(f"judge {repeated[0]!r} is named twice in the panel: each member once")
+        return self
+
     @model_validator(mode="after")
     def _ray_settings_need_ray(self) -> RunConfig:
         """Settings only the Ray executor reads are refused with the local one (not silently ignored)."""
@@ -212,6 +242,11 @@ class RunConfig(BaseModel):
         if self.batch != "none" and self.executor == "ray":
             raise ValueError("--batch runs on the local engine; drop --executor ray")
         return self
+
+    @property
+    def panel(self) -> list[ModelConfig]:
+        """The judges that grade every criterion, the chair first: ``judges``, or ``judge`` alone."""
+        return list(self.judges) or [self.judge]
 
     @property
     def structured_judge(self) -> bool:
@@ -272,13 +307,15 @@ def build_config(
         _merge(merged, layer)
     if merged.get("dataset") not in META_VARIANTS:  # a meta-eval's names the variant its file stands for
         check_one_data_source(merged.get("dataset"), merged.get("data"))
+    if merged.get("judges") and _names_a_judge(merged):
+        raise ConfigError("judge and judges both name the judge; give one (judges: a panel, the chair first)")
     if merged.get("completions") is not None and _names_a_candidate(merged):
         raise ConfigError("--completions grades the dataset's completions: no --model or --base-url")
     base: dict[str, Any] = {}
     _merge(base, defaults or {})
     data = merged.get("data", base.get("data"))
     if resolve_format(data_format, Path(data) if isinstance(data, str) else None) == PROFESSIONAL:
-        _merge(base, professional_defaults(judge_given=_names_a_judge(merged)))
+        _merge(base, professional_defaults(judge_given=_names_a_judge(merged) or bool(merged.get("judges"))))
     if merged.get("profile") is not None:
         _merge(base, _profile_of(base, merged))
     _merge(base, merged)

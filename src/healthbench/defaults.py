@@ -13,6 +13,9 @@ DEFAULT_BATCH_OPEN_ITEMS = 10_000  # --batch: conversations x repeats in progres
 # warm-first judging (executors/local.py, docs/cost.md): with a judge whose provider caches prompt
 # prefixes, one criterion of each conversation is asked first and its siblings once it has answered
 DEFAULT_WARM_FIRST = True
+# judge panels (scoring/panel.py, docs/panels.md): how members' verdicts on a criterion become the run's
+PANEL_RULES = ("majority", "unanimous", "any", "calibrated")
+DEFAULT_PANEL_RULE = "majority"
 DEFAULT_BATCH_POLL = 30.0  # --batch: longest wait (seconds) between polls of a provider batch
 DEFAULT_BATCH_LINGER = 2.0  # --batch: idle seconds before a partial batch is submitted
 DEFAULT_BATCH_MAX_WAIT = 60.0  # --batch: longest a request waits to be put in a batch

@@ -53,6 +53,9 @@ class EngineOptions:
     # (conversation, repeat) is asked first, its siblings once it has answered, so that they find the
     # prefix they share in the provider's prompt cache
     warm_first: bool = False
+    # the label of the judge whose grades the engine writes and reads (`ModelConfig.label`; set by the
+    # runner from the run's config)
+    judge: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +87,7 @@ class Plan:
     samples_done: int
     criteria_total: int
     criteria_done: int
+    judge: str  # the label of the judge whose grades count as done
 
     @property
     def empty(self) -> bool:
@@ -94,7 +98,7 @@ class Plan:
         """The pending work, one page of work items at a time (pages with nothing left are skipped);
         a page is read when the previous one has been taken."""
         for work in self.work():
-            todo = page_todo(self.store, self.run_id, work)
+            todo = page_todo(self.store, self.run_id, work, self.judge)
             if todo:
                 yield todo
 
@@ -167,9 +171,9 @@ def cache_entry(key: str, spec: ModelSpec, result: CallResult) -> CacheEntry:
     return CacheEntry(key, spec.provider, spec.model, result.text, result.usage.as_dict())
 
 
-def page_todo(store: Store, run_id: int, work: Sequence[WorkItem]) -> list[Todo]:
-    """What is left of ``work`` (one page of a plan): compared with the samples and grades the store
-    holds for these items only."""
+def page_todo(store: Store, run_id: int, work: Sequence[WorkItem], judge: str) -> list[Todo]:
+    """What is left of ``work`` (one page of a plan): compared with the samples and the grades of
+    ``judge`` (a label) the store holds for these items only."""
     ids = list(dict.fromkeys(w.item_id for w in work))
     repeats = {w.repeat for w in work}
     repeat = next(iter(repeats)) if len(repeats) == 1 else None
@@ -184,7 +188,7 @@ def page_todo(store: Store, run_id: int, work: Sequence[WorkItem]) -> list[Todo]
             completion = samples.get((w.item_id, w.repeat))
         missing = []
         for i in range(len(w.criteria)):
-            status, attempts = grades.get((w.item_id, w.repeat, i), (GradeStatus.UNGRADED, 0))
+            status, attempts = grades.get((w.item_id, w.repeat, i, judge), (GradeStatus.UNGRADED, 0))
             if status == GradeStatus.UNGRADED:  # never graded, or ungraded: asked (again)
                 missing.append((i, attempts))
         if completion is None or missing:
@@ -206,6 +210,7 @@ class Grading:
     index: int
     attempt: int
     last: int
+    judge: str  # the label of the judge asked (`EngineOptions.judge`)
     usage: Usage = field(default_factory=Usage)
     cost: float | None = 0.0
     cached: bool = True
@@ -214,7 +219,7 @@ class Grading:
 
     @classmethod
     def start(cls, w: WorkItem, completion: str, index: int, first: int, options: EngineOptions) -> Grading:
-        return cls(w, completion, index, first, first + options.judge_retries)
+        return cls(w, completion, index, first, first + options.judge_retries, options.judge)
 
     def request(
         self, spec: ModelSpec, settings: ModelSettings, template: GraderTemplate, options: EngineOptions
@@ -257,6 +262,7 @@ class Grading:
             cached=self.cached,
             error=error,
             criterion=self.index,
+            judge=self.judge,
             status=status,
             explanation=explanation,
             attempts=self.attempt,

@@ -24,11 +24,12 @@ def stored_labels(store: Store, run: RunRecord) -> tuple[list[MetaEvalRecord], l
     view = RunView.of(store, run).require_kind("meta_eval")
     records = view.meta_records()
     grades = store.grade_progress(run.id)
+    judge = view.config.judge.label  # the chair's labels (a panel's: docs/panels.md)
     rows: list[MetaEvalRecord] = []
     labels: list[bool | None] = []
     for repeat in range(view.config.n_repeats):
         for record in records:
-            status, _ = grades.get((row_id(record), repeat, 0), ("ungraded", 0))
+            status, _ = grades.get((row_id(record), repeat, 0, judge), ("ungraded", 0))
             rows.append(record)
             labels.append(None if status == "ungraded" else status == "met")
     return rows, labels

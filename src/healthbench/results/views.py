@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # loaded on first use: listing runs (`healthbench runs`) need
 
     # a stored item of `RunView._pages`: id, conversation, repeat, its sample, the page's verdicts
     _StoredItem = tuple[
-        str, Conversation, int, SampleRow | None, dict[tuple[str, int], tuple[str, str | None]]
+        str, Conversation, int, SampleRow | None, dict[tuple[str, int, str], tuple[str, str | None]]
     ]
 
 VERDICTS = {"met": Verdict.MET, "not_met": Verdict.NOT_MET, "ungraded": Verdict.UNGRADED}
@@ -190,7 +190,7 @@ class RunView:
         for page in self._pages(page_size):
             stored = []
             for item_id, conversation, repeat, sample, verdicts in page:
-                graded = _graded(item_id, conversation, repeat, sample, verdicts)
+                graded = _graded(item_id, conversation, repeat, sample, verdicts, self.config.judge.label)
                 stored.append(StoredSample(graded, sample, item_id))
             yield stored
 
@@ -270,14 +270,15 @@ def _graded(
     conversation: Conversation,
     repeat: int,
     sample: SampleRow | None,
-    grades: Mapping[tuple[str, int], tuple[str, str | None]],
+    grades: Mapping[tuple[str, int, str], tuple[str, str | None]],
+    judge: str,
 ) -> GradedSample:
-    """A stored sample and its grades as the scoring core takes them (missing grade = ungraded). The
-    item id is the prompt id, except in baseline runs (one item per graded completion)."""
+    """A stored sample and ``judge``'s grades (a label) as the scoring core takes them (missing grade =
+    ungraded). The item id is the prompt id, except in baseline runs (one item per graded completion)."""
     from healthbench.scoring.run_score import GradedSample
 
     n = len(conversation.rubrics)
-    found = [grades.get((item_id, index), ("ungraded", None)) for index in range(n)]
+    found = [grades.get((item_id, index, judge), ("ungraded", None)) for index in range(n)]
     ok = sample is not None and sample.error is None
     verdicts = tuple(VERDICTS[status] for status, _ in found)
     return GradedSample(

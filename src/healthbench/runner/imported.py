@@ -42,7 +42,7 @@ def store_imported(
     store.put(
         run.id,
         samples=[_sample(sample) for sample in samples],
-        grades=[grade for sample in samples for grade in _grades(sample)],
+        grades=[grade for sample in samples for grade in _grades(sample, config.judge.label)],
     )
     ungraded = any(v is Verdict.UNGRADED for s in samples for v in s.verdicts)
     store.set_status(run.id, RunStatus.INCOMPLETE if ungraded else RunStatus.FINISHED)
@@ -64,7 +64,7 @@ def _sample(sample: GradedSample) -> SampleRow:
     )
 
 
-def _grades(sample: GradedSample) -> list[GradeRow]:
+def _grades(sample: GradedSample, judge: str) -> list[GradeRow]:
     explanations = sample.explanations or (None,) * len(sample.verdicts)
     return [
         GradeRow(
@@ -75,6 +75,7 @@ def _grades(sample: GradedSample) -> list[GradeRow]:
             cached=False,
             error="ungraded in the imported file" if verdict is Verdict.UNGRADED else None,
             criterion=index,
+            judge=judge,
             status=_STATUS[verdict],
             explanation=explanation,
             attempts=1,

@@ -61,9 +61,11 @@ def new_run_name(prefix: str = "run") -> str:
 
 
 def _identity(config: RunConfig) -> dict[str, Any]:
-    data = config.model_dump(mode="json", exclude=HOW_FIELDS | {"model", "judge"})
+    data = config.model_dump(mode="json", exclude=HOW_FIELDS | {"model", "judge", "judges"})
     data["model"] = config.model.identity() if config.model else None
     data["judge"] = config.judge.identity()
+    if config.judges:  # (absent for one judge: the identity of runs stored before panels)
+        data["judges"] = [member.identity() for member in config.judges]
     return data
 
 
@@ -237,6 +239,7 @@ def _engine_options(config: RunConfig) -> EngineOptions:
         structured_judge=config.structured_judge,
         judge_sees_system=judge_sees_system(config),
         batch_open_items=config.batch_open_items,
+        judge=config.judge.label,
     )
 
 

@@ -80,6 +80,7 @@ def stored_plan(store: Store, run: RunRecord, config: RunConfig) -> Plan:
         samples_done=progress.items * n if fixed else progress.samples_done,
         criteria_total=progress.criteria * n,
         criteria_done=progress.grades_done,
+        judge=config.judge.label,
     )
 
 

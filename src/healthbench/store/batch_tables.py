@@ -1,4 +1,4 @@
-"""Today's tables of provider batches (``--batch``), as migration 0006 in migrations.py leaves them:
+"""Today's tables of provider batches (``--batch``), as migrations 0006 and 0010 leave them:
 each batch a run submitted (its provider id, state and counts) and its requests, whose ``custom_id``
 (the call's cache key) maps back to (run, conversation, repeat, criterion, attempt) here, never by
 the order of a batch's lines."""
@@ -37,4 +37,5 @@ batch_requests = Table(
     Column("repeat", Integer, nullable=False),
     Column("criterion", Integer, nullable=False),  # -1: the candidate's answer
     Column("attempt", Integer, nullable=False),
+    Column("judge", String(200), nullable=False, server_default=""),  # the member asked; '': the candidate
 )

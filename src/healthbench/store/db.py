@@ -97,6 +97,7 @@ samples = _call_table(
 grades = _call_table(
     "grades",
     Column("criterion", Integer, primary_key=True),
+    Column("judge", String(200), primary_key=True),  # the member's label (its spec text; docs/panels.md)
     Column("status", String(10), nullable=False),  # met, not_met, ungraded
     Column("explanation", Text),
     Column("raw", Text),

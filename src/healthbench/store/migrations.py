@@ -19,6 +19,7 @@ ones), update the tables in ``db.py`` to match, and add a case to tests/test_sto
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -279,6 +280,49 @@ def _0009_drop_run_results(conn: Connection) -> None:
     conn.execute(text("ALTER TABLE runs DROP COLUMN revision"))
 
 
+def _0010_grade_judge(conn: Connection) -> None:
+    """Grades keyed by judge too (judge panels, docs/panels.md): ``grades`` rebuilt with a ``judge``
+    column in its primary key (run, item, repeat, criterion, judge), every stored grade given its run's
+    judge (the spec text of the stored run config's ``judge``; '' if it has none). ``batch_requests``
+    gains the judge of each request ('' for the candidate's)."""
+    metadata = MetaData()
+    Table("runs", metadata, Column("id", Integer, primary_key=True))  # for the foreign key
+    new = Table(
+        "grades_0010",
+        metadata,
+        Column("run_id", Integer, ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
+        Column("item_id", String(300), primary_key=True),
+        Column("repeat", Integer, primary_key=True),
+        Column("criterion", Integer, primary_key=True),
+        Column("judge", String(200), primary_key=True),
+        Column("status", String(10), nullable=False),
+        Column("explanation", Text),
+        Column("raw", Text),
+        Column("attempts", Integer, nullable=False),
+        Column("usage", JSON),
+        Column("cost", Float),
+        Column("cached", Boolean, nullable=False, default=False),
+        Column("error", Text),
+        Column("created_at", String(40), nullable=False),
+    )
+    new.create(conn)
+    copied = ", ".join(c.name for c in new.columns if c.name != "judge")
+    for run_id, config in conn.execute(text("SELECT id, config FROM runs")).all():
+        stored = json.loads(config) if isinstance(config, str) else config
+        run_config = (stored or {}).get("run") or {}  # (the stored record: `runner.run.stored_record`)
+        judge = str((run_config.get("judge") or {}).get("spec") or "")
+        conn.execute(
+            text(
+                f"INSERT INTO grades_0010 ({copied}, judge) "
+                f"SELECT {copied}, :judge FROM grades WHERE run_id = :run"
+            ),
+            {"judge": judge, "run": run_id},
+        )
+    conn.execute(text("DROP TABLE grades"))
+    conn.execute(text("ALTER TABLE grades_0010 RENAME TO grades"))
+    conn.execute(text("ALTER TABLE batch_requests ADD COLUMN judge VARCHAR(200) NOT NULL DEFAULT ''"))
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration("0001_initial", _0001_initial),
     Migration("0002_drop_unused_jobs", _0002_drop_unused_jobs),
@@ -288,6 +332,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("0007_job_results", _0007_job_results),
     Migration("0008_run_results", _0008_run_results),
     Migration("0009_drop_run_results", _0009_drop_run_results),
+    Migration("0010_grade_judge", _0010_grade_judge),
 )
 
 

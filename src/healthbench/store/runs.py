@@ -82,6 +82,7 @@ class SampleRow(CallRow):
 @dataclass(frozen=True)
 class GradeRow(CallRow):
     criterion: int
+    judge: str = field(kw_only=True)  # the member that graded it: its label (docs/panels.md)
     status: str  # a GradeStatus
     explanation: str | None
     attempts: int
@@ -282,10 +283,10 @@ class Store:
 
     def load_grades(
         self, run_id: int, *, item_ids: Collection[str] | None = None, repeat: int | None = None
-    ) -> dict[tuple[str, int, int], GradeRow]:
-        """A run's grades by (item, repeat, criterion); ``item_ids`` and ``repeat`` narrow the read."""
+    ) -> dict[tuple[str, int, int, str], GradeRow]:
+        """A run's grades by (item, repeat, criterion, judge); ``item_ids`` and ``repeat`` narrow the read."""
         rows = self._load_calls(grades, GradeRow, run_id, item_ids, repeat)
-        return {(r.item_id, r.repeat, r.criterion): r for r in rows}
+        return {(r.item_id, r.repeat, r.criterion, r.judge): r for r in rows}
 
     def _load_calls(
         self,
@@ -303,10 +304,12 @@ class Store:
 
     def load_verdicts(
         self, run_id: int, *, item_ids: Collection[str], repeat: int
-    ) -> dict[tuple[str, int], tuple[str, str | None]]:
-        """(status, explanation) by (item, criterion) for some items of one repeat: what scoring
+    ) -> dict[tuple[str, int, str], tuple[str, str | None]]:
+        """(status, explanation) by (item, criterion, judge) for some items of one repeat: what scoring
         and the result documents need of a grade, without its usage (cheaper to read)."""
-        query = select(grades.c.item_id, grades.c.criterion, grades.c.status, grades.c.explanation).where(
+        query = select(
+            grades.c.item_id, grades.c.criterion, grades.c.judge, grades.c.status, grades.c.explanation
+        ).where(
             and_(
                 grades.c.run_id == run_id,
                 grades.c.repeat == repeat,
@@ -315,7 +318,7 @@ class Store:
         )
         with self.engine.connect() as conn:
             rows = conn.execute(query).all()
-        return {(r.item_id, r.criterion): (r.status, r.explanation) for r in rows}
+        return {(r.item_id, r.criterion, r.judge): (r.status, r.explanation) for r in rows}
 
     def iter_usage(self, run_id: int) -> Iterator[UsageRow]:
         """Usage, cost and cache flag of every stored sample and grade of a run (streamed)."""
@@ -343,14 +346,20 @@ class Store:
 
     def grade_progress(
         self, run_id: int, *, item_ids: Collection[str] | None = None, repeat: int | None = None
-    ) -> dict[tuple[str, int, int], tuple[str, int]]:
-        """(status, attempts) of every stored grade of a run; ``item_ids`` and ``repeat`` narrow the read."""
+    ) -> dict[tuple[str, int, int, str], tuple[str, int]]:
+        """(status, attempts) of every stored grade of a run by (item, repeat, criterion, judge);
+        ``item_ids`` and ``repeat`` narrow the read."""
         query = select(
-            grades.c.item_id, grades.c.repeat, grades.c.criterion, grades.c.status, grades.c.attempts
+            grades.c.item_id,
+            grades.c.repeat,
+            grades.c.criterion,
+            grades.c.judge,
+            grades.c.status,
+            grades.c.attempts,
         ).where(grades.c.run_id == run_id)
         with self.engine.connect() as conn:
             rows = conn.execute(_narrowed(query, grades, item_ids, repeat)).all()
-        return {(r.item_id, r.repeat, r.criterion): (r.status, r.attempts) for r in rows}
+        return {(r.item_id, r.repeat, r.criterion, r.judge): (r.status, r.attempts) for r in rows}
 
     def run_progress(self, run_id: int, n_repeats: int, criteria_field: str | None) -> RunProgress:
         """What a run holds, counted by the database (nothing is read row by row): its items, their
