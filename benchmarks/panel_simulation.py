@@ -7,9 +7,10 @@ Each criterion is a judge prompt; its truth is the fake server's (`fake_verdict`
 verdict is the fake's answer for its model name (`fake_judge_verdict`: ``-errNN`` flips the truth with
 probability NN %, independently per judge; ``family-<F>-...`` members share their errors). The
 calibrated rule is calibrated on separate meta-eval rows (one physician label = the truth) of the same
-judges. Every figure is an error rate: the share of criteria whose verdict is not the truth. The theory
-column is exact for members, and for the majority, unanimous and any rules it is the probability over
-independent errors given the family event (members of one family err together with their share).
+judges. Every figure is an error rate: the share of criteria whose verdict is not the truth; in
+parentheses, theory: for the majority, unanimous and any rules the probability of an error when
+members err independently given their family's error (`panel_theory`). A member's theory is its NN %.
+The same model name gives the same verdicts in every scenario.
 """
 
 from __future__ import annotations
@@ -149,15 +150,22 @@ def panel_theory(models: Sequence[str], rule: str, met_rate: float) -> float | N
     return total
 
 
-def table(scenario: Scenario) -> str:
-    lines = [f"**{scenario.title}**", "", "| | error vs truth | theory |", "| --- | ---: | ---: |"]
-    for line in (*scenario.members, *scenario.rules):
-        theory = "" if line.theory is None else f"{line.theory:.4f}"
-        name = f"`{line.name}`" if line in scenario.members else f"panel: {line.name}"
-        lines.append(f"| {name} | {line.error:.4f} | {theory} |")
+HEADER = (
+    "| panel | members | majority (theory) | unanimous (theory) | any (theory) | calibrated "
+    "| agreement | Fleiss κ |",
+    "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+)
+
+
+def table_row(scenario: Scenario) -> str:
+    """One line of the summary table: every figure an error rate against the truth."""
+    members = " · ".join(f"`{m.name}` {m.error:.4f}" for m in scenario.members)
+    cells = []
+    for line in scenario.rules:
+        theory = "" if line.theory is None else f" ({line.theory:.4f})"
+        cells.append(f"{line.error:.4f}{theory}")
     kappa = "undefined" if scenario.fleiss_kappa is None else f"{scenario.fleiss_kappa:.3f}"
-    lines += ["", f"judge_agreement {scenario.agreement:.3f}, judge_fleiss_kappa {kappa}", ""]
-    return "\n".join(lines)
+    return f"| {scenario.title} | {members} | {' | '.join(cells)} | {scenario.agreement:.3f} | {kappa} |"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -168,8 +176,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     print(f"{args.criteria} criteria, calibrated on {args.calibration_rows} meta-eval rows", end=", ")
     print(f"met rate {args.met_rate}\n")
+    print("\n".join(HEADER))
     for title, models in SCENARIOS:
-        print(table(simulate(models, args.criteria, args.calibration_rows, args.met_rate, title)))
+        print(table_row(simulate(models, args.criteria, args.calibration_rows, args.met_rate, title)))
     return 0
 
 
