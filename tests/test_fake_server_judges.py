@@ -5,10 +5,18 @@ Rates are checked on 4,000 prompts against binomial bounds (the draws are hashes
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import httpx
 import pytest
 
+from healthbench.config import build_config
+from healthbench.data.schema import MetaEvalRecord
+from healthbench.data.sources import read_records
+from healthbench.grading.template import builtin_template
+from healthbench.results.meta_results import stored_labels
+from healthbench.runner.meta_eval import run_meta_eval
+from healthbench.store import Store
 from healthbench.testing.fake_server import (
     FakeServerConfig,
     JudgeErrors,
@@ -20,9 +28,11 @@ from healthbench.testing.fake_server import (
     judge_errors,
     judge_flips,
     judge_prompt,
+    running_fake_server,
     truth_verdict,
 )
 
+FIXTURE = Path(__file__).parent / "fixtures" / "meta_eval_small.jsonl"
 PROMPTS = [f"Criterion {i}: is it met? Answer with criteria_met." for i in range(4000)]
 
 
@@ -133,3 +143,35 @@ async def test_the_server_answers_each_judge_by_its_model_name() -> None:
                 assert answer(FakeServerConfig(), body, False)[1]["choices"] == reply["choices"]
                 flipped += fake_judge_verdict(prompt, model) != truth_verdict(messages)
         assert flipped > 0  # some of the 80 erring answers differ from the truth
+
+
+def test_a_meta_eval_of_an_erring_judge_measures_its_errors(tmp_path: Path) -> None:
+    """Meta-eval rows whose physicians' label is the truth of their judge prompt, graded through the
+    engine by ``judge-err30``: the stored labels are that judge's answers, and its rates follow."""
+    template = builtin_template()
+    records = read_records(FIXTURE, MetaEvalRecord)
+    prompts = []
+    for record in records:
+        conversation = [{"role": m.role, "content": m.content} for m in record.prompt]
+        conversation.append({"role": "assistant", "content": record.completion})
+        prompts.append(template.render(conversation, record.rubric))
+    truthful = tmp_path / "truth.jsonl"
+    truthful.write_text(
+        "".join(
+            record.model_copy(
+                update={"binary_labels": [fake_verdict(p)], "anonymized_physician_ids": ["x"]}
+            ).model_dump_json()
+            + "\n"
+            for record, p in zip(records, prompts, strict=True)
+        )
+    )
+    store = Store(str(tmp_path / "runs.db"))
+    with running_fake_server() as url:
+        cfg = build_config(
+            {"dataset": "meta_eval", "data": str(truthful), "judge": {"spec": "judge-err30", "base_url": url}}
+        )
+        outcome = run_meta_eval(cfg, store=store, name="erring")
+    rows, labels = stored_labels(store, outcome.run)
+    assert labels == [fake_judge_verdict(p, "judge-err30") for p in prompts]
+    wrong = sum(label != row.binary_labels[0] for label, row in zip(labels, rows, strict=True))
+    assert wrong == sum(judge_flips(p, "judge-err30") for p in prompts) > 0
