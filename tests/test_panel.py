@@ -26,6 +26,7 @@ from healthbench.scoring.panel import (
     combine,
     criterion_category,
     fleiss_kappa,
+    merge_calibrations,
     pairwise_cohen_kappa,
 )
 from healthbench.scoring.verdict import Verdict
@@ -215,6 +216,18 @@ def test_calibration_rejects_bad_input() -> None:
         calibration_from_meta([row("cluster:a", "T")], {"j": [M, N]})
     with pytest.raises(ValueError, match="majority"):
         calibration_from_meta([row("cluster:a", "TF")], {"j": [M]})
+
+
+def test_calibrations_of_several_meta_eval_runs_merge() -> None:
+    first = Calibration({"a": {None: ACCURATE}}, {None: 0.4, "cluster:x": 0.3})
+    second = Calibration({"b": {None: POOR}, "c": {None: POOR}}, {None: 0.6})
+    merged = merge_calibrations([first, second])
+    assert merged.rates == {"a": {None: ACCURATE}, "b": {None: POOR}, "c": {None: POOR}}
+    assert merged.base_rate == {None: 0.4, "cluster:x": 0.3}
+    with pytest.raises(ValueError, match="judge 'a' is calibrated by two"):
+        merge_calibrations([first, first])
+    with pytest.raises(ValueError, match="no calibration"):
+        merge_calibrations([])
 
 
 def simulated(

@@ -281,6 +281,21 @@ def calibration_from_meta(
     return Calibration(rates, base_rate)
 
 
+def merge_calibrations(parts: Sequence[Calibration]) -> Calibration:
+    """One calibration from several meta-eval runs (e.g. one run per member): each member's rates from
+    the run that measured it, the prior (base rates) from the first run (runs of one meta-eval dataset
+    share it). Raises ValueError on no run or a member measured by two runs."""
+    if not parts:
+        raise ValueError("no calibration to merge")
+    rates: dict[str, Mapping[str | None, MemberRates]] = {}
+    for part in parts:
+        for label, per_category in part.rates.items():
+            if label in rates:
+                raise ValueError(f"judge {label!r} is calibrated by two meta-eval runs: give one of them")
+            rates[label] = per_category
+    return Calibration(rates, parts[0].base_rate)
+
+
 def _smoothed(hits: int | np.integer, misses: int | np.integer) -> float:
     """Add-one smoothing: (hits + 1) / (hits + misses + 2)."""
     return (int(hits) + 1) / (int(hits) + int(misses) + 2)
