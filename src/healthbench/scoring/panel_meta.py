@@ -112,7 +112,7 @@ def panel_meta_metrics(
 
 
 def panel_verdicts(
-    rows: Sequence[MetaRow],
+    records: Sequence[MetaRow | MetaEvalRecord],
     verdicts: Mapping[str, Sequence[Verdict]],
     rule: PanelRule,
     *,
@@ -121,6 +121,7 @@ def panel_verdicts(
 ) -> list[Verdict]:
     """The panel's verdict on each meta-eval row under ``rule`` (the calibrated rule: with
     ``calibration``, else cross-fitted over ``folds`` folds, as the module doc says)."""
+    rows = [row if isinstance(row, MetaRow) else MetaRow.from_record(row) for row in records]
     labels = list(verdicts)
     votes = list(zip(*(verdicts[label] for label in labels), strict=True))
     if rule != "calibrated" or calibration is not None:
