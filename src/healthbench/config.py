@@ -6,7 +6,7 @@ import json
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, Literal
 from urllib.parse import unquote, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -27,13 +27,13 @@ from healthbench.defaults import (
     DEFAULT_WARM_FIRST,
     MAX_RESAMPLES,
     OFFLINE_MODEL,
+    PanelRule,
 )
 from healthbench.errors import ConfigError
 from healthbench.models.base import ModelSettings, ModelSpec, parse_model_spec
 from healthbench.models.limits import RetryPolicy
 from healthbench.profiles import profile_layer
 
-PanelRuleName = Literal["majority", "unanimous", "any", "calibrated"]  # defaults.PANEL_RULES
 SECRET_WORDS = ("token", "key", "secret", "password")  # settings refused because they are stored
 
 
@@ -116,7 +116,7 @@ class ScoringConfig(BaseModel):
     # unused (the bootstrap runs on the calling thread); kept so stored run configs still load
     workers: int = Field(default=DEFAULT_BOOTSTRAP_WORKERS, ge=1)
     # a judge panel's rule (scoring/panel.py) and the meta-eval runs that calibrate it (rule "calibrated")
-    panel: PanelRuleName = cast(PanelRuleName, DEFAULT_PANEL_RULE)
+    panel: PanelRule = DEFAULT_PANEL_RULE
     calibrate_with: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")

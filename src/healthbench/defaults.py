@@ -1,7 +1,7 @@
 """The defaults of model calls and of the bootstrap, each defined once here (a module that imports only
 `typing`, so that help texts and light commands read them without loading the modules that use them)."""
 
-from typing import Final
+from typing import Final, Literal
 
 DEFAULT_TIMEOUT = 120.0  # seconds per request
 DEFAULT_MAX_CONNECTIONS = 64  # concurrent calls per endpoint (candidate and judge together)
@@ -15,9 +15,6 @@ DEFAULT_BATCH_OPEN_ITEMS = 10_000  # --batch: conversations x repeats in progres
 # warm-first judging (executors/local.py, docs/cost.md): with a judge whose provider caches prompt
 # prefixes, one criterion of each conversation is asked first and its siblings once it has answered
 DEFAULT_WARM_FIRST = True
-# judge panels (scoring/panel.py, docs/panels.md): how members' verdicts on a criterion become the run's
-PANEL_RULES = ("majority", "unanimous", "any", "calibrated")
-DEFAULT_PANEL_RULE = "majority"
 DEFAULT_BATCH_POLL = 30.0  # --batch: longest wait (seconds) between polls of a provider batch
 DEFAULT_BATCH_LINGER = 2.0  # --batch: idle seconds before a partial batch is submitted
 DEFAULT_BATCH_MAX_WAIT = 60.0  # --batch: longest a request waits to be put in a batch
@@ -49,6 +46,7 @@ DEFAULT_ALLOWED_BASE_URLS = (
     "https://api.anthropic.com/*",
 )
 # judge panels (scoring/panel.py, docs/panels.md): how members' verdicts on one criterion become the
-# run's verdict; `scoring.panel.PanelRule` is the Literal of these names
+# run's verdict (`PanelRule`: their names as a type)
+PanelRule = Literal["majority", "unanimous", "any", "calibrated"]
 PANEL_RULES: Final = ("majority", "unanimous", "any", "calibrated")
 DEFAULT_PANEL_RULE: Final = "majority"  # Final: a `PanelRule` literal to mypy

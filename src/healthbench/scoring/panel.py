@@ -31,12 +31,13 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
 from healthbench.defaults import PANEL_RULES
+from healthbench.defaults import PanelRule as PanelRule  # (re-exported: the rules as a type)
 from healthbench.scoring.correction import DEFAULT_MIN_ROWS, judge_cells
 from healthbench.scoring.meta import MetaRow
 from healthbench.scoring.verdict import Verdict
@@ -44,7 +45,6 @@ from healthbench.scoring.verdict import Verdict
 if TYPE_CHECKING:
     from healthbench.data.schema import MetaEvalRecord
 
-PanelRule = Literal["majority", "unanimous", "any", "calibrated"]  # the names of defaults.PANEL_RULES
 
 TIE_TOLERANCE = 1e-9  # |log-odds| at or below this is a tie of the calibrated rule (rounding of a 0)
 CATEGORY_PREFIX = "cluster:"
