@@ -351,8 +351,13 @@ def status_burst(folder: str, rounds: int, clients: int, baseline_src: str | Non
     print(f"  burst p99 metrics on / floor: {on / p99s['floor: /health']:.2f}")
     if "baseline" in p99s:
         print(f"  burst p99 metrics on / baseline: {on / p99s['baseline']:.2f}")
-    verdict = "met" if on < 250 and errors["metrics on"] == 0 else "NOT met"
-    print(f"  target (metrics on: burst p99 < 250 ms, 0 errors): {verdict}")
+    pooled = percentiles_ms([x for latencies in bursts["metrics on"] for x in latencies])[1]
+    clean = errors["metrics on"] == 0
+    print(
+        "  target (metrics on: burst p99 < 250 ms, 0 errors): "
+        f"median of the rounds' p99 {'met' if on < 250 and clean else 'NOT met'}, "
+        f"p99 of all rounds' GETs {'met' if pooled < 250 and clean else 'NOT met'}"
+    )
 
 
 def main() -> None:
