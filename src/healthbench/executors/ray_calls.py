@@ -123,7 +123,7 @@ def _to_payload(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def _from_response(row: dict[str, Any]) -> dict[str, Any]:
-    response = dict(row["http_response"])
+    response = dict(row["http_response"] or {})  # (none: unreadable, a failed call to the driver)
     call = response.pop(CALL_FIELD, None)  # how the call went: a column of its own
     return {"tag": int(row["tag"]), "response": json.dumps(response), "call": call or ""}
 
