@@ -17,9 +17,9 @@ its set-up.
         [--latency 0.2] [--baseline-src /tmp/NAME-base/src] [--stores empty prior regrade]
         [--setup-only] [--floor CALLS] [--rounds N] [--profile N] [--metrics]
 
-``--rounds N`` runs every side and store N times, the sides alternating round by round, and reads the
-client CPU per call as each side's median over the rounds (a process's figure moves by ±10 % from one
-run to the next on an idle machine; docs/benchmarks.md).
+``--rounds N`` runs every side and store N times, the sides alternating round by round (in reversed
+order every other round), and reads the client CPU per call as each side's median over the rounds (a
+process's figure moves by ±10 % from one run to the next on an idle machine; docs/benchmarks.md).
 
 ``--floor CALLS`` also measures what a call cannot cost less than, each tree in fresh processes: CALLS
 bare `HttpClient.request` POSTs (the HTTP floor), and CALLS judge keys with their two rows written
@@ -472,29 +472,33 @@ def measure(args: argparse.Namespace, conversations: int) -> None:
                         )
                         took = time.perf_counter() - t0
                         print(f"({kind} store of {label}: one full run of {what} by its tree, {took:.0f} s)")
-            # the sides alternate round by round: a round's load hits both
-            for number, (label, src), kind in itertools.product(range(args.rounds), sides, args.stores):
-                store = work / f"{label.replace(' ', '-')}-{kind}-{number}.db"
-                if kind != "empty":
-                    shutil.copy(made[label, kind], store)
-                action = "regrade" if kind == "regrade" else "run"
-                profile = work / f"{label.replace(' ', '-')}-{kind}-{number}.prof" if args.profile else None
-                result = spawn(
-                    "run",
-                    src=src,
-                    url=url,
-                    data=data,
-                    store=store,
-                    concurrency=args.concurrency,
-                    action=action,
-                    profile=profile or "",
-                    metrics=label == "metrics",
-                )
-                rows.append((label, kind, result))
-                for suffix in ("", "-wal", "-shm"):  # a round's store is not read again: disk kept small
-                    store.with_name(store.name + suffix).unlink(missing_ok=True)
-                if profile is not None:
-                    print_profile(f"{label}, {kind} store", profile, result, args.profile)
+            # the sides alternate round by round, their order reversed every other round: a round's
+            # load hits every side, and no side always runs first
+            for number in range(args.rounds):
+                order = sides if number % 2 == 0 else sides[::-1]
+                for (label, src), kind in itertools.product(order, args.stores):
+                    store = work / f"{label.replace(' ', '-')}-{kind}-{number}.db"
+                    if kind != "empty":
+                        shutil.copy(made[label, kind], store)
+                    action = "regrade" if kind == "regrade" else "run"
+                    named = f"{label.replace(' ', '-')}-{kind}-{number}"
+                    profile = work / f"{named}.prof" if args.profile else None
+                    result = spawn(
+                        "run",
+                        src=src,
+                        url=url,
+                        data=data,
+                        store=store,
+                        concurrency=args.concurrency,
+                        action=action,
+                        profile=profile or "",
+                        metrics=label == "metrics",
+                    )
+                    rows.append((label, kind, result))
+                    for suffix in ("", "-wal", "-shm"):  # a round's store is not read again: disk kept small
+                        store.with_name(store.name + suffix).unlink(missing_ok=True)
+                    if profile is not None:
+                        print_profile(f"{label}, {kind} store", profile, result, args.profile)
             if args.floor:
                 for label, src in sides:
                     floor = spawn(

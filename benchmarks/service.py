@@ -12,13 +12,18 @@
 
 4. A burst of 200 concurrent status GETs (200 connections, all sent at once, ``--rounds`` times)
    while a job runs at 256 connections against a 1-second-latency fake server, next to the same
-   200 GETs one at a time (target: burst p99 < 250 ms, 0 errors). With ``--baseline-src DIR`` (a
-   ``src`` folder of another commit, e.g. ``git archive main src | tar -x -C DIR``) a second
-   service runs that code on its own store with its own busy job, and the rounds alternate between
-   the two, so the before/after ratio holds under load from other processes.
+   200 GETs one at a time (target: burst p99 < 250 ms with the Prometheus metrics on, 0 errors).
+   Two services of this tree run side by side, each on its own store with its own busy job: one as
+   `healthbench serve` runs (metrics on), one with its metrics off (`METRICS_OFF`: the HTTP
+   middleware passes requests through untimed, the worker's engine gets no observer). With
+   ``--baseline-src DIR`` (a ``src`` folder of another commit, e.g. ``git archive main src | tar -x
+   -C DIR``) a third service runs that code. The floor is the same burst of ``GET /health`` on the
+   metrics-on service (HTTP server and client only: no token, no store). Every round bursts every
+   side once, the order of the sides reversed from one round to the next, so that each sees the same
+   load from other processes; each side's figure is the median over the rounds of its round's p99.
 
     python benchmarks/service.py [--conversations 5000] [--seconds 10] [--rounds 10]
-    python benchmarks/service.py --burst-only --baseline-src /tmp/base/src
+    python benchmarks/service.py --burst-only --rounds 10 [--baseline-src /tmp/base/src]
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ import tracemalloc
 from pathlib import Path
 
 import aiohttp
+import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
 import support_path  # noqa: E402, F401  (src/ and tests/ on sys.path)
@@ -244,58 +250,114 @@ def fresh_store(folder: str, label: str) -> tuple[str, str]:
 STATUS_PATH = PREFIX.format(workspace="default") + "/busy/status"
 
 
-def status_burst(folder: str, rounds: int, clients: int, baseline_src: str | None) -> None:
-    """Section 4: the status burst while a job runs, this tree's service next to ``baseline_src``'s;
-    the floor is the same burst of ``GET /health`` (HTTP server and client only: no token, no store)."""
-    body = {"data_jsonl": synthetic_jsonl(2000, seed=1), "concurrency": 256, "max_retries": 0}
-    services = {"this tree": None} | ({"baseline": baseline_src} if baseline_src else {})
+# `healthbench serve` with its Prometheus metrics off (section 4's "metrics off" side): put on that
+# service's PYTHONPATH as sitecustomize.py, it runs in the service process and in its worker process
+METRICS_OFF = """\
+import healthbench.service.jobs as jobs
+import healthbench.service.metrics as metrics
+
+
+async def _passed_through(self, scope, receive, send):
+    await self.app(scope, receive, send)  # no request counted or timed
+
+
+metrics.HttpMetrics.__call__ = _passed_through
+jobs._observability = jobs.Observability  # the worker's jobs: no observer, no job histogram
+"""
+
+
+def burst_sides(folder: str, baseline_src: str | None) -> dict[str, str]:
+    """Each side of section 4 and the PYTHONPATH its service runs with."""
+    src = str(ROOT / "src")
+    off = Path(folder) / "metrics-off"
+    off.mkdir()
+    (off / "sitecustomize.py").write_text(METRICS_OFF)
+    sides = {"metrics on": src, "metrics off": f"{off}{os.pathsep}{src}"}
+    return sides | ({"baseline": baseline_src} if baseline_src else {})
+
+
+def load_average() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.1f}, {five:.1f}, {fifteen:.1f} on {os.cpu_count()} cores"
+
+
+def status_burst(folder: str, rounds: int, clients: int, baseline_src: str | None, jobs: int) -> None:
+    """Section 4: the status burst while a job runs, metrics on and off (and ``baseline_src``'s
+    service) side by side; the floor is the same burst of ``GET /health`` on the metrics-on service."""
+    body = {"data_jsonl": synthetic_jsonl(jobs, seed=1), "concurrency": 256, "max_retries": 0}
+    sides = burst_sides(folder, baseline_src)
     targets: dict[str, tuple[str, str, str]] = {}  # label -> url, path, token
+    print(f"status burst: starting ({load_average()})")
     with contextlib.ExitStack() as stack:
         fake = stack.enter_context(fake_server_process("--latency", "1.0"))
-        for label, src in services.items():
+        for label, pythonpath in sides.items():
             store_path, token = fresh_store(folder, label.replace(" ", "-"))
-            env = {"PYTHONPATH": src} if src else None
             service = stack.enter_context(
-                service_process(store_path, "--connections", "256", *LOOPBACK, env=env)
+                service_process(store_path, "--connections", "256", *LOOPBACK, env={"PYTHONPATH": pythonpath})
             )
             client = stack.enter_context(Client(service.url, token=token))
             client.evaluation.benchmark_jobs.create(name="busy", **body, **roles(fake))
             while client.evaluation.benchmark_jobs.get_status(name="busy").status_details.samples_done == 0:
                 time.sleep(0.2)
             targets[label] = (service.url, STATUS_PATH, token)
-        url, _, token = targets["this tree"]
-        targets["floor: this tree's /health"] = (url, "/health", token)
+        url, _, token = targets["metrics on"]
+        targets["floor: /health"] = (url, "/health", token)
         single = {label: asyncio.run(one_at_a_time(*target, clients)) for label, target in targets.items()}
-        bursts: dict[str, tuple[list[float], int]] = {label: ([], 0) for label in targets}
-        for _ in range(rounds):  # alternating: each sees the same load from other processes
-            for label, target in targets.items():
-                latencies, errors = asyncio.run(burst_round(*target, clients))
-                bursts[label] = (bursts[label][0] + latencies, bursts[label][1] + errors)
+        bursts: dict[str, list[list[float]]] = {label: [] for label in targets}
+        errors = dict.fromkeys(targets, 0)
+        for number in range(rounds):  # the order reversed every other round: the same load for each
+            order = list(targets) if number % 2 == 0 else list(reversed(targets))
+            for label in order:
+                latencies, failed = asyncio.run(burst_round(*targets[label], clients))
+                bursts[label].append(latencies)
+                errors[label] += failed
                 time.sleep(0.2)
         progress = {
             label: Client(url, token=token).evaluation.benchmark_jobs.get_status(name="busy").status_details
             for label, (url, _, token) in targets.items()
-            if label in services
+            if label in sides
+        }
+        scraped = {
+            label: httpx.get(
+                f"{targets[label][0]}/metrics",
+                headers={"Authorization": f"Bearer {targets[label][2]}"},
+                timeout=30,
+                trust_env=False,
+            ).text
+            for label in ("metrics on", "metrics off")
         }
     print(
         f"status burst: {clients} concurrent GETs x {rounds} rounds while a job runs at 256 connections "
-        f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)"
+        f"against a 1 s fake server, each side its own service, job and store ({load_average()})"
     )
     p99s = {}
     for label in targets:
-        p50, p99 = percentiles_ms(bursts[label][0])
-        single_p50, _ = percentiles_ms(single[label])
-        p99s[label] = p99
+        round_p99s = [percentiles_ms(latencies)[1] for latencies in bursts[label]]
+        pooled = [latency for latencies in bursts[label] for latency in latencies]
+        p50, p99 = percentiles_ms(pooled)
+        p99s[label] = statistics.median(round_p99s)
         print(
-            f"  {label}: burst p50 {p50:.0f} ms, p99 {p99:.0f} ms, {bursts[label][1]} errors "
-            f"of {len(bursts[label][0])}; one at a time p50 {single_p50:.2f} ms"
+            f"  {label:>15}: round p99 median {p99s[label]:.0f} ms (min {min(round_p99s):.0f}, max "
+            f"{max(round_p99s):.0f}); all rounds p50 {p50:.0f}, p99 {p99:.0f} ms; {errors[label]} errors "
+            f"of {len(pooled)}; one at a time p50 {percentiles_ms(single[label])[0]:.2f} ms"
         )
     for label, details in progress.items():
-        print(f"  {label}: job at {details.progress:.1f}% when the rounds ended")
-    floor = p99s["floor: this tree's /health"]
-    print(f"  burst p99 this tree / floor: {p99s['this tree'] / floor:.2f}")
+        print(f"  {label:>15}: job at {details.progress:.1f}% when the rounds ended")
+    for label, text in scraped.items():  # what each side's /metrics counted of its job and GETs
+        counted = "healthbench_model_calls_total{" in text and "healthbench_http_requests_total{" in text
+        print(f"  {label:>15}: /metrics counted the job's calls and the status GETs: {counted}")
+    on, off = p99s["metrics on"], p99s["metrics off"]
+    print(f"  burst p99 (median of rounds) metrics on / off: {on:.0f} / {off:.0f} ms = {on / off:.2f}")
+    print(f"  burst p99 metrics on / floor: {on / p99s['floor: /health']:.2f}")
     if "baseline" in p99s:
-        print(f"  burst p99 this tree / baseline: {p99s['this tree'] / p99s['baseline']:.2f}")
+        print(f"  burst p99 metrics on / baseline: {on / p99s['baseline']:.2f}")
+    pooled = percentiles_ms([x for latencies in bursts["metrics on"] for x in latencies])[1]
+    clean = errors["metrics on"] == 0
+    print(
+        "  target (metrics on: burst p99 < 250 ms, 0 errors): "
+        f"median of the rounds' p99 {'met' if on < 250 and clean else 'NOT met'}, "
+        f"p99 of all rounds' GETs {'met' if pooled < 250 and clean else 'NOT met'}"
+    )
 
 
 def main() -> None:
@@ -306,9 +368,12 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=200, help="GETs in one burst")
     parser.add_argument("--baseline-src", help="a src folder of another commit to run side by side")
     parser.add_argument("--burst-only", action="store_true", help="only section 4")
+    parser.add_argument(
+        "--burst-job", type=int, default=4000, help="conversations of each busy job of section 4"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
-        status_burst(folder, args.rounds, args.clients, args.baseline_src)
+        status_burst(folder, args.rounds, args.clients, args.baseline_src, args.burst_job)
         if args.burst_only:
             return
         store_path = str(Path(folder) / "service.db")

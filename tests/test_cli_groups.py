@@ -18,6 +18,7 @@ from healthbench.cli.option_groups import (
     OptionGroup,
     RunControl,
     ScoreFiles,
+    TraceOptions,
     takes_groups,
 )
 from healthbench.cli.options import StoreOpt
@@ -70,6 +71,7 @@ SHARED: dict[type[OptionGroup], tuple[str, ...]] = {
     CallOptions: ("run", "regrade", "meta-eval"),
     RunControl: ("run", "regrade", "meta-eval"),
     ScoreFiles: ("run", "regrade", "results"),
+    TraceOptions: ("run", "regrade", "meta-eval"),
 }
 
 

@@ -213,6 +213,88 @@ def test_a_call_failing_after_the_retries_is_stored_like_the_local_engine_does(
     assert score_stored_run(stores["ray"], resumed.run).metrics() == want
 
 
+def observed_figures(role: str, model: str) -> dict[str, float]:
+    """This process's Prometheus figures of ``role`` (service/metrics.py's registry): calls by outcome,
+    tokens by type, timed calls."""
+    from healthbench.service.metrics import OUTCOMES, REGISTRY, TOKEN_TYPES
+
+    labels = {"role": role, "provider": "openai", "model": model}
+
+    def value(name: str, **more: str) -> float:
+        return REGISTRY.get_sample_value(name, {**labels, **more}) or 0.0
+
+    figures = {o: value("healthbench_model_calls_total", outcome=o) for o in OUTCOMES}
+    figures |= {t: value("healthbench_model_tokens_total", type=t) for t in TOKEN_TYPES}
+    figures["timed"] = value("healthbench_model_call_duration_seconds_count")
+    return figures
+
+
+@needs_ray
+def test_ray_calls_are_counted_and_traced_as_the_fake_server_billed(ray_cluster: str, tmp_path: Path) -> None:
+    """A Ray run tells the engine's one observer (Prometheus metrics and OpenTelemetry spans) of every
+    call: calls by outcome, retries, tokens and timed calls equal what the fake server answered and
+    billed, with one CLIENT span per call inside the run's span; a second run answered from the call
+    cache counts those calls as cached, not as model calls, and makes no span for them (it asks only
+    what failed: a sample, and so its criteria, and one criterion)."""
+    pytest.importorskip("opentelemetry.sdk.trace")
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.trace import SpanKind, StatusCode
+
+    from healthbench.executors.progress import observing
+    from healthbench.service.metrics import MetricsObserver
+    from healthbench.telemetry import configure
+
+    exporter = InMemorySpanExporter()
+    tracing = configure(exporter=exporter)
+    observer = observing(MetricsObserver(), tracing.observer())
+    models = {"candidate": "fake-candidate", "judge": "fake-judge"}
+    store = Store(tmp_path / "s.db")
+    retry = {"max_retries": 2, "initial_delay": 0.01, "max_delay": 0.05}
+    faults = [arg for marker in FAILING for arg in ("--fail-containing", marker)]
+    figures, port = [], free_port()  # the same URL: the same call-cache keys
+    for name, server_args in (("first", faults), ("again", [])):
+        with fake_server_process(*server_args, port=port) as url:
+            before = {role: observed_figures(role, model) for role, model in models.items()}
+            with tracing.span("healthbench run"):
+                config = fake_run_config(url, executor="ray", retry=retry)
+                run_eval(config, store=store, name=name, observer=observer)
+            after = {role: observed_figures(role, model) for role, model in models.items()}
+            delta = {r: {k: after[r][k] - before[r][k] for k in after[r]} for r in models}
+            figures.append((delta, fetch_stats(url), list(exporter.get_finished_spans())))
+            exporter.clear()
+    (first, billed, spans), (again, billed_again, spans_again) = figures
+    for role in models:
+        asked, failed = first[role], 1  # one call of each role fails after 1 + 2 attempts
+        assert billed[role] == asked["ok"] + 3 * failed
+        assert (asked["failed"], asked["retried"], asked["rate_limited"], asked["cached"]) == (1, 2, 0, 0)
+        assert asked["timed"] == asked["ok"] + failed
+        for kind in ("input", "cached_input", "cache_write_input", "output"):
+            assert asked[kind] == billed["billed"][role][f"{kind}_tokens"], (role, kind)
+        assert asked["input"] > 0 and asked["output"] > 0
+        # the second run (a healthy server): what was answered before comes from the call cache
+        assert (again[role]["cached"], again[role]["ok"]) == (asked["ok"], billed_again[role])
+        assert again[role]["input"] == billed_again["billed"][role]["input_tokens"]
+    (run,) = [s for s in spans if s.name == "healthbench run"]
+    calls = [s for s in spans if s is not run]
+    for role, model in models.items():
+        mine = [s for s in calls if (s.attributes or {})["healthbench.role"] == role]
+        assert len(mine) == first[role]["ok"] + 1 and {s.name for s in mine} == {f"chat {model}"}
+        assert all(s.kind is SpanKind.CLIENT and s.parent is not None for s in mine)
+        assert {s.parent.span_id for s in mine if s.parent is not None} == {run.context.span_id}
+        (failed_span,) = [s for s in mine if s.status.status_code is StatusCode.ERROR]
+        assert (failed_span.attributes or {})["error.type"] == "ModelError"
+        tokens = sum(int((s.attributes or {}).get("gen_ai.usage.input_tokens", 0)) for s in mine)
+        assert tokens == billed["billed"][role]["input_tokens"]
+        assert all(
+            s.end_time is not None and s.start_time is not None and s.end_time > s.start_time for s in mine
+        )
+    verdicts = [e for s in calls for e in s.events if e.name == "gen_ai.evaluation.result"]
+    assert len(verdicts) == first["judge"]["ok"]  # every judge answer here is a final verdict
+    # the second run: the run's span and one span per call asked (none for the cached answers)
+    assert len(spans_again) == 1 + billed_again["requests"] == 1 + 1 + 1 + len(demo()[6].rubrics)
+    tracing.shutdown()
+
+
 FAULTS = ("--fault-rate", "0.2", "--retry-after", "0.05")  # 429 (Retry-After 0.05 s), 500, 503, bad JSON
 
 

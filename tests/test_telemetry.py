@@ -137,3 +137,50 @@ def test_the_otel_variables_turn_tracing_on(monkeypatch: pytest.MonkeyPatch) -> 
         monkeypatch.delenv(name, raising=False)
     with tracing_for(False) as tracing:
         assert tracing is None  # off: the engine is given no observer
+
+
+def cli_spans(monkeypatch: pytest.MonkeyPatch, *args: str) -> list[ReadableSpan]:
+    """``healthbench ARGS`` through the CLI, its OTLP exporter replaced by the SDK's in-memory one
+    (everything else as `--otel` sets it up: batched, shut down when the command ends); its spans."""
+    from typer.testing import CliRunner
+
+    import healthbench.cli  # noqa: F401  (registers the commands)
+    from healthbench import telemetry
+    from healthbench.cli.app import app
+
+    exporter = InMemorySpanExporter()
+    monkeypatch.setattr(telemetry, "_otlp_exporter", lambda env: exporter)
+    result = CliRunner().invoke(app, list(args), env={"OPENAI_API_KEY": SECRET})
+    assert result.exit_code == 0, result.output
+    return list(exporter.get_finished_spans())
+
+
+def test_regrade_and_meta_eval_trace_their_calls_with_otel(
+    tmp_path: Path, keyed: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--otel` on the other commands that call models: one run span, one CLIENT span per judge call
+    (as many as the server was asked), no text and no key; without it, nothing is traced."""
+    store = str(tmp_path / "s.db")
+    judge = ["--judge", "fake-judge", "--judge-base-url", keyed, "--store", store, "--max-retries", "0"]
+    answers = ["run", *judge, "--model", "fake-model", "--base-url", keyed, "--limit", "2", "--name", "base"]
+    assert cli_spans(monkeypatch, *answers) == []  # no --otel, no OTEL_* variable: no trace
+    commands = {
+        "regrade": ["regrade", "base", *judge[:2], "--judge-temperature", "0.5", *judge[2:], "--otel"],
+        "meta-eval": ["meta-eval", *judge, "--limit", "3", "--otel"],
+    }
+    for command, args in commands.items():
+        reset_stats(keyed)
+        spans = cli_spans(monkeypatch, *args)
+        billed = fetch_stats(keyed)
+        (run,) = [s for s in spans if s.name == "healthbench run"]
+        calls = [s for s in spans if s is not run]
+        assert billed["judge"] > 0 and billed["candidate"] == 0, command
+        assert len(calls) == billed["judge"], command
+        for span in calls:
+            attributes = span.attributes or {}
+            assert span.name == "chat fake-judge" and attributes["healthbench.role"] == "judge"
+            assert span.parent is not None and span.parent.span_id == run.context.span_id
+        tokens = sum(int((s.attributes or {})["gen_ai.usage.input_tokens"]) for s in calls)
+        assert tokens == billed["billed"]["judge"]["input_tokens"], command
+        text = everything(spans)
+        assert SECRET not in text and "gen_ai.input.messages" not in text, command

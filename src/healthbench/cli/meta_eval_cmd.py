@@ -11,7 +11,7 @@ from rich.text import Text
 
 from healthbench.atomic import refuse_overwriting_inputs
 from healthbench.cli.app import app, console, handles_errors, say
-from healthbench.cli.option_groups import CallOptions, JudgeOptions, RunControl, takes_groups
+from healthbench.cli.option_groups import CallOptions, JudgeOptions, RunControl, TraceOptions, takes_groups
 from healthbench.cli.options import CacheDir, ConfigFile, MetricsOutOpt, StoreOpt, split_list
 from healthbench.defaults import DEFAULT_META_EVAL_VARIANT, DEFAULT_MIN_PHYSICIAN_RATINGS, OFFLINE_MODEL
 from healthbench.errors import ConfigError, RunError
@@ -148,6 +148,7 @@ def meta_eval_command(
     cache_dir: CacheDir = None,
     control: RunControl,
     metrics_out: MetricsOutOpt = None,
+    traces: TraceOptions,
 ) -> None:
     """Grade the meta-eval rows with a judge and measure its agreement with physicians."""
     from healthbench.cli.config_flags import config_layer, given_flags, refuse_with_resume
@@ -187,7 +188,8 @@ def meta_eval_command(
     s = Store(store, create=resume is None)  # a run is resumed from a store that exists
     if resume is not None:
         refuse_with_resume(ctx, also=("dry_run",))
-        outcome = resume_to_end(ctx, s, resume, META_EVAL, store_flag=store)
+        with traces.tracing() as tracing:
+            outcome = resume_to_end(ctx, s, resume, META_EVAL, store_flag=store, tracing=tracing)
     else:
         cfg = build_config(
             load_config_file(config) if config else {},
@@ -198,7 +200,8 @@ def meta_eval_command(
             n_rows, rows = meta_dry_run(cfg)
             print_estimate(f"dry run: {n_rows} rows × {cfg.n_repeats} repeats (no call made)", rows)
             return
-        outcome = start_to_end(s, cfg, name, META_EVAL, store_flag=store)
+        with traces.tracing() as tracing:
+            outcome = start_to_end(s, cfg, name, META_EVAL, store_flag=store, tracing=tracing)
     result = score_meta_run(s, outcome.run, min_physician_ratings=min_physician_ratings)
     say(calls_line(outcome.counters, calls="judge calls"))
     view = RunView.of(s, outcome.run)

@@ -18,8 +18,11 @@ from __future__ import annotations
 import dataclasses
 import inspect
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from functools import wraps
-from typing import Any, ClassVar, TypeVar, get_type_hints
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, TypeVar, get_type_hints
+
+import typer
 
 from healthbench.cli.options import (
     AllResultsOpt,
@@ -63,6 +66,9 @@ from healthbench.cli.options import (
     VllmEngineArg,
     WarmFirst,
 )
+
+if TYPE_CHECKING:
+    from healthbench.telemetry import Tracing
 
 
 # -- the groups ---------------------------------------------------------------------------------
@@ -132,6 +138,37 @@ class RayOptions(OptionGroup):
     ray_address: RayAddress = None
     ray_connect_timeout: RayConnectTimeout = None
     vllm_engine_arg: VllmEngineArg = None
+
+
+Otel = Annotated[
+    bool,
+    typer.Option(
+        "--otel",
+        help="Trace the run with OpenTelemetry (a span per run and per model call), exported by OTLP "
+        "as the OTEL_* variables say (on by itself when OTEL_EXPORTER_OTLP_ENDPOINT is set); needs "
+        "pip install 'healthbench[otel]' (see docs/service.md).",
+    ),
+]
+OtelContent = Annotated[
+    bool,
+    typer.Option("--otel-content", help="Put the prompts and answers in the trace's spans (default: never)."),
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class TraceOptions(OptionGroup):
+    """OpenTelemetry traces of the commands that call models (healthbench.telemetry)."""
+
+    commands = "run, regrade, meta-eval"
+    otel: Otel = False
+    otel_content: OtelContent = False
+
+    def tracing(self) -> AbstractContextManager[Tracing | None]:
+        """The command's tracing (`telemetry.tracing_for`): on with ``--otel``, ``--otel-content`` or
+        the ``OTEL_*`` variables, exported when the block ends; None when off."""
+        from healthbench.telemetry import tracing_for
+
+        return tracing_for(self.otel or self.otel_content, content=self.otel_content)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -19,6 +19,7 @@ from healthbench.cli.option_groups import (
     RayOptions,
     RunControl,
     ScoreFiles,
+    TraceOptions,
     takes_groups,
 )
 from healthbench.cli.options import (
@@ -153,21 +154,7 @@ def run_command(
     control: RunControl,
     files: ScoreFiles,
     mlflow: MlflowOpt = False,
-    otel: Annotated[
-        bool,
-        typer.Option(
-            "--otel",
-            help="Trace the run with OpenTelemetry (a span per run and per model call), exported by OTLP "
-            "as the OTEL_* variables say (on by itself when OTEL_EXPORTER_OTLP_ENDPOINT is set); needs "
-            "pip install 'healthbench[otel]' (see docs/service.md).",
-        ),
-    ] = False,
-    otel_content: Annotated[
-        bool,
-        typer.Option(
-            "--otel-content", help="Put the prompts and answers in the trace's spans (default: never)."
-        ),
-    ] = False,
+    traces: TraceOptions,
 ) -> None:
     """Sample a model on HealthBench, grade every rubric criterion with a judge, and report the scores."""
     from healthbench.cli.config_flags import config_layer, refuse_with_resume
@@ -180,7 +167,6 @@ def run_command(
     from healthbench.runner import run as runner
     from healthbench.store import Store
     from healthbench.store.location import store_file
-    from healthbench.telemetry import tracing_for
 
     if mlflow and not control.dry_run:  # before any model call
         require_mlflow()
@@ -196,7 +182,7 @@ def run_command(
         if control.dry_run:
             _dry_run(s, RunView.open(s, resume).config, resume)
             return
-        with tracing_for(otel or otel_content, content=otel_content) as tracing:
+        with traces.tracing() as tracing:
             outcome = resume_to_end(ctx, s, resume, runner.EVAL, store_flag=store, tracing=tracing)
         finish_eval(
             s, outcome, files, strict=control.strict, bootstrap=bootstrap, store_flag=store, mlflow=mlflow
@@ -213,7 +199,7 @@ def run_command(
     if control.dry_run:
         _dry_run(s, cfg, name)
         return
-    with tracing_for(otel or otel_content, content=otel_content) as tracing:
+    with traces.tracing() as tracing:
         outcome = start_to_end(s, cfg, name, runner.EVAL, store_flag=store, tracing=tracing)
     finish_eval(s, outcome, files, strict=control.strict, store_flag=store, mlflow=mlflow)
 
@@ -295,6 +281,7 @@ def regrade_command(
     control: RunControl,
     files: ScoreFiles,
     mlflow: MlflowOpt = False,
+    traces: TraceOptions,
 ) -> None:
     """Grade an existing run's answers with another judge or template, without re-sampling."""
     from healthbench.cli.config_flags import config_layer
@@ -319,10 +306,21 @@ def regrade_command(
         return
     new_name = name or runner.new_run_name("regrade")
 
-    def step(progress: ProgressSink) -> runner.RunOutcome:
-        return runner.regrade(
-            source, layer or None, store=s, name=new_name, overrides=overrides, progress=progress
-        )
+    with traces.tracing() as tracing:
+        observer = None if tracing is None else tracing.observer()
 
-    outcome = carry_out(s, new_name, step, kind="eval", store_flag=store, label="answers reused")
+        def step(progress: ProgressSink) -> runner.RunOutcome:
+            return runner.regrade(
+                source,
+                layer or None,
+                store=s,
+                name=new_name,
+                overrides=overrides,
+                progress=progress,
+                observer=observer,
+            )
+
+        outcome = carry_out(
+            s, new_name, step, kind="eval", store_flag=store, label="answers reused", tracing=tracing
+        )
     finish_eval(s, outcome, files, strict=control.strict, store_flag=store, mlflow=mlflow)

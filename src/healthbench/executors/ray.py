@@ -14,6 +14,11 @@ criterion (its own request); unparseable verdicts are re-asked in further rounds
 A call that fails after the retries is stored like the local engine stores it (a failed sample, an
 ungraded criterion); a fatal failure (wrong key) or a model that fails without ever answering stops the
 run, keeping everything committed.
+
+The engine's observer (`CallObserver`: Prometheus metrics, OpenTelemetry spans) is told of every call
+as the local engine tells it, by the driver as it takes the call's answer: answered from the call
+cache (``cached``), answered (``ok``) or failed, with its usage, cost, the judge's verdict, and its
+start, wall time and retries as measured in the worker that made it (`ray_calls.Answer`).
 """
 
 from __future__ import annotations
@@ -24,9 +29,10 @@ import math
 import os
 import socket
 import threading
+import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NamedTuple
 
 from healthbench.config import RunConfig
 from healthbench.defaults import DEFAULT_RAY_CONNECT_TIMEOUT
@@ -44,7 +50,7 @@ from healthbench.executors.grading import (
     run_stopped,
     sample_request,
 )
-from healthbench.executors.progress import NoProgress, ProgressSink, RunCounters
+from healthbench.executors.progress import CallObserver, CallReport, NoProgress, ProgressSink, RunCounters
 from healthbench.executors.ray_calls import MAX_BATCH, Answer, Endpoint, RayEndpoint, call_through_ray
 from healthbench.executors.vllm import VllmEndpoint
 from healthbench.grading.template import GraderTemplate, load_template
@@ -110,8 +116,10 @@ class RayExecutor:
         options: EngineOptions,
         prices: PriceTable,
         progress: ProgressSink | None = None,
+        observer: CallObserver | None = None,
     ) -> None:
         self.store, self.run_id = store, run_id
+        self.observer = observer  # told of every call as the driver takes its answer (metrics, traces)
         self.candidate, self.judge, self.template, self.options = candidate, judge, template, options
         self.progress = progress or NoProgress()
         self.ledger = Ledger(store, run_id, prices)
@@ -156,33 +164,35 @@ class RayExecutor:
             if self.candidate is None:
                 raise no_candidate(w)
             requests.append((pos, *sample_request(self.candidate.spec, self.candidate.settings, w)))
-        asks: list[tuple[int, str]] = []  # (position in items, cache key)
+        asks: list[tuple[int, str, Messages]] = []  # (position in items, cache key, messages)
         bodies: list[dict[str, Any]] = []
         hits = self.ledger.lookup([key for _, _, key in requests])
         for (pos, messages, key), hit in zip(requests, hits, strict=True):
             if hit is not None:
-                out[pos] = self._sampled(items[pos][0], key, hit)
+                out[pos] = self._sampled(items[pos][0], key, _Taken(hit, messages))
             else:
                 assert self.candidate is not None
-                asks.append((pos, key))
+                asks.append((pos, key, messages))
                 bodies.append(self.candidate.body(messages, None))
         if self.candidate is not None:
             for answer in call_through_ray(self.candidate, bodies, flush=self._flush):
-                pos, key = asks[answer.tag]
-                out[pos] = self._sampled(items[pos][0], key, self._real(self.candidate, answer))
+                pos, key, messages = asks[answer.tag]
+                out[pos] = self._sampled(items[pos][0], key, self._real(self.candidate, answer, messages))
         return out
 
-    def _sampled(self, w: WorkItem, key: str, result: CallResult | ModelError) -> str | None:
+    def _sampled(self, w: WorkItem, key: str, taken: _Taken) -> str | None:
         assert self.candidate is not None
+        result = taken.result
         outcome = str(result) if isinstance(result, ModelError) else result
         rows, text = self.ledger.sampled(w, self.candidate.settings, outcome)
         self._commit(None if isinstance(outcome, str) else outcome, key, self.candidate.spec, rows)
+        self._tell(self.candidate, taken)
         return text
 
     # -- stage 2: grades, one request per criterion, re-asked in rounds ----------------------
     def _grade_round(self, grading: Iterable[Grading]) -> list[Grading]:
         again: list[Grading] = []
-        asks: list[tuple[Grading, str]] = []
+        asks: list[tuple[Grading, str, Messages]] = []
         bodies: list[dict[str, Any]] = []
         requests = [
             (g, *g.request(self.judge.spec, self.judge.settings, self.template, self.options))
@@ -191,30 +201,34 @@ class RayExecutor:
         hits = self.ledger.lookup([key for _, _, _, key in requests], judge=True)
         for (g, messages, schema, key), hit in zip(requests, hits, strict=True):
             if hit is not None:
-                if not self._judged(g, key, hit):
+                if not self._judged(g, key, _Taken(hit, messages)):
                     again.append(g)
             else:
-                asks.append((g, key))
+                asks.append((g, key, messages))
                 bodies.append(self.judge.body(messages, schema))
         for answer in call_through_ray(self.judge, bodies, flush=self._flush):
-            g, key = asks[answer.tag]
-            if not self._judged(g, key, self._real(self.judge, answer)):
+            g, key, messages = asks[answer.tag]
+            if not self._judged(g, key, self._real(self.judge, answer, messages)):
                 again.append(g)
         return again
 
-    def _judged(self, g: Grading, key: str, result: CallResult | ModelError) -> bool:
+    def _judged(self, g: Grading, key: str, taken: _Taken) -> bool:
         """Record one judge answer; False when the criterion is to be asked again."""
+        result = taken.result
         if isinstance(result, ModelError):
             self._commit(None, key, self.judge.spec, self.ledger.graded(g.failed(str(result))))
+            self._tell(self.judge, taken)
             return True
         row = g.answered(result)
         self._commit(result, key, self.judge.spec, self.ledger.graded(row))
+        self._tell(self.judge, taken, None if row is None else str(row.status))
         return row is not None
 
     # -- calls and commits ---------------------------------------------------------------------
-    def _real(self, endpoint: RayEndpoint, answer: Answer) -> CallResult | ModelError:
+    def _real(self, endpoint: RayEndpoint, answer: Answer, messages: Messages) -> _Taken:
         """The answer of a real call, counted (calls, tokens, cost) like the engine counts them; a call
-        that failed is a ModelError to store, unless it is fatal or the model has never answered."""
+        that failed is a ModelError to store, unless it is fatal or the model has never answered (the
+        run stops: the observer is told of the call first, as the local engine tells it)."""
         name = endpoint.spec.name
         try:
             if answer.error is not None:  # the retry loop's message, naming the model (as the engine's)
@@ -222,12 +236,45 @@ class RayExecutor:
             completion: Completion = parse_chat_response(answer.response, endpoint.spec.model)
         except (ModelError, ProviderError) as exc:
             error = exc if isinstance(exc, ModelError) else ModelError(f"{name}: {exc}")
+            taken = _Taken(error, messages, answer)
             if answer.fatal or self._answers.never_answered(name):
+                self._tell(endpoint, taken)
                 why = "retrying cannot help" if answer.fatal else f"no call to {name} has succeeded"
                 raise run_stopped(error, why) from None
-            return error
+            return taken
         self._answers.record(name)
-        return self.ledger.real(endpoint.spec, completion, judge=endpoint is self.judge)
+        result = self.ledger.real(endpoint.spec, completion, judge=endpoint is self.judge)
+        return _Taken(result, messages, answer, completion.model)
+
+    def _tell(self, endpoint: RayEndpoint, taken: _Taken, verdict: str | None = None) -> None:
+        """The observer told of one call, as the local engine tells it (`CallReport`): each retried
+        attempt, then how the call ended (a judge call: with its criterion's final verdict)."""
+        if self.observer is None:
+            return
+        role = "judge" if endpoint is self.judge else "candidate"
+        result, answer = taken.result, taken.answer
+        for reason in answer.retries if answer is not None else ():
+            self.observer.call_retried(role, endpoint.spec, reason)
+        ok = None if isinstance(result, ModelError) else result
+        error = None
+        if ok is None:  # the type of the worker's error (FatalModelError, OutageError ...), else ours
+            error = (answer.error_type if answer is not None else None) or type(result).__name__
+        self.observer.call_ended(
+            CallReport(
+                role=role,
+                spec=endpoint.spec,
+                outcome="failed" if ok is None else "cached" if ok.cached else "ok",
+                usage=None if ok is None else ok.usage,
+                cost=None if ok is None else ok.cost,
+                started=answer.started if answer is not None and answer.started else time.time(),
+                seconds=None if answer is None else answer.seconds,
+                response_model=taken.model,
+                error=error,
+                verdict=verdict,
+                messages=taken.messages,
+                text=None if ok is None else ok.text,
+            )
+        )
 
     def _commit(self, result: CallResult | None, key: str, spec: ModelSpec, rows: Rows) -> None:
         self._pending.extend(self.ledger.ops(result, key, spec, rows))
@@ -239,6 +286,16 @@ class RayExecutor:
             self.store.put_rows(self.run_id, self._pending)
             self._pending = Rows()
             self.progress.update(self.counters)
+
+
+class _Taken(NamedTuple):
+    """A call's result as the driver took it: the answer (from the call cache, or a real call's), or
+    the error of a call that failed; its request, and how it went (``answer``: None for a cached one)."""
+
+    result: CallResult | ModelError
+    messages: Messages
+    answer: Answer | None = None
+    model: str | None = None  # the model that answered, as the response names it
 
 
 # -- entry point -----------------------------------------------------------------------------------
@@ -254,10 +311,11 @@ def run_plan(
     with_candidate: bool = True,
     interrupted_before: bool = False,
     template: GraderTemplate | None = None,
+    observer: CallObserver | None = None,
 ) -> RunCounters:
     """Execute ``work_plan`` on Ray: the cluster at ``config.ray_address``, the one this process has
     joined already, or a new local Ray (shut down afterwards). ``interrupted_before``: see
-    `RayExecutor.run`."""
+    `RayExecutor.run`; ``observer``: told of every call (metrics, traces)."""
     require_ray()
     judge = endpoint_for(config.judge.parsed(), config.judge.settings, config, environ)
     candidate = None
@@ -272,6 +330,7 @@ def run_plan(
         options=options,
         prices=PriceTable.load(config.prices),
         progress=progress,
+        observer=observer,
     )
     with ray_session(config.ray_address, timeout=config.ray_connect_timeout):
         return executor.run(work_plan, interrupted_before=interrupted_before)

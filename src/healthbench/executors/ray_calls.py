@@ -9,34 +9,48 @@ flight), whatever Ray buffers internally.
 Calls are retried inside the HTTP session (`EagerSession`) by the local engine's retry loop, all of a
 batch's requests and retries concurrently; a call that still fails after the retries is an answer with
 an error, not a failed pipeline, which the driver stores like the local engine stores a failed call.
+Each answer also carries when its call started, its wall time and the kind of each retried attempt
+(``CALL_FIELD``), measured where the call was made, so that the driver tells the engine's observer
+(metrics, traces) of the call as the local engine does.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
 from healthbench.errors import FatalModelError, ModelError
 from healthbench.models.base import Completion, ModelSettings, ModelSpec
+from healthbench.models.errors import ProviderError
 from healthbench.models.limits import ConnectionLimits, ConnectionPool, ManagedModel, RetryPolicy
 from healthbench.models.openai import OpenAIChatModel, chat_body
 
 RUN_AHEAD = 2  # batches per HTTP actor sent ahead of the driver's commits: one in flight, one queued
 MAX_BATCH = 64  # requests per Ray batch, sent at once by one HTTP actor; more connections: more actors
 ERROR_FIELD = "healthbench_error"  # the JSON field of an answer row that carries a failed call's error
+# the JSON field (a JSON text) of a reply that says how its call went: started, seconds, retries
+CALL_FIELD = "healthbench_call"
 
 
 class Answer(NamedTuple):
     """One call's outcome: the index into the bodies, the response JSON, or the error of a failed call
-    (``fatal``: retrying cannot help, e.g. a wrong key; the local engine stops the run on those)."""
+    (``fatal``: retrying cannot help, e.g. a wrong key; the local engine stops the run on those;
+    ``error_type``: its exception's name, as the local engine reports it), and how the call went where
+    it was made: ``started`` (``time.time()``), ``seconds`` (its wall time, retries included; None when
+    not timed: a vLLM row) and the failure kind of each retried attempt (``retries``)."""
 
     tag: int
     response: str
     error: str | None = None
     fatal: bool = False
+    error_type: str | None = None
+    started: float | None = None
+    seconds: float | None = None
+    retries: tuple[str, ...] = ()
 
 
 class RayEndpoint(Protocol):
@@ -109,7 +123,9 @@ def _to_payload(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def _from_response(row: dict[str, Any]) -> dict[str, Any]:
-    return {"tag": int(row["tag"]), "response": json.dumps(row["http_response"])}
+    response = dict(row["http_response"] or {})  # (none: unreadable, a failed call to the driver)
+    call = response.pop(CALL_FIELD, None)  # how the call went: a column of its own
+    return {"tag": int(row["tag"]), "response": json.dumps(response), "call": call or ""}
 
 
 # -- the HTTP session of Ray's HTTP stage ----------------------------------------------------------
@@ -147,8 +163,9 @@ class _Reply:
         return self._data
 
 
-def _failed(message: str, fatal: bool = False) -> _Reply:
-    return _Reply(200, "OK", {ERROR_FIELD: {"message": message, "fatal": fatal}})
+def _failed(error: ModelError) -> dict[str, Any]:
+    fatal = isinstance(error, FatalModelError)
+    return {ERROR_FIELD: {"message": str(error), "fatal": fatal, "type": type(error).__name__}}
 
 
 class EagerSession:
@@ -180,30 +197,51 @@ class EagerSession:
 
     async def _send(self, body: dict[str, Any]) -> _Reply:
         answered: list[str] = []
+        failures: list[str] = []  # the failure kind of each failed attempt
 
         async def attempt() -> Completion:
-            text = await self._provider.post(body)
-            completion = self._provider.parse(text)  # an unreadable answer is TRANSIENT: retried
+            try:
+                text = await self._provider.post(body)
+                completion = self._provider.parse(text)  # an unreadable answer is TRANSIENT: retried
+            except ProviderError as exc:
+                failures.append(exc.failure.kind.value)
+                raise
             answered.append(text)
             return completion
 
+        started, clock = time.time(), time.monotonic()
         try:
             await self._model.call(attempt)
-        except FatalModelError as exc:
-            return _failed(str(exc), fatal=True)
         except ModelError as exc:
-            return _failed(str(exc))
-        return _Reply(200, "OK", json.loads(answered[-1]))
+            data, retried = _failed(exc), failures[:-1]  # the last failure ended the call
+        else:
+            data, retried = json.loads(answered[-1]), failures
+        how = {"started": started, "seconds": time.monotonic() - clock, "retries": retried}
+        data[CALL_FIELD] = json.dumps(how)
+        return _Reply(200, "OK", data)
 
 
-def answer(tag: int, response: str) -> Answer:
-    """An answer row as an `Answer` (a failed call's error taken out of ``ERROR_FIELD``)."""
+def answer(tag: int, response: str, call: str = "") -> Answer:
+    """An answer row as an `Answer`: a failed call's error taken out of ``ERROR_FIELD``, and how the
+    call went out of ``call`` (the row's ``CALL_FIELD``; empty: not timed)."""
+    how = json.loads(call) if call else {}
+    went = Answer(
+        tag,
+        response,
+        started=how.get("started"),
+        seconds=how.get("seconds"),
+        retries=tuple(how.get("retries") or ()),
+    )
     if ERROR_FIELD in response:
         data = json.loads(response)
         if isinstance(data, dict) and isinstance(data.get(ERROR_FIELD), dict):
             error = data[ERROR_FIELD]
-            return Answer(tag, response, str(error.get("message")), bool(error.get("fatal")))
-    return Answer(tag, response)
+            return went._replace(
+                error=str(error.get("message")),
+                fatal=bool(error.get("fatal")),
+                error_type=str(error.get("type") or "ModelError"),
+            )
+    return went
 
 
 # -- one pass: bodies in, answers out, never more than ``in_flight`` uncommitted -------------------
@@ -253,7 +291,7 @@ def call_through_ray(
         feed()
         for row in endpoint.processor()(source).iter_rows():
             received += 1
-            yield answer(int(row["tag"]), str(row["response"]))
+            yield answer(int(row["tag"]), str(row["response"]), str(row.get("call") or ""))
             if room():
                 flush()  # everything received is committed before Ray gets more to do
                 feed()

@@ -370,6 +370,7 @@ async def _on_ray(x: _Execution, work_plan: Plan) -> RunCounters:
         with_candidate=x.with_candidate,
         interrupted_before=x.run.status in INTERRUPTED,
         template=_template(x),
+        observer=x.observer,
     )
 
 
