@@ -1,12 +1,19 @@
-"""The judge's bill with prompt caching: simple-evals' layout online, ours online, ours with --batch judge.
+"""The judge's bill with prompt caching: simple-evals' layout online, ours online and with --batch judge.
 
 Runs the 527-row real fragment (../shared; a synthetic file of the same shape when absent) against
 `healthbench fake-server --prompt-cache --reply-words 450` (its own process: it bills prompt caching as
-OpenAI and Anthropic do, tokens being words), judge openai/gpt-4.1 at list price, and prints side by
-side for each scenario: judge calls, the share of judge input tokens billed as cached (read from the
-cache), judge input $ and output $, judge $ per criterion, and the projected full-set figure (that
-per-criterion cost x the full set's criteria, 5,000 conversations at this file's criteria per
-conversation). Then ours online with anthropic/claude-sonnet-4-5 (cache reads and writes).
+OpenAI and Anthropic do, tokens being words), judges openai/gpt-4.1 and anthropic/claude-sonnet-4-5 at
+list price, and prints side by side for each scenario: judge calls, the shares of judge input tokens
+read from the cache and written to it, judge input $ and output $, judge $ per criterion, and the
+projected full-set figure (that per-criterion cost x the full set's criteria, 5,000 conversations at
+this file's criteria per conversation).
+
+Batches are run against two fake servers: one answering a batch's requests one after another in file
+order (``--batch-parallel 1``: each reads what the ones before it wrote, the best case) and one
+answering all of a batch's requests at once (``--batch-parallel 0``: none reads what another of the
+same batch wrote, as a provider running them in parallel), each with warm-first judging (the default:
+one criterion per conversation in a first round of batches, the rest once it has answered) and without
+(``--no-warm-first``: one round, cold).
 
 simple-evals' grader prompt is used when it is in the data cache (``--cache-dir``; fetched by any
 ``healthbench run --grader-template simple-evals``); else the earlier built-in prompt stands in for its
@@ -14,9 +21,10 @@ layout (conversation, rubric item, then the instructions: nothing cacheable), a 
 simple-evals', so the ratios against it understate the saving. Each scenario's ``cost_usd:judge``
 is checked against the tokens the server billed at list price.
 
-The fake judge writes ~10-word explanations; real judges write ~90 tokens a call with simple-evals'
-prompt (issue #33), at 4x the input price, and ours asks for one sentence of at most 25 words (~40
-tokens with the JSON): the last two columns add that difference to the full-set projection.
+The fake judge answers ~9 tokens a call (its whole JSON reply, a ~5-word explanation; printed); real
+judges write ~90 tokens a call with simple-evals' prompt (issue #33), at 4x the input price, and ours
+asks for one sentence of at most 25 words (~40 tokens with the JSON): the last two columns add that
+difference to the full-set projection.
 
     python benchmarks/cost.py [--cache-dir DIR] [--limit N]
 """
@@ -63,7 +71,7 @@ def official_layout(cache_dir: str | None) -> tuple[str, str]:
 def scenario(
     url: str, data: Path, workdir: Path, name: str, judge: str, cache_dir: str | None, **extra: Any
 ) -> dict[str, Any]:
-    store = Store(workdir / f"{name}.db")
+    store = Store(workdir / f"{name}-{judge.replace('/', '-')}.db")
     config = build_config(
         {
             "data": str(data),
@@ -111,13 +119,14 @@ def scenario(
         "calls": criteria,
         "input_tokens": billed["input_tokens"],
         "cached_share": billed["cached_input_tokens"] / billed["input_tokens"],
-        "read_share": billed["cached_input_tokens"] / billed["input_tokens"],
+        "write_share": billed["cache_write_input_tokens"] / billed["input_tokens"],
         "input_usd": parts["input"] + parts["cached_input"] + parts["cache_write_input"],
         "output_usd": parts["output"],
         "per_criterion": per_criterion,
         "full_set": per_criterion * full_criteria,
         "full_set_real_output": with_output(REAL_JUDGE_OUTPUT_TOKENS),
         "full_set_short_output": with_output(SHORT_JUDGE_OUTPUT_TOKENS),
+        "output_per_call": fake_output,
     }
 
 
@@ -126,54 +135,71 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache-dir", default=None, help="data cache holding simple-evals' prompt")
     parser.add_argument("--limit", type=int, default=None, help="first N conversations only")
     args = parser.parse_args(argv)
+    fake = ("--prompt-cache", "--reply-words", "450", "--latency", "0.05")
+    gpt, sonnet = "openai/gpt-4.1", "anthropic/claude-sonnet-4-5"
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         data = SHARED if SHARED.is_file() else synthetic(workdir / "synthetic.jsonl")
         limit = {"limit": args.limit} if args.limit else {}
         official, label = official_layout(args.cache_dir)
         print(f"data: {data.name}; fake server --prompt-cache --reply-words 450; official layout: {label}")
-        gpt, sonnet = "openai/gpt-4.1", "anthropic/claude-sonnet-4-5"
-        with fake_server_process("--prompt-cache", "--reply-words", "450", "--latency", "0.05") as url:
+
+        def run(url: str, name: str, judge: str, **extra: Any) -> dict[str, Any]:
+            return scenario(url, data, workdir, name, judge, args.cache_dir, **limit, **extra)
+
+        cold = {"batch": "judge", "warm_first": False}
+        with fake_server_process(*fake) as url:
             rows = [
-                scenario(
-                    url,
-                    data,
-                    workdir,
-                    "official-online",
-                    gpt,
-                    args.cache_dir,
-                    grader_template=official,
-                    **limit,
-                ),
-                scenario(url, data, workdir, "ours-online", gpt, args.cache_dir, **limit),
-                scenario(url, data, workdir, "ours-batch", gpt, args.cache_dir, batch="judge", **limit),
-                scenario(url, data, workdir, "ours-online-sonnet", sonnet, args.cache_dir, **limit),
+                run(url, "official-online", gpt, grader_template=official),
+                run(url, "ours-online", gpt),
+                run(url, "ours-online", sonnet),
+                run(url, "ours-batch-cold-seq", gpt, **cold),
+                run(url, "ours-batch-cold-seq", sonnet, **cold),
+            ]
+        with fake_server_process(*fake, "--batch-parallel", "0") as url:
+            rows += [
+                run(url, "ours-batch-cold-par", gpt, **cold),
+                run(url, "ours-batch-warm-par", gpt, batch="judge"),
+                run(url, "ours-batch-cold-par", sonnet, **cold),
+                run(url, "ours-batch-warm-par", sonnet, batch="judge"),
             ]
     print(
-        f"{'scenario':<20} {'judge':<28} {'calls':>6} {'cached':>7} {'input $':>8} {'output $':>8} "
-        f"{'$/criterion':>11} {'full set $':>10} {'40-tok out':>10} {'90-tok out':>10}"
+        f"{'scenario':<20} {'judge':<28} {'calls':>6} {'read':>5} {'write':>5} {'input $':>8} "
+        f"{'output $':>8} {'$/criterion':>11} {'full set $':>10} {'40-tok out':>10} {'90-tok out':>10}"
     )
     for r in rows:
         print(
-            f"{r['name']:<20} {r['judge']:<28} {r['calls']:>6} {r['cached_share']:>6.0%} "
-            f"{r['input_usd']:>8.3f} {r['output_usd']:>8.3f} {r['per_criterion']:>11.6f} "
-            f"{r['full_set']:>10.2f} {r['full_set_short_output']:>10.2f} {r['full_set_real_output']:>10.2f}"
+            f"{r['name']:<20} {r['judge']:<28} {r['calls']:>6} {r['cached_share']:>5.0%} "
+            f"{r['write_share']:>5.0%} {r['input_usd']:>8.3f} {r['output_usd']:>8.3f} "
+            f"{r['per_criterion']:>11.6f} {r['full_set']:>10.2f} {r['full_set_short_output']:>10.2f} "
+            f"{r['full_set_real_output']:>10.2f}"
         )
-    official_row, ours, batched, anthropic = rows
+    by = {(r["name"], r["judge"]): r for r in rows}
+    official_row, ours = by["official-online", gpt], by["ours-online", gpt]
     ratio = ours["input_usd"] / official_row["input_usd"]
     print(
         f"gpt-4.1: {ours['cached_share']:.0%} of judge input billed as cached (target >= 70%); judge input "
         f"cost {ratio:.2f}x the official layout's (target <= 0.45)"
     )
+    anthropic = by["ours-online", sonnet]
     print(
-        f"claude-sonnet-4-5: {anthropic['read_share']:.0%} of judge input read from the cache (target >= 60%)"
+        f"claude-sonnet-4-5: {anthropic['cached_share']:.0%} of judge input read from the cache "
+        "(target >= 60%)"
     )
+    batched = by["ours-batch-warm-par", gpt]
     print(
-        f"full set, gpt-4.1, batch + cache: ${batched['full_set']:.2f} "
-        f"(${batched['full_set_short_output']:.2f} with 40-token answers, "
+        f"full set, gpt-4.1, batch + cache (warm-first, batch requests in parallel): "
+        f"${batched['full_set']:.2f} (${batched['full_set_short_output']:.2f} with 40-token answers, "
         f"${batched['full_set_real_output']:.2f} with 90-token ones); "
         f"goal <= $40 against ~${SIMPLE_EVALS_LIST_PRICE:.0f}"
     )
+    for judge in (gpt, sonnet):
+        warm, cold_par = by["ours-batch-warm-par", judge], by["ours-batch-cold-par", judge]
+        print(
+            f"{judge} --batch judge, requests in parallel: warm-first ${warm['full_set']:.2f} against "
+            f"${cold_par['full_set']:.2f} cold ({warm['full_set'] / cold_par['full_set']:.2f}x)"
+        )
+    print(f"the fake judge's answers: {ours['output_per_call']:.1f} tokens a call")
     print("every scenario's cost_usd:judge equals the tokens the server billed at list price (checked)")
     return 0
 

@@ -114,7 +114,8 @@ def test_batch_all_is_split_by_the_request_limit_and_recorded_in_the_store(
     recording: str, tmp_path: Path, online_metrics: dict[str, float]
 ) -> None:
     store = Store(tmp_path / "s.db")
-    outcome = _run(recording, store, "split", batch="all", batch_max_requests=10, **FAST)
+    # (one round of judge batches: without warm-first's first round, docs/cost.md)
+    outcome = _run(recording, store, "split", batch="all", batch_max_requests=10, warm_first=False, **FAST)
     stats = fetch_stats(recording)
     assert score_stored_run(store, outcome.run).metrics() == online_metrics
     assert stats["chat_completions"] == 0
@@ -257,8 +258,8 @@ def _kill_when(process: subprocess.Popen[bytes], url: str, batches: int) -> None
 def test_kill_9_while_polling_then_resume_submits_nothing_twice(
     tmp_path: Path, online_metrics: dict[str, float]
 ) -> None:
-    config = tmp_path / "batch.toml"
-    config.write_text("batch_linger = 0.3\nbatch_poll_interval = 0.05\n")
+    config = tmp_path / "batch.toml"  # (one round of judge batches: no warm-first, docs/cost.md)
+    config.write_text("batch_linger = 0.3\nbatch_poll_interval = 0.05\nwarm_first = false\n")
     db = tmp_path / "s.db"
     with running_fake_server(FakeServerConfig(batch_delay=1.2)) as url:
         first = subprocess.Popen(
@@ -348,6 +349,8 @@ def test_a_service_job_survives_a_restart_while_its_batches_run(tmp_path: Path) 
             final = client.wait_until_done("r", interval=0.1, timeout=120)
         stats = fetch_stats(url)
     assert final.status == "completed"
-    assert stats["batches_created"] == 2  # the candidates' batch polled again, then the judge's
+    # the candidates' batch polled again, then the judge's two (warm-first: the first criterion of each
+    # conversation, then the others; docs/cost.md)
+    assert stats["batches_created"] == 3
     assert stats["batch_requests"] == DEMO_SAMPLES + DEMO_CRITERIA
     assert stats["repeated_batch_requests"] == 0 and stats["chat_completions"] == 0

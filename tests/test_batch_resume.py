@@ -52,7 +52,8 @@ def test_a_batch_the_provider_forgot_is_asked_again_once_not_resumed_forever(
     the resume says the batch is lost in one line and asks its requests again, in a new batch or
     online, instead of failing on the 404 with the same command each time."""
     config = tmp_path / "batch.toml"
-    config.write_text("batch_linger = 0.3\nbatch_poll_interval = 0.05\n")
+    # (one round of judge batches: without warm-first's first round, docs/cost.md)
+    config.write_text("batch_linger = 0.3\nbatch_poll_interval = 0.05\nwarm_first = false\n")
     db = tmp_path / "s.db"
     flags = ["--batch", "judge", "--batch-fallback", fallback]
     with running_fake_server(FakeServerConfig(batch_delay=60)) as url:

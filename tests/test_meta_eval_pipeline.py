@@ -70,6 +70,9 @@ def test_pipeline_matches_core_on_fixture(server: str, store_target: str) -> Non
 
 def test_cli_judge_run_and_labels_file_agree(server: str, tmp_path: Path) -> None:
     judged, from_labels = tmp_path / "judged.json", tmp_path / "labels.json"
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"j": {"input": 2.0, "output": 8.0}}))
+    reset_stats(server)
     result = runner.invoke(
         app,
         [
@@ -84,8 +87,11 @@ def test_cli_judge_run_and_labels_file_agree(server: str, tmp_path: Path) -> Non
             str(tmp_path / "s.db"),
             "--metrics-out",
             str(judged),
+            "--prices",
+            str(prices),
         ],
     )
+    billed = fetch_stats(server)["billed"]["judge"]
     assert result.exit_code == 0, result.output
     assert "judge F1" in result.output
     records = read_records(FIXTURE, MetaEvalRecord)
@@ -113,6 +119,19 @@ def test_cli_judge_run_and_labels_file_agree(server: str, tmp_path: Path) -> Non
     # a judged run says how its verdicts were asked for; labels made elsewhere cannot
     assert from_judge.pop("profile") is None
     assert from_judge.pop("grader_template_sha256") == builtin_template().sha256
+    # and what its judge's calls cost, as an eval run's --metrics-out says it (the server's bill at
+    # the --prices rates); a meta-eval has no candidate
+    costs = {key: from_judge.pop(key) for key in list(from_judge) if key.startswith(("cost_usd", "tokens:"))}
+    expected = (billed["input_tokens"] * 2.0 + billed["output_tokens"] * 8.0) / 1e6
+    assert costs == {
+        "cost_usd": pytest.approx(expected, rel=1e-12),
+        "cost_usd:judge": pytest.approx(expected, rel=1e-12),
+        "tokens:judge:input": billed["input_tokens"],
+        "tokens:judge:cached_input": 0,
+        "tokens:judge:cache_write_input": 0,
+        "tokens:judge:output": billed["output_tokens"],
+    }
+    assert billed["input_tokens"] > 0 and billed["output_tokens"] > 0
     assert from_judge == json.loads(from_labels.read_text())
 
 

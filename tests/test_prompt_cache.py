@@ -335,6 +335,17 @@ def test_dry_run_estimates_the_judges_cached_share(tmp_path: Path) -> None:
     judge = next(r for r in rows if r.role == "judge")
     assert judge.cached_share is not None and 0.6 < judge.cached_share < 1.0
     assert judge.cost is not None and judge.batch_cost == pytest.approx(judge.cost / 2)
+    # Anthropic: the first criterion writes the shared part, in a batch to the 1-hour cache (2x the
+    # input price instead of 1.25x): more than half the online estimate
+    sonnet = build_config(
+        {
+            "model": {"spec": "openai/gpt-4.1"},
+            "judge": {"spec": "anthropic/claude-sonnet-4-5"},
+            "data": str(data),
+        }
+    )
+    claude = next(r for r in dry_run(store, sonnet, None)[1] if r.role == "judge")
+    assert claude.cost is not None and claude.batch_cost is not None and claude.batch_cost > claude.cost / 2
     # a provider that does not cache: nothing estimated as cached
     local = build_config(
         {"model": {"spec": "openai/gpt-4.1"}, "judge": {"spec": "local/smollm2"}, "data": str(data)}
@@ -342,12 +353,23 @@ def test_dry_run_estimates_the_judges_cached_share(tmp_path: Path) -> None:
     assert next(r for r in dry_run(store, local, None)[1] if r.role == "judge").cached_input_tokens == 0
 
 
-def test_the_fake_counts_batched_answers_as_billed() -> None:
-    async def go() -> dict[str, Any]:
-        app = FakeServerApp(FakeServerConfig(prompt_cache=True))
+@pytest.mark.parametrize(
+    ("parallel", "ttl", "written", "read"),
+    [
+        (1, None, 1100, 2200),  # one after another: the first writes, the others read
+        (1, "1h", 1100, 2200),
+        (0, "1h", 3300, 0),  # all at once: each writes, none reads what another wrote
+    ],
+)
+def test_the_fake_bills_batched_answers_as_a_provider_processing_them_in_order_or_at_once(
+    parallel: int, ttl: str | None, written: int, read: int
+) -> None:
+    async def go() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        app = FakeServerApp(FakeServerConfig(prompt_cache=True, batch_parallel=parallel))
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://fake") as client:
-            shared = _words(1100)
+            control = {"type": "ephemeral", **({"ttl": ttl} if ttl else {})}
+            shared = {"type": "text", "text": _words(1100), "cache_control": control}
             requests = [
                 {
                     "custom_id": f"r{i}",
@@ -355,12 +377,7 @@ def test_the_fake_counts_batched_answers_as_billed() -> None:
                         "model": "claude-sonnet-4-5",
                         "max_tokens": 50,
                         "messages": [
-                            {
-                                "role": "user",
-                                "content": [
-                                    {"type": "text", "text": shared, "cache_control": {"type": "ephemeral"}}
-                                ],
-                            },
+                            {"role": "user", "content": [shared]},
                             {"role": "user", "content": f"item {i} criteria_met"},
                         ],
                     },
@@ -368,8 +385,139 @@ def test_the_fake_counts_batched_answers_as_billed() -> None:
                 for i in range(3)
             ]
             created = (await client.post("/v1/messages/batches", json={"requests": requests})).json()
-            await client.get(f"/v1/messages/batches/{created['id']}/results")
-            return dict((await client.get("/stats")).json())
+            results = await client.get(f"/v1/messages/batches/{created['id']}/results")
+            usages = [json.loads(line)["result"]["message"]["usage"] for line in results.text.splitlines()]
+            return dict((await client.get("/stats")).json()), usages
 
-    billed = asyncio.run(go())["billed"]["judge"]
-    assert billed["cache_write_input_tokens"] == 1100 and billed["cached_input_tokens"] == 2200
+    stats, usages = asyncio.run(go())
+    billed = stats["billed"]["judge"]
+    one_hour = written if ttl == "1h" else 0
+    assert billed["cache_write_input_tokens"] == written and billed["cached_input_tokens"] == read
+    assert billed["cache_write_1h_input_tokens"] == one_hour
+    # each answer says what it wrote, by lifetime, as Anthropic's usage does
+    assert sum(u["cache_creation_input_tokens"] for u in usages) == written
+    assert sum(u["cache_creation"]["ephemeral_1h_input_tokens"] for u in usages) == one_hour
+    assert sum(u["cache_creation"]["ephemeral_5m_input_tokens"] for u in usages) == written - one_hour
+
+
+# -- the 1-hour cache of Anthropic batches -------------------------------------------------------------
+def test_anthropic_batch_requests_ask_for_the_one_hour_cache() -> None:
+    from healthbench.models.batch_api import AnthropicBatchApi
+
+    model = AnthropicChatModel(parse_model_spec("anthropic/claude-sonnet-4-5"), ModelSettings(), api_key=None)
+    messages = [{"role": "user", "content": "shared"}, {"role": "user", "content": "item"}]
+    batched = AnthropicBatchApi(model).body(messages, None)
+    assert batched["messages"][0]["content"] == [
+        {"type": "text", "text": "shared", "cache_control": {"type": "ephemeral", "ttl": "1h"}}
+    ]
+    online = model.build_body(messages)  # online: the 5-minute cache; otherwise the same body
+    assert online["messages"][0]["content"][0]["cache_control"] == {"type": "ephemeral"}
+    online["messages"][0]["content"][0]["cache_control"]["ttl"] = "1h"
+    assert online == batched
+    # a one-message prompt (simple-evals') gets no breakpoint in a batch either
+    plain = AnthropicBatchApi(model).body([{"role": "user", "content": "one prompt"}], None)
+    assert plain["messages"] == [{"role": "user", "content": "one prompt"}]
+
+
+def test_writes_to_the_one_hour_cache_are_read_from_the_usage_and_priced_at_twice_the_input() -> None:
+    from healthbench.models.anthropic import parse_messages_response
+
+    body = {
+        "content": [{"type": "text", "text": "ok"}],
+        "usage": {
+            "input_tokens": 500,
+            "cache_read_input_tokens": 1000,
+            "cache_creation_input_tokens": 1500,
+            "cache_creation": {"ephemeral_5m_input_tokens": 500, "ephemeral_1h_input_tokens": 1000},
+            "output_tokens": 100,
+        },
+    }
+    usage = parse_messages_response(json.dumps(body), "claude-sonnet-4-5").usage
+    assert usage == Usage(3000, 100, 1000, 0, 1500, 1000)
+    sonnet = BUILTIN_PRICES["anthropic/claude-sonnet-4-5"]
+    assert (sonnet.cached_input, sonnet.cache_write_input, sonnet.cache_write_1h_input) == (0.3, 3.75, 6.0)
+    # $3/M input, $0.30/M read, $3.75/M written for 5 minutes, $6/M for an hour, $15/M output
+    assert sonnet.parts(usage) == pytest.approx(
+        {
+            "input": 500 * 3e-6,
+            "cached_input": 1000 * 0.3e-6,
+            "cache_write_input": 500 * 3.75e-6 + 1000 * 6e-6,
+            "output": 100 * 15e-6,
+        },
+        rel=1e-12,
+    )
+    expected = 500 * 3e-6 + 1000 * 0.3e-6 + 500 * 3.75e-6 + 1000 * 6e-6 + 100 * 15e-6
+    table = PriceTable()
+    assert table.cost("anthropic", "claude-sonnet-4-5", usage) == pytest.approx(expected, rel=1e-12)
+    assert table.cost("anthropic", "claude-sonnet-4-5", usage, batch=True) == pytest.approx(
+        expected / 2, rel=1e-12
+    )
+
+
+def test_a_price_file_can_set_the_one_hour_write_price(tmp_path: Path) -> None:
+    path = tmp_path / "prices.json"
+    path.write_text(json.dumps({"anthropic/m": {"input": 1, "output": 2, "cache_write_input": 1.5}}))
+    price = PriceTable.load(path).price("anthropic", "m")
+    assert price is not None and price.cache_write_1h_input is None  # writes: the cache-write price
+    assert price.cost(Usage(1000, 0, 0, 0, 1000, 1000)) == pytest.approx(1000 * 1.5e-6)
+    path.write_text(json.dumps({"anthropic/m": {"input": 1, "output": 2, "cache_write_1h_input": 2.5}}))
+    price = PriceTable.load(path).price("anthropic", "m")
+    assert price is not None and price.cost(Usage(1000, 0, 0, 0, 1000, 1000)) == pytest.approx(1000 * 2.5e-6)
+    path.write_text(json.dumps({"anthropic/m": {"input": 1, "output": 2, "cache_write_1h_input": "x"}}))
+    with pytest.raises(ConfigError, match="cache_write_1h_input"):
+        PriceTable.load(path)
+
+
+@pytest.fixture(scope="module")
+def parallel_batch_server():
+    """Bills caching, and answers all of a batch's requests at once (as a provider running them in
+    parallel): none of them reads what another of the same batch wrote."""
+    with fake_server_process("--prompt-cache", "--reply-words", "450", "--batch-parallel", "0") as url:
+        yield url
+
+
+BATCH = {"batch": "judge", "batch_poll_interval": 0.05, "batch_linger": 0.05}
+
+
+def test_a_warm_first_anthropic_batch_writes_each_prefix_once_to_the_one_hour_cache(
+    parallel_batch_server: str, tmp_path: Path
+) -> None:
+    """Warm-first with --batch: the first criterion of each conversation in a first round of batches,
+    the other 11 once it has answered, reading its prefix. Cold (--no-warm-first), every request of a
+    batch processed at once writes its prefix: six times the writes, no read."""
+    from healthbench.results.inspect_log import build_inspect_log
+    from healthbench.results.metrics_out import metrics_document
+
+    data, judge = _fixture(tmp_path), "anthropic/claude-sonnet-4-5"
+    billed, views = {}, {}
+    for warm in (True, False):
+        reset_stats(parallel_batch_server)
+        store = Store(str(tmp_path / f"warm-{warm}.db"))
+        views[warm] = _run(parallel_batch_server, data, store, "run", judge, warm_first=warm, **BATCH)
+        billed[warm] = fetch_stats(parallel_batch_server)["billed"]["judge"]
+    warm, cold = billed[True], billed[False]
+    written = warm["cache_write_input_tokens"]
+    assert written > 0 and warm["cache_write_1h_input_tokens"] == written  # every write for an hour
+    assert warm["cached_input_tokens"] == 11 * written  # the 11 siblings read it
+    assert cold["cached_input_tokens"] == 0 and cold["cache_write_1h_input_tokens"] == 12 * written
+    assert warm["input_tokens"] == cold["input_tokens"] and warm["output_tokens"] == cold["output_tokens"]
+    # the cost is the server's bill at half Anthropic's list prices: $3/M input, $0.30/M read, $6/M
+    # written to the 1-hour cache, $15/M output
+    for on, bill in billed.items():
+        uncached = bill["input_tokens"] - bill["cached_input_tokens"] - bill["cache_write_input_tokens"]
+        dollars = (
+            uncached * 3.0 + bill["cached_input_tokens"] * 0.3 + bill["cache_write_1h_input_tokens"] * 6.0
+        ) / 2e6 + bill["output_tokens"] * 15.0 / 2e6
+        usage = views[on].usage_totals()
+        assert usage_metrics(usage.candidate, usage.judge)["cost_usd:judge"] == pytest.approx(
+            dollars, rel=1e-12
+        )
+    assert views[True].score().metrics() == views[False].score().metrics()  # the same verdicts
+    # the Inspect log gives the judge's cache reads and writes apart from its full-rate input
+    view = views[True]
+    usage = view.usage_totals()
+    log = build_inspect_log(view, view.score(), metrics_document(view.score().metrics()))
+    role = log.stats.role_usage["judge"]
+    assert role.input_tokens_cache_write == written and role.input_tokens_cache_read == 11 * written
+    assert role.input_tokens == warm["input_tokens"] - 12 * written
+    assert role.total_tokens == warm["input_tokens"] + warm["output_tokens"]

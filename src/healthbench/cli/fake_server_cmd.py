@@ -73,6 +73,11 @@ def fake_server(
     reply_words: int = typer.Option(
         0, "--reply-words", help="Candidate answers of about this many words (0: 8-24 words)."
     ),
+    batch_parallel: int = typer.Option(
+        1,
+        "--batch-parallel",
+        help="With --prompt-cache: a batch's requests are answered N at a time, each group reading only what earlier groups wrote to the cache (1: one after another; 0: all at once).",
+    ),
 ) -> None:
     """Run an OpenAI- and Anthropic-compatible fake model server (deterministic answers, injected faults)."""
     if not 0 <= port <= 65535:
@@ -107,6 +112,7 @@ def fake_server(
             batch_fail_first=batch_fail_first,
             prompt_cache=prompt_cache,
             reply_words=reply_words,
+            batch_parallel=batch_parallel,
         )
     except ValidationError as exc:
         first = exc.errors()[0]

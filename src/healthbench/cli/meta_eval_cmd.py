@@ -17,6 +17,7 @@ from healthbench.defaults import DEFAULT_META_EVAL_VARIANT, DEFAULT_MIN_PHYSICIA
 from healthbench.errors import ConfigError, RunError
 
 if TYPE_CHECKING:  # the rest is imported when the command runs (`meta-eval --help` stays light)
+    from healthbench.models.tally import CallTally
     from healthbench.scoring.meta import GroupSummary, MetaEvalResult
 
 
@@ -207,7 +208,7 @@ def meta_eval_command(
     view = RunView.of(s, outcome.run)
     judge_spec = view.judge_spec
     title = f"meta-eval run {outcome.run.name} · judge {judge_spec} · {view.describe_provenance()}"
-    _output(result, title, metrics_out, min_physician_ratings, view.provenance())
+    _output(result, title, metrics_out, min_physician_ratings, view.provenance(), view.usage_totals().judge)
     if judge_spec.startswith("local/"):
         say(
             "note: a 135M local judge is a smoke test of the pipeline, not a judge.",
@@ -228,10 +229,14 @@ def _output(
     metrics_out: Path | None,
     min_physician_ratings: int,
     about: dict[str, str | None] | None = None,
+    judge: CallTally | None = None,
 ) -> None:
-    from healthbench.results.metrics_out import write_metrics
+    """Show the metrics and write ``--metrics-out`` (with the judge's cost and tokens, as an eval
+    run's, when a judge was called)."""
+    from healthbench.results.metrics_out import usage_metrics, write_metrics
 
     render_meta(result, title=title, min_physician_ratings=min_physician_ratings)
     if metrics_out is not None:
-        write_metrics(metrics_out, result.metrics, provenance=about)
+        costs = [] if judge is None else [usage_metrics(None, judge)]
+        write_metrics(metrics_out, result.metrics, *costs, provenance=about)
         say(f"metrics written to {metrics_out}")

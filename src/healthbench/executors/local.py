@@ -149,7 +149,7 @@ class Engine:
         # a task group, not gather: when one grade stops the run, its siblings are cancelled instead
         # of running on (and reopening the model's HTTP session) after the models are closed
         gradings = [Grading.start(w, completion, i, first, self.options) for i, first in missing]
-        if self.options.warm_first and self.batcher is None and len(gradings) > 1:
+        if self.options.warm_first and len(gradings) > 1:
             # warm-first: the first criterion's call writes the shared prefix to the provider's cache
             # before its siblings are sent (other items fill the connection slots meanwhile); it is
             # admitted alone, so that items waiting on it do not hold their siblings' places

@@ -11,7 +11,7 @@ from typing import Any
 from healthbench.errors import ConfigError
 from healthbench.models.base import Completion, Messages, ModelSettings, ModelSpec, Usage
 from healthbench.models.errors import FailureKind, ProviderError
-from healthbench.models.prompt_cache import EPHEMERAL, shared_prefix
+from healthbench.models.prompt_cache import cache_control, shared_prefix
 from healthbench.models.transport import HttpProvider
 
 ANTHROPIC_VERSION = "2023-06-01"
@@ -28,11 +28,13 @@ def _usage(data: dict[str, Any]) -> Usage:
     usage = data.get("usage") or {}
     cached = int(usage.get("cache_read_input_tokens") or 0)
     created = int(usage.get("cache_creation_input_tokens") or 0)
+    by_ttl = usage.get("cache_creation") or {}  # the writes by cache lifetime (5 minutes, 1 hour)
     return Usage(  # input_tokens counts every input token; a cache write is billed as one, not as input
         input_tokens=int(usage.get("input_tokens") or 0) + cached + created,
         output_tokens=int(usage.get("output_tokens") or 0),
         cached_input_tokens=cached,
         cache_write_input_tokens=created,
+        cache_write_1h_input_tokens=min(created, int(by_ttl.get("ephemeral_1h_input_tokens") or 0)),
     )
 
 
@@ -54,8 +56,8 @@ def parse_messages_response(body: str, fallback_model: str) -> Completion:
     )
 
 
-def _cached_block(text: str) -> list[dict[str, Any]]:
-    return [{"type": "text", "text": text, "cache_control": dict(EPHEMERAL)}]
+def _cached_block(text: str, ttl: str | None) -> list[dict[str, Any]]:
+    return [{"type": "text", "text": text, "cache_control": cache_control(ttl)}]
 
 
 class AnthropicChatModel(HttpProvider):
@@ -71,16 +73,22 @@ class AnthropicChatModel(HttpProvider):
     def endpoint(self, base_url: str) -> str:
         return messages_url(base_url)
 
-    def build_body(self, messages: Messages, json_schema: dict[str, Any] | None = None) -> dict[str, Any]:
+    def build_body(
+        self, messages: Messages, json_schema: dict[str, Any] | None = None, *, cache_ttl: str | None = None
+    ) -> dict[str, Any]:
         """System text goes top-level; `json_schema` is not sent (the prompt asks for JSON). The shared
         message of a cache-first judge request is a text block with a ``cache_control`` breakpoint
-        (`healthbench.models.prompt_cache`)."""
+        (`healthbench.models.prompt_cache`), for the 5-minute cache unless ``cache_ttl`` asks for
+        another (``"1h"``: the batch API's requests, `AnthropicBatchApi`)."""
         s = self.settings
         system_parts = [s.system_message] if s.system_message is not None else []
         system_parts += [m["content"] for m in messages if m.get("role") == "system"]
         shared = shared_prefix(messages)
         turns: list[dict[str, Any]] = [
-            {"role": m["role"], "content": _cached_block(m["content"]) if i == shared else m["content"]}
+            {
+                "role": m["role"],
+                "content": _cached_block(m["content"], cache_ttl) if i == shared else m["content"],
+            }
             for i, m in enumerate(messages)
             if m.get("role") != "system"
         ]

@@ -50,7 +50,8 @@ class Usage:
     `input_tokens` counts every input token: those read from the provider's prompt cache
     (`cached_input_tokens`, billed at the cached rate) and those written to it
     (`cache_write_input_tokens`, Anthropic's cache writes, billed at the write rate) included;
-    `output_tokens` includes the reasoning ones.
+    `cache_write_1h_input_tokens` are those of the writes that went to Anthropic's 1-hour cache (billed
+    at its own, higher rate); `output_tokens` includes the reasoning ones.
     """
 
     input_tokens: int = 0
@@ -58,6 +59,7 @@ class Usage:
     cached_input_tokens: int = 0
     reasoning_tokens: int = 0
     cache_write_input_tokens: int = 0
+    cache_write_1h_input_tokens: int = 0  # part of cache_write_input_tokens
 
     @property
     def total_tokens(self) -> int:
@@ -71,6 +73,7 @@ class Usage:
             "cached_input_tokens": self.cached_input_tokens,
             "reasoning_tokens": self.reasoning_tokens,
             "cache_write_input_tokens": self.cache_write_input_tokens,
+            "cache_write_1h_input_tokens": self.cache_write_1h_input_tokens,
         }
 
     def __add__(self, other: Usage) -> Usage:
@@ -82,6 +85,7 @@ class Usage:
             self.cached_input_tokens + other.cached_input_tokens,
             self.reasoning_tokens + other.reasoning_tokens,
             self.cache_write_input_tokens + other.cache_write_input_tokens,
+            self.cache_write_1h_input_tokens + other.cache_write_1h_input_tokens,
         )
 
 

@@ -23,6 +23,7 @@ from healthbench.models.anthropic import AnthropicChatModel, messages_url
 from healthbench.models.base import Completion, Messages
 from healthbench.models.errors import FailureKind, ProviderError
 from healthbench.models.openai import OpenAIChatModel
+from healthbench.models.prompt_cache import BATCH_CACHE_TTL
 from healthbench.models.transport import HttpProvider
 
 # uploading a batch file (up to 200-256 MB) or downloading its results takes longer than a model call
@@ -196,13 +197,15 @@ class AnthropicBatchApi:
 
     limits = BatchLimits(max_requests=100_000, max_bytes=256 * 1024 * 1024)
 
-    def __init__(self, provider: HttpProvider) -> None:
+    def __init__(self, provider: AnthropicChatModel) -> None:
         self.provider = provider
         self.base = messages_url(provider.spec.url) + "/batches"
 
     def body(self, messages: Messages, json_schema: dict[str, Any] | None) -> dict[str, Any]:
-        """The online request's body, byte for byte (the provider adapter builds both)."""
-        return self.provider.build_body(messages, json_schema)
+        """The online request's body (the provider adapter builds both), its prompt-cache breakpoint
+        asking for the 1-hour cache (`BATCH_CACHE_TTL`): a cold batch's requests run for longer than
+        the 5-minute cache lives."""
+        return self.provider.build_body(messages, json_schema, cache_ttl=BATCH_CACHE_TTL)
 
     def line(self, custom_id: str, body: dict[str, Any]) -> dict[str, Any]:
         return {"custom_id": custom_id, "params": body}

@@ -3,14 +3,16 @@
 The built-in table holds list prices we knew when this was written; they change, so every price can
 be overridden by a JSON or TOML file (``--prices FILE``) mapping ``provider/model`` (or a bare model
 name) to ``{"input": USD_per_1M, "output": USD_per_1M, "cached_input": USD_per_1M,
-"cache_write_input": USD_per_1M}`` (the last two optional: cached input defaults to the input price,
-cache writes to the input price). A model with no known price has an unknown cost (reported as such,
-never as zero), except local models, which are free.
+"cache_write_input": USD_per_1M, "cache_write_1h_input": USD_per_1M}`` (the last three optional:
+cached input defaults to the input price, cache writes to the input price, writes to the 1-hour cache
+to the cache-write price). A model with no known price has an unknown cost (reported as such, never as
+zero), except local models, which are free.
 
 A call's input tokens are billed in three parts (see `Usage`): those read from the provider's prompt
 cache at ``cached_input``, those written to it (Anthropic's ``cache_creation_input_tokens``) at
-``cache_write_input`` (1.25x the input price for Anthropic's 5-minute cache, 2x for its 1-hour cache),
-and the rest at ``input``.
+``cache_write_input`` (Anthropic's 5-minute cache) or ``cache_write_1h_input`` (its 1-hour cache, which
+``--batch`` requests ask for), and the rest at ``input``. Anthropic's cache prices are multiples of its
+input price (`ANTHROPIC_CACHE_MULTIPLIERS`), so its models are listed by input and output price only.
 """
 
 from __future__ import annotations
@@ -31,23 +33,38 @@ class Price:
     output: float
     cached_input: float | None = None
     cache_write_input: float | None = None
+    cache_write_1h_input: float | None = None
 
     def parts(self, usage: Usage) -> dict[str, float]:
         """The cost of each kind of token of ``usage`` (USD): uncached input, cached input (read from
-        the prompt cache), cache writes and output."""
+        the prompt cache), cache writes (to the 5-minute and the 1-hour cache) and output."""
         cached = min(usage.cached_input_tokens, usage.input_tokens)
         written = min(usage.cache_write_input_tokens, usage.input_tokens - cached)
+        written_1h = min(usage.cache_write_1h_input_tokens, written)
         cached_rate = self.input if self.cached_input is None else self.cached_input
         write_rate = self.input if self.cache_write_input is None else self.cache_write_input
+        write_1h_rate = write_rate if self.cache_write_1h_input is None else self.cache_write_1h_input
         return {
             "input": (usage.input_tokens - cached - written) * self.input / 1_000_000,
             "cached_input": cached * cached_rate / 1_000_000,
-            "cache_write_input": written * write_rate / 1_000_000,
+            "cache_write_input": ((written - written_1h) * write_rate + written_1h * write_1h_rate)
+            / 1_000_000,
             "output": usage.output_tokens * self.output / 1_000_000,
         }
 
     def cost(self, usage: Usage) -> float:
         return sum(self.parts(usage).values())
+
+
+# Anthropic's prompt-cache prices as multiples of the model's input price: reads, writes to the
+# 5-minute cache, writes to the 1-hour cache (the same for every Claude model)
+ANTHROPIC_CACHE_MULTIPLIERS = (0.1, 1.25, 2.0)
+
+
+def anthropic_price(input: float, output: float) -> Price:
+    """An Anthropic model's `Price` from its input and output prices (USD per million tokens)."""
+    read, write, write_1h = (round(input * m, 6) for m in ANTHROPIC_CACHE_MULTIPLIERS)
+    return Price(input, output, read, write, write_1h)
 
 
 BUILTIN_PRICES: dict[str, Price] = {
@@ -58,10 +75,9 @@ BUILTIN_PRICES: dict[str, Price] = {
     "openai/gpt-4o-mini": Price(0.15, 0.60, 0.075),
     "openai/o3": Price(2.00, 8.00, 0.50),
     "openai/o4-mini": Price(1.10, 4.40, 0.275),
-    # Anthropic: cache reads at 0.1x the input price, writes at 1.25x (the 5-minute cache we ask for)
-    "anthropic/claude-sonnet-4-5": Price(3.00, 15.00, 0.30, 3.75),
-    "anthropic/claude-opus-4-1": Price(15.00, 75.00, 1.50, 18.75),
-    "anthropic/claude-haiku-4-5": Price(1.00, 5.00, 0.10, 1.25),
+    "anthropic/claude-sonnet-4-5": anthropic_price(3.00, 15.00),
+    "anthropic/claude-opus-4-1": anthropic_price(15.00, 75.00),
+    "anthropic/claude-haiku-4-5": anthropic_price(1.00, 5.00),
 }
 
 
@@ -117,11 +133,13 @@ class PriceTable:
                     float(entry["output"]),
                     _optional(entry, "cached_input"),
                     _optional(entry, "cache_write_input"),
+                    _optional(entry, "cache_write_1h_input"),
                 )
             except (TypeError, KeyError, ValueError, AttributeError):
                 raise ConfigError(
                     f"price file {path}: entry {name!r} needs numeric 'input' and 'output' "
-                    "(optional 'cached_input', 'cache_write_input'; USD per million tokens)"
+                    "(optional 'cached_input', 'cache_write_input', 'cache_write_1h_input'; USD per "
+                    "million tokens)"
                 ) from None
         return table
 

@@ -11,7 +11,9 @@ gets nothing added:
   message) routes a conversation's calls to the same cache. Sent to api.openai.com only (other
   OpenAI-compatible servers may refuse unknown fields).
 - Anthropic caches up to a ``cache_control`` breakpoint: the shared message becomes one text block
-  carrying ``{"type": "ephemeral"}`` (the 5-minute cache, written at 1.25x the input price).
+  carrying ``{"type": "ephemeral"}`` (the 5-minute cache, written at 1.25x the input price) online,
+  and ``{"type": "ephemeral", "ttl": "1h"}`` (the 1-hour cache, written at 2x) in batch requests
+  (`BATCH_CACHE_TTL`): a batch may run long after the request that wrote its prefix.
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ import hashlib
 from collections.abc import Mapping, Sequence
 
 EPHEMERAL = {"type": "ephemeral"}
+# the cache lifetime Anthropic batch requests ask for: a batch runs for minutes to hours, and its
+# requests (and a warm-first request's siblings) come after the write by more than 5 minutes
+BATCH_CACHE_TTL = "1h"
 # the providers whose endpoints cache prompt prefixes (OpenAI-compatible servers such as vLLM with
 # prefix caching too, though only some bill it): where warm-first judging pays
 CACHING_PROVIDERS = ("openai", "anthropic")
@@ -43,6 +48,11 @@ def cacheable_tokens(provider: str, model: str, prefix_tokens: int, *, breakpoin
         least = ANTHROPIC_HAIKU_MIN_PREFIX if "haiku" in model else ANTHROPIC_MIN_PREFIX
         return prefix_tokens if prefix_tokens >= least else 0
     return 0
+
+
+def cache_control(ttl: str | None = None) -> dict[str, str]:
+    """Anthropic's ``cache_control`` of a breakpoint: the 5-minute cache, or ``ttl`` (``"1h"``)."""
+    return dict(EPHEMERAL) if ttl is None else {**EPHEMERAL, "ttl": ttl}
 
 
 def shared_prefix(messages: Sequence[Mapping[str, str]]) -> int | None:

@@ -210,16 +210,20 @@ def _messages(messages: Sequence[Mapping[str, Any]]) -> list[Any]:
 
 
 def _usage(tally: CallTally) -> ModelUsage:
-    """A tally as Inspect's ModelUsage: ``input_tokens`` includes the cached ones (as we store them);
-    ``total_cost`` is None when some call's price is unknown."""
+    """A tally as Inspect's ModelUsage, in its terms: ``input_tokens`` are those billed at the full
+    input rate, the ones read from the prompt cache (``input_tokens_cache_read``) and written to it
+    (``input_tokens_cache_write``) apart (we count every input token as input); ``total_tokens``
+    counts them all; ``total_cost`` is None when some call's price is unknown."""
     from inspect_ai.model import ModelUsage
 
     tokens = tally.tokens
+    read, written = tally.cached_input_tokens, tally.cache_write_input_tokens
     return ModelUsage(
-        input_tokens=tally.input_tokens,
+        input_tokens=tally.input_tokens - read - written,
         output_tokens=tally.output_tokens,
         total_tokens=tally.input_tokens + tally.output_tokens,
         input_tokens_cache_read=tokens.get("cached_input_tokens"),
+        input_tokens_cache_write=tokens.get("cache_write_input_tokens"),
         reasoning_tokens=tokens.get("reasoning_tokens"),
         total_cost=None if tally.unpriced_calls else tally.cost,
     )

@@ -53,12 +53,13 @@ def write_json_atomic(
 TOKEN_KINDS = ("input", "cached_input", "cache_write_input", "output")
 
 
-def usage_metrics(candidate: CallTally, judge: CallTally) -> dict[str, Any]:
+def usage_metrics(candidate: CallTally | None, judge: CallTally) -> dict[str, Any]:
     """A run's cost and tokens as metrics keys: ``cost_usd`` (None when some call's model has no
     price: unknown stays unknown), ``cost_usd:candidate``, ``cost_usd:judge``, and
     ``tokens:<role>:input|cached_input|cache_write_input|output`` (input counts every input token,
-    the cached and cache-written ones included). Calls answered from the call cache cost nothing."""
-    roles = {"candidate": candidate, "judge": judge}
+    the cached and cache-written ones included). Calls answered from the call cache cost nothing.
+    ``candidate`` None: a run without one (meta-eval), whose keys are the judge's only."""
+    roles = {"judge": judge} if candidate is None else {"candidate": candidate, "judge": judge}
     costs = {role: tally.known_cost for role, tally in roles.items()}
     out: dict[str, Any] = {
         "cost_usd": None if None in costs.values() else sum(c for c in costs.values() if c is not None)

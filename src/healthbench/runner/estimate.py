@@ -10,11 +10,13 @@ The judge's prompt-cache share assumes its provider caches prompt prefixes as Op
 (`healthbench.models.prompt_cache.cacheable_tokens`) and that a conversation's first criterion is
 asked before the others (warm-first): that call pays the whole prompt (an Anthropic cache write for
 the shared part), every other criterion of the conversation reads the shared part (the template up to
-the rubric item, the conversation and the answer) from the cache. Other providers cache nothing.
+the rubric item, the conversation and the answer) from the cache; with ``--batch``, the write goes to
+Anthropic's 1-hour cache (at its price). Other providers cache nothing.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -42,7 +44,9 @@ class RoleEstimate:
 
     @classmethod
     def of(cls, role: str, spec: ModelSpec, calls: int, usage: Usage, prices: PriceTable) -> RoleEstimate:
-        """``calls`` of ``spec`` using ``usage`` in all, priced online and as a batch."""
+        """``calls`` of ``spec`` using ``usage`` in all, priced online and as a batch (whose cache
+        writes go to the 1-hour cache: `healthbench.models.prompt_cache.BATCH_CACHE_TTL`)."""
+        batched = dataclasses.replace(usage, cache_write_1h_input_tokens=usage.cache_write_input_tokens)
         return cls(
             role,
             spec.name,
@@ -50,7 +54,7 @@ class RoleEstimate:
             usage.input_tokens,
             usage.output_tokens,
             prices.cost(spec.provider, spec.model, usage),
-            prices.cost(spec.provider, spec.model, usage, batch=True),
+            prices.cost(spec.provider, spec.model, batched, batch=True),
             usage.cached_input_tokens,
         )
 

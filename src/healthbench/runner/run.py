@@ -245,12 +245,11 @@ def _engine_options(config: RunConfig) -> EngineOptions:
 
 def warms_first(config: RunConfig, template: GraderTemplate) -> bool:
     """Warm-first judging (`EngineOptions.warm_first`): asked for (``warm_first``, the default), with a
-    cache-first grader template, a judge whose provider caches prompt prefixes (OpenAI and any
-    OpenAI-compatible server, Anthropic) and judge calls made online (a batch would wait for a second
-    round of batches)."""
+    cache-first grader template and a judge whose provider caches prompt prefixes (OpenAI and any
+    OpenAI-compatible server, Anthropic), online or with ``--batch`` (then the first criteria go in
+    batches of their own, and the rest once those have answered: docs/cost.md)."""
     judge = config.judge.parsed()
-    online = config.batch == "none"
-    return config.warm_first and template.cache_first and judge.provider in CACHING_PROVIDERS and online
+    return config.warm_first and template.cache_first and judge.provider in CACHING_PROVIDERS
 
 
 async def _on_engine(x: _Execution, work_plan: Plan) -> RunCounters:

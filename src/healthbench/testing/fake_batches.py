@@ -23,8 +23,9 @@ from typing import Any
 
 # (status, JSON body or raw bytes, headers)
 Reply = tuple[int, Any, dict[str, str] | None]
-# the online endpoints' answer to a request body: (HTTP status, response body)
-Answer = Callable[[dict[str, Any], bool], tuple[int, dict[str, Any]]]
+# the online endpoints' answers to request bodies processed together: (HTTP status, response body)
+# each, billed for the prompt cache as it was before any of them completed
+Answer = Callable[[list[dict[str, Any]], bool], list[tuple[int, dict[str, Any]]]]
 
 OPENAI_ENDPOINT = "/v1/chat/completions"
 
@@ -48,6 +49,7 @@ class BatchSettings:
     expired_rate: float
     fail_first: int
     seed: int
+    parallel: int = 1  # requests of a batch processed together (0: all of them)
 
 
 class FakeBatches:
@@ -103,30 +105,43 @@ class FakeBatches:
             return 1.0
         return min(1.0, max(0.0, (time.monotonic() - batch.created - 0.2 * delay) / (0.6 * delay)))
 
+    def _outcome(self, batch: FakeBatch, custom_id: str) -> str:
+        """The drawn outcome of one request: succeeded, errored or expired."""
+        draw = random.Random(f"{self.settings.seed}:{batch.id}:{custom_id}").random()
+        if draw < self.settings.error_rate:
+            self.counts["batch_errored"] += 1
+            return "errored"
+        if draw < self.settings.error_rate + self.settings.expired_rate:
+            self.counts["batch_expired"] += 1
+            return "expired"
+        return "succeeded"
+
     def _results(self, batch: FakeBatch) -> list[dict[str, Any]]:
+        """Each request's result, the requests answered ``parallel`` at a time in file order."""
         if batch.results is None:
             out = []
-            for request in batch.requests:
-                custom_id = request["custom_id"]
-                rng = random.Random(f"{self.settings.seed}:{batch.id}:{custom_id}")
-                draw = rng.random()
-                if draw < self.settings.error_rate:
-                    outcome = "errored"
-                    self.counts["batch_errored"] += 1
-                elif draw < self.settings.error_rate + self.settings.expired_rate:
-                    outcome = "expired"
-                    self.counts["batch_expired"] += 1
-                else:
-                    outcome = "succeeded"
-                status, body = (
-                    self.answer(request["body"], batch.anthropic) if outcome == "succeeded" else (0, {})
-                )
-                if outcome == "succeeded" and status != 200:
-                    outcome = "errored"
-                    self.counts["batch_errored"] += 1
-                if outcome == "succeeded":
-                    self.answered.add(custom_id)
-                out.append({"custom_id": custom_id, "outcome": outcome, "status": status, "body": body})
+            size = self.settings.parallel or len(batch.requests)
+            for start in range(0, len(batch.requests), size):
+                group = [
+                    (r, self._outcome(batch, r["custom_id"])) for r in batch.requests[start : start + size]
+                ]
+                asked = [r["body"] for r, outcome in group if outcome == "succeeded"]
+                answers = iter(self.answer(asked, batch.anthropic))
+                for request, outcome in group:
+                    status, body = next(answers) if outcome == "succeeded" else (0, {})
+                    if outcome == "succeeded" and status != 200:
+                        outcome = "errored"
+                        self.counts["batch_errored"] += 1
+                    if outcome == "succeeded":
+                        self.answered.add(request["custom_id"])
+                    out.append(
+                        {
+                            "custom_id": request["custom_id"],
+                            "outcome": outcome,
+                            "status": status,
+                            "body": body,
+                        }
+                    )
             batch.results = out
         return batch.results
 

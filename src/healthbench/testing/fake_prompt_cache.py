@@ -6,9 +6,11 @@ bill it, with the fake's tokens (whitespace-separated words of the messages, in 
   ``usage.prompt_tokens_details.cached_tokens``.
 - Anthropic messages: the prefix up to the last ``cache_control`` breakpoint (>= 1,024 tokens; 2,048
   for Haiku models): read (``cache_read_input_tokens``) when a completed request wrote it, else
-  written (``cache_creation_input_tokens``); ``input_tokens`` is the rest.
+  written (``cache_creation_input_tokens``, and by lifetime in ``cache_creation``: to the 1-hour cache
+  when the breakpoint asks ``"ttl": "1h"``, else to the 5-minute one); ``input_tokens`` is the rest.
 
-Prefixes are kept per model, by hash, without expiry (a run against the fake is short).
+Prefixes are kept per model, by hash, without expiry (a run against the fake is short), whatever
+lifetime wrote them.
 """
 
 from __future__ import annotations
@@ -31,16 +33,20 @@ class CacheBill:
     read: int = 0
     write: int = 0
     adds: tuple[bytes, ...] = ()
+    ttl: str = "5m"  # the lifetime the write asked for (Anthropic: "5m" or "1h")
 
 
-def _blocks(content: Any) -> Iterable[tuple[str, bool]]:
-    """(text, has a cache_control breakpoint) of each block of a message's or system's content."""
+def _blocks(content: Any) -> Iterable[tuple[str, str | None]]:
+    """(text, the lifetime its cache_control breakpoint asks for, None when it has none) of each block
+    of a message's or system's content."""
     if isinstance(content, str):
-        yield content, False
+        yield content, None
     elif isinstance(content, list):
         for part in content:
             if isinstance(part, dict):
-                yield str(part.get("text", "")), "cache_control" in part
+                control = part.get("cache_control")
+                ttl = str(control.get("ttl") or "5m") if isinstance(control, dict) else None
+                yield str(part.get("text", "")), ttl
 
 
 def _words(text: str) -> list[str]:
@@ -81,15 +87,15 @@ class FakePromptCache:
         for message in body.get("messages") or []:
             blocks.extend(_blocks(message.get("content") if isinstance(message, dict) else None))
         tokens: list[str] = []
-        prefix = 0
-        for text, breakpoint in blocks:
+        prefix, ttl = 0, "5m"
+        for text, asked in blocks:
             tokens.extend(_words(text))
-            if breakpoint:
-                prefix = len(tokens)
+            if asked is not None:
+                prefix, ttl = len(tokens), asked
         least = ANTHROPIC_HAIKU_MIN if "haiku" in model else ANTHROPIC_MIN
         if prefix < least:
             return CacheBill()
         key = hashlib.sha256(f"{model}\n".encode() + "\x00".join(tokens[:prefix]).encode()).digest()
         if key in self.prefixes:
             return CacheBill(read=prefix)
-        return CacheBill(write=prefix, adds=(key,))
+        return CacheBill(write=prefix, adds=(key,), ttl=ttl)

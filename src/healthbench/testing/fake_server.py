@@ -82,8 +82,11 @@ class FakeServerConfig(BaseModel):
     batch_expired_rate: float = Field(default=0.0, ge=0, le=1)
     batch_fail_first: int = Field(default=0, ge=0)
     # bill prompt caching as the providers do (testing/fake_prompt_cache.py); batches too, their
-    # requests taken in file order, each completing before the next
+    # requests answered ``batch_parallel`` at a time in file order, each group billed against the
+    # cache the earlier groups left (1: each request completes before the next, the best case; 0: all
+    # of a batch at once, none reading what another wrote, as a provider running them all in parallel)
     prompt_cache: bool = False
+    batch_parallel: int = Field(default=1, ge=0)
     # candidate answers of about this many words (0: 8-24 words), since reply length decides the
     # prefix a conversation's judge prompts share
     reply_words: int = Field(default=0, ge=0)
@@ -251,18 +254,29 @@ class FakeServerState:
             config.batch_expired_rate,
             config.batch_fail_first,
             config.seed,
+            config.batch_parallel,
         )
         self.prompt_cache = FakePromptCache()
-        self.batches = FakeBatches(settings, self.batch_answer, self.counts, self.record)
+        self.batches = FakeBatches(settings, self.batch_answers, self.counts, self.record)
 
-    def batch_answer(self, body: dict[str, Any], anthropic: bool) -> tuple[int, dict[str, Any]]:
-        """A batched request's answer, billed as the online one's."""
+    def batch_answers(
+        self, bodies: list[dict[str, Any]], anthropic: bool
+    ) -> list[tuple[int, dict[str, Any]]]:
+        """The answers of batched requests processed together, billed as the online ones': each
+        against the prompt cache as it was before any of them completed."""
         cache = self.prompt_cache if self.config.prompt_cache else None
-        status, reply = answer(self.config, body, anthropic, cache)
-        if status == 200:
-            messages = normalize_messages(body["messages"], body.get("system") if anthropic else None)
-            _count_billed(self.counts, reply, anthropic, is_judge_request(messages))
-        return status, reply
+        out, bills = [], []
+        for body in bodies:
+            status, reply, bill = answer(self.config, body, anthropic, cache)
+            if status == 200:
+                messages = normalize_messages(body["messages"], body.get("system") if anthropic else None)
+                _count_billed(self.counts, reply, anthropic, is_judge_request(messages))
+                bills.append(bill)
+            out.append((status, reply))
+        if cache is not None:
+            for bill in bills:
+                cache.complete(bill)
+        return out
 
     def record(self, path: str, body: Any) -> None:
         """Keep a chat request's body (bounded by ``record_requests``; nothing when it is 0)."""
@@ -328,6 +342,7 @@ class FakeServerState:
                         "input_tokens",
                         "cached_input_tokens",
                         "cache_write_input_tokens",
+                        "cache_write_1h_input_tokens",
                         "output_tokens",
                     )
                 }
@@ -422,8 +437,10 @@ def _count_billed(counts: Counter[str], reply: dict[str, Any], anthropic: bool, 
     """Add an answer's usage to the billed totals of its role (``/stats``: ``billed``); input counts
     every input token, cached and written ones included, as healthbench's `Usage` does."""
     usage = reply["usage"]
+    write_1h = 0
     if anthropic:
         read, write = usage.get("cache_read_input_tokens", 0), usage.get("cache_creation_input_tokens", 0)
+        write_1h = (usage.get("cache_creation") or {}).get("ephemeral_1h_input_tokens", 0)
         total, output = usage["input_tokens"] + read + write, usage["output_tokens"]
     else:
         read, write = (usage.get("prompt_tokens_details") or {}).get("cached_tokens", 0), 0
@@ -432,6 +449,7 @@ def _count_billed(counts: Counter[str], reply: dict[str, Any], anthropic: bool, 
     counts[f"billed_{role}_input_tokens"] += total
     counts[f"billed_{role}_cached_input_tokens"] += read
     counts[f"billed_{role}_cache_write_input_tokens"] += write
+    counts[f"billed_{role}_cache_write_1h_input_tokens"] += write_1h
     counts[f"billed_{role}_output_tokens"] += output
 
 
@@ -454,6 +472,11 @@ def _reply_body(
             usage["input_tokens"] = prompt_tokens - bill.read - bill.write
             usage["cache_read_input_tokens"] = bill.read
             usage["cache_creation_input_tokens"] = bill.write
+            one_hour = bill.write if bill.ttl == "1h" else 0
+            usage["cache_creation"] = {
+                "ephemeral_5m_input_tokens": bill.write - one_hour,
+                "ephemeral_1h_input_tokens": one_hour,
+            }
         return {
             "id": f"msg_fake_{reply_id}", "type": "message", "role": "assistant", "model": model,
             "content": [{"type": "text", "text": text}], "stop_reason": "end_turn", "usage": usage,
@@ -471,25 +494,27 @@ def _reply_body(
 
 def answer(
     config: FakeServerConfig, body: dict[str, Any], anthropic: bool, cache: FakePromptCache | None = None
-) -> tuple[int, dict[str, Any]]:
+) -> tuple[int, dict[str, Any], CacheBill]:
     """The answer (no fault, no latency) to one request body, as a batch gives it: the same reply as
-    the online endpoint's (with ``cache``, billed for the prompt cache, the request completing at once)."""
+    the online endpoint's (with ``cache``, billed for the prompt cache as it is), and what it leaves
+    in the cache once it completes (``cache.complete``)."""
     try:
         messages = normalize_messages(body["messages"], body.get("system") if anthropic else None)
     except (KeyError, TypeError, AttributeError):
-        return 400, {
-            "error": {"message": "request body needs a 'messages' list", "type": "invalid_request_error"}
-        }
+        return (
+            400,
+            {"error": {"message": "request body needs a 'messages' list", "type": "invalid_request_error"}},
+            CacheBill(),
+        )
     if any(marker in last_user_text(messages) for marker in config.fail_containing):
-        return 500, {
-            "error": {"message": "Internal server error (fake, --fail-containing).", "type": "api_error"}
-        }
+        return (
+            500,
+            {"error": {"message": "Internal server error (fake, --fail-containing).", "type": "api_error"}},
+            CacheBill(),
+        )
     bill = _cache_bill(cache, body, messages, anthropic)
     text = fake_reply(messages, config.met_rate, config.reply_words, str(body.get("model", "")))
-    reply = _reply_body(text, messages, body, config, anthropic, bill)
-    if cache is not None:
-        cache.complete(bill)
-    return 200, reply
+    return 200, _reply_body(text, messages, body, config, anthropic, bill), bill
 
 
 class FakeServerApp:
