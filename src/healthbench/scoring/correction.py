@@ -55,6 +55,13 @@ DEFAULT_MIN_ROWS = 30  # meta-eval rows per truth value (met / not met) for a ca
 DEFAULT_EPSILON = 0.05  # Se + Sp must exceed 1 + epsilon (else the judge is too close to chance)
 POOLED = "pooled"
 UNTAGGED = "(no cluster: tag)"  # the run criteria without a category (level:example ones)
+
+
+def criterion_category(tags: Sequence[str]) -> str | None:
+    """The meta-eval category of a run criterion: its first ``cluster:`` tag, None when it has none."""
+    return next((tag for tag in tags if tag.startswith("cluster:")), None)
+
+
 NOT_IN_META_EVAL = "not in the meta-eval"
 JUDGE_CONFIDENCE = DEFAULT_CONFIDENCE  # the level of the CI of J = Se + Sp - 1 that must exclude 0
 
@@ -207,7 +214,7 @@ def pooled_uses(conversations: Sequence[Conversation], model: ErrorModel) -> tup
     total = 0
     for conversation in conversations:
         for item in conversation.rubrics:
-            category = next((t for t in item.tags if t.startswith("cluster:")), UNTAGGED)
+            category = criterion_category(item.tags) or UNTAGGED
             total += 1
             total_points += abs(item.points)
             if category in model.used:
@@ -246,9 +253,7 @@ def key_tables(
     `KeyTable`. Conversations with an ungraded criterion are left out, as in the raw scores."""
     slots = len(model.used) + 1
     rubrics = [item for conversation in conversations for item in conversation.rubrics]
-    slot = np.array(
-        [model.slot(next((t for t in i.tags if t.startswith("cluster:")), None)) for i in rubrics]
-    )
+    slot = np.array([model.slot(criterion_category(i.tags)) for i in rubrics])
     points = np.array([item.points for item in rubrics], dtype=np.float64)
     met = np.array([v is Verdict.MET for v in chain.from_iterable(verdicts)], dtype=bool)
     tables = {}

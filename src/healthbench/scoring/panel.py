@@ -39,6 +39,7 @@ import numpy.typing as npt
 from healthbench.defaults import PANEL_RULES
 from healthbench.defaults import PanelRule as PanelRule  # (re-exported: the rules as a type)
 from healthbench.scoring.correction import DEFAULT_MIN_ROWS, judge_cells
+from healthbench.scoring.correction import criterion_category as criterion_category  # (re-exported)
 from healthbench.scoring.meta import MetaRow
 from healthbench.scoring.verdict import Verdict
 
@@ -47,7 +48,6 @@ if TYPE_CHECKING:
 
 
 TIE_TOLERANCE = 1e-9  # |log-odds| at or below this is a tie of the calibrated rule (rounding of a 0)
-CATEGORY_PREFIX = "cluster:"
 
 
 @dataclass(frozen=True)
@@ -162,11 +162,6 @@ def calibrated_log_odds(
         if vote is not Verdict.UNGRADED:
             total += calibration.member_rates(label, category)[0].log_likelihood_ratio(vote)
     return total
-
-
-def criterion_category(tags: Sequence[str]) -> str | None:
-    """The meta-eval category of a run criterion: its first ``cluster:`` tag, None when it has none."""
-    return next((tag for tag in tags if tag.startswith(CATEGORY_PREFIX)), None)
 
 
 # ---------------------------------------------------------------- agreement
