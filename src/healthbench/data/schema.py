@@ -56,7 +56,9 @@ class Conversation(BaseModel):
 
     @property
     def themes(self) -> list[str]:
-        return [tag.removeprefix("theme:") for tag in self.example_tags if tag.startswith("theme:")]
+        from healthbench.data.shapes import themes_of  # (loading a record needs no msgspec)
+
+        return themes_of(self.example_tags)
 
 
 class MetaEvalRecord(BaseModel):

@@ -44,7 +44,9 @@ class RubricEntry(msgspec.Struct, frozen=True, gc=False):
 
 
 class ClassicLine(msgspec.Struct, frozen=True, gc=False):
-    """One line of the full / hard / consensus files (and what a Professional task reads as)."""
+    """One line of the full / hard / consensus files (and what a Professional task reads as): also
+    the conversation every result read from a file or the store holds (`healthbench.scoring.rubric.
+    Scored`; no pydantic record is built for it, and the collector does not track it)."""
 
     prompt: list[Turn]
     prompt_id: str
@@ -52,6 +54,20 @@ class ClassicLine(msgspec.Struct, frozen=True, gc=False):
     example_tags: list[str] = msgspec.field(default_factory=list)
     ideal_completions_data: dict[str, Any] | None = None
     canary: str | None = None
+
+    @property
+    def themes(self) -> list[str]:
+        return themes_of(self.example_tags)
+
+
+def stored_conversation(record: Any) -> ClassicLine:
+    """A conversation as the store holds it (the JSON of a line the reader validated) decoded again."""
+    return msgspec.convert(record, ClassicLine)
+
+
+def themes_of(example_tags: Iterable[str]) -> list[str]:
+    """The themes of a conversation's example tags (``theme:emergency_referrals`` -> its name)."""
+    return [tag.removeprefix("theme:") for tag in example_tags if tag.startswith("theme:")]
 
 
 class MetaLine(msgspec.Struct, frozen=True, gc=False):
