@@ -116,7 +116,7 @@ def conversations_of(lines: Sequence[ClassicLine]) -> list[Conversation]:
                 "prompt": _messages(line.prompt),
                 "prompt_id": line.prompt_id,
                 "rubrics": [
-                    _trusted(RubricItem, {"criterion": r.criterion, "points": r.points, "tags": r.tags})
+                    _trusted(RubricItem, {"criterion": r.criterion, "points": r.points, "tags": list(r.tags)})
                     for r in line.rubrics
                 ],
                 "example_tags": line.example_tags,

@@ -38,9 +38,12 @@ class Turn(msgspec.Struct, frozen=True, gc=False):
 
 
 class RubricEntry(msgspec.Struct, frozen=True, gc=False):
+    """A criterion; its tags a tuple, immutable like the entry (the collector does not track a tuple
+    of strings either: a dataset holds ~57,000 of them)."""
+
     criterion: str
     points: Points
-    tags: list[str] = msgspec.field(default_factory=list)
+    tags: tuple[str, ...] = ()
 
 
 class ClassicLine(msgspec.Struct, frozen=True, gc=False):
@@ -110,7 +113,7 @@ class ProfessionalLine(msgspec.Struct, frozen=True, gc=False):
         return ClassicLine(
             prompt=self.conversation.messages,
             prompt_id=self.id,
-            rubrics=[RubricEntry(i.criterion_text, i.points, []) for i in self.rubric_items],
+            rubrics=[RubricEntry(i.criterion_text, i.points) for i in self.rubric_items],
             example_tags=[f"{name}:{getattr(self, name)}" for name in TASK_TAGS],
             ideal_completions_data={
                 "ideal_completions_group": PROFESSIONAL_GROUP,

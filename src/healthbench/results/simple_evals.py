@@ -84,10 +84,10 @@ class Interned:
         self.prompts: dict[tuple[str, ...], tuple[dict[str, str], ...]] = {}
 
     def item(self, raw: Item) -> RubricEntry:
-        key = (raw.criterion, raw.points, tuple(raw.tags))
+        key = (raw.criterion, raw.points, raw.tags)
         item = self.items.get(key)
         if item is None:
-            item = self.items[key] = RubricEntry(raw.criterion, raw.points, list(raw.tags))
+            item = self.items[key] = RubricEntry(raw.criterion, raw.points, raw.tags)
         return item
 
     def prompt(self, messages: list[RawMessage], contents: Sequence[str]) -> tuple[dict[str, str], ...]:
