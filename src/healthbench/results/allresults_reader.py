@@ -89,16 +89,11 @@ class Rubrics(Protocol):
 
 def same_rubric(a: Sequence[_Criterion], b: Sequence[_Criterion]) -> bool:
     """Whether two rubrics have the same criteria, points and tags, in the same order (tags as a
-    tuple or a list alike)."""
-    return (
-        len(a) == len(b)
-        and all(list(map(get, a)) == list(map(get, b)) for get in (CRITERION, POINTS))
-        and all(map(_same_tags, map(TAGS, a), map(TAGS, b)))
-    )
-
-
-def _same_tags(a: Sequence[str], b: Sequence[str]) -> bool:
-    return tuple(a) == tuple(b)
+    tuple or a list alike: the reader's are tuples, a record's lists)."""
+    if len(a) != len(b) or any(list(map(get, a)) != list(map(get, b)) for get in (CRITERION, POINTS)):
+        return False
+    tags_a, tags_b = list(map(TAGS, a)), list(map(TAGS, b))
+    return tags_a == tags_b or list(map(tuple, tags_a)) == list(map(tuple, tags_b))
 
 
 @dataclass(frozen=True)
