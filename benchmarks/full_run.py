@@ -350,7 +350,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--criteria", type=int, default=14)
     parser.add_argument("--concurrency", type=int, default=512)
     parser.add_argument("--latency", type=float, default=0.2)
-    parser.add_argument("--baseline-src", type=Path, help="another tree's src/ to measure side by side")
+    parser.add_argument(
+        "--baseline-src",
+        type=Path,
+        action="append",
+        default=[],
+        help="another tree's src/ to measure side by side (repeatable; named by the folder holding it)",
+    )
     parser.add_argument(
         "--stores", nargs="+", default=["empty", "prior"], choices=["empty", "prior", "regrade"]
     )
@@ -398,8 +404,7 @@ def main(argv: list[str] | None = None) -> int:
 def _sides(args: argparse.Namespace) -> list[tuple[str, Path]]:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     sides = [("this tree", ROOT / "src")]
-    if args.baseline_src is not None:
-        sides.append(("baseline", args.baseline_src.resolve()))
+    sides.extend((src.resolve().parent.name, src.resolve()) for src in args.baseline_src)
     if getattr(args, "metrics", False):
         sides.append(("metrics", ROOT / "src"))  # this tree, its runs observed (`client`'s metrics)
     return sides

@@ -203,8 +203,10 @@ def main() -> None:
     parser.add_argument(
         "--base",
         type=Path,
-        help="another tree's src/ (e.g. `git archive main src | tar -x -C /tmp/base`): its report "
-        "process is timed on the same file, alternating with this tree's",
+        action="append",
+        default=[],
+        help="another tree's src/ (e.g. `git archive main src | tar -x -C /tmp/base`; repeatable): its "
+        "report process is timed on the same file, alternating with this tree's",
     )
     args = parser.parse_args()
     rng = random.Random(0)
@@ -233,8 +235,7 @@ def main() -> None:
             f"({t_report / t_score:.1f}x scoring alone)"
         )
         trees: dict[str, Path | None] = {"this tree": None}
-        if args.base is not None:
-            trees["base"] = args.base
+        trees.update((base.resolve().parent.name, base) for base in args.base)
         best: dict[str, tuple[float, float, float]] = {}
         for _ in range(args.rounds):
             for name, src in trees.items():

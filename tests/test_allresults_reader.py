@@ -7,9 +7,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import msgspec
 import pytest
 from synthetic_runs import conversations, graded
 
+from healthbench.data.shapes import ClassicLine
+from healthbench.data.sources import join_datasets
 from healthbench.errors import DataError
 from healthbench.results.rescore import rescore_allresults
 from healthbench.results.simple_evals import load_allresults, write_allresults
@@ -38,6 +41,22 @@ def test_a_rescored_file_gives_its_samples_numbers(run_files: tuple[Path, Path])
     assert any(k.startswith("theme:") for k in rescored.run_score.stats)
     untagged = rescore_allresults(file, options=OPTIONS)
     assert untagged.untagged == 40 and not any(k.startswith("theme:") for k in untagged.run_score.stats)
+
+
+def test_a_dataset_of_records_or_of_decoded_lines_joins_alike(run_files: tuple[Path, Path]) -> None:
+    """`join_datasets` gives the reader's decoded lines (tags as tuples); records built by hand (tags
+    as lists, as docs/interop.md's Python example passes them) join the same file to the same scores."""
+    file, dataset = run_files
+    lines = join_datasets([dataset], None)
+    assert lines is not None
+    records = {c.prompt_id: c for c in conversations(40)}
+    from_lines, from_records = load_allresults(file, lines), load_allresults(file, records)
+    assert isinstance(from_lines.samples[0].conversation, ClassicLine)
+    ours, theirs = (score_run(r.samples, OPTIONS).metrics() for r in (from_lines, from_records))
+    assert ours == theirs
+    assert [json.loads(msgspec.json.encode(line)) for line in lines.values()] == [
+        c.model_dump(mode="json") for c in records.values()
+    ]  # (what `import --store` keeps of a conversation: the JSON it was read from)
 
 
 def test_verdicts_are_the_files_criteria_met(run_files: tuple[Path, Path]) -> None:

@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from healthbench.data.schema import Conversation
 from healthbench.errors import DataError, RunError
 from healthbench.results.simple_evals import Interned, load_allresults
+from healthbench.scoring.rubric import Scored
 from healthbench.scoring.run_score import GradedSample
 from healthbench.scoring.verdict import Verdict
 
@@ -51,7 +51,7 @@ class RunAnswers:
     one dataset share these objects) and repeat; per criterion its verdict code (`VERDICT_CODES`; the
     answers' criteria one after another)."""
 
-    conversations: list[Conversation]
+    conversations: list[Scored]
     repeats: npt.NDArray[np.int64]
     verdicts: npt.NDArray[np.int8]
     n_items: npt.NDArray[np.intp]  # per answer, its number of criteria (its conversation's)
@@ -84,7 +84,7 @@ class RunAnswers:
         return graded
 
     @cached_property
-    def distinct(self) -> list[Conversation]:
+    def distinct(self) -> list[Scored]:
         """The conversations answered (each object once, in first-answer order)."""
         return list(dict(zip(map(id, self.conversations), self.conversations, strict=True)).values())
 
@@ -146,7 +146,7 @@ def load_inputs(
     inputs: Sequence[str | os.PathLike[str]],
     *,
     store: Store | None = None,
-    data: Mapping[str, Conversation] | None = None,
+    data: Mapping[str, Scored] | None = None,
     data_sha256: str | None = None,
     allow_untagged: bool = False,
     model: str | None = None,
@@ -216,7 +216,7 @@ def only_paths_missing(specs: Iterable[str | os.PathLike[str]]) -> bool:
 
 def load_file(
     path: str | os.PathLike[str],
-    data: Mapping[str, Conversation] | None = None,
+    data: Mapping[str, Scored] | None = None,
     *,
     data_sha256: str | None = None,
     allow_untagged: bool = False,

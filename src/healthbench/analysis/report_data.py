@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from healthbench.analysis.compare import FEW_CONVERSATIONS, p_text
+from healthbench.data.shapes import themes_of
 from healthbench.results.summary import ci_unit
 from healthbench.scoring.rubric import OVERALL, Verdict
 from healthbench.scoring.run_score import GradedSample, RunScore
@@ -240,7 +241,7 @@ def _conversation_entry(sample: GradedSample) -> dict[str, Any]:
     conv = sample.conversation
     return {
         "id": conv.prompt_id,
-        "themes": conv.themes,
+        "themes": themes_of(conv.example_tags),
         "prompt": [[m.role, m.content] for m in conv.prompt],
         "rubric": [[item.points, item.criterion, _axis(item.tags)] for item in conv.rubrics],
     }

@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from healthbench.data.schema import RubricItem
-from healthbench.scoring.rubric import OVERALL, conversation_metrics
+from healthbench.scoring.rubric import OVERALL, Criterion, conversation_metrics
 from healthbench.scoring.run_score import GradedSample
 
 THEME_PREFIX = "theme:"
@@ -27,7 +26,7 @@ class ConversationScores:
 
     scores: dict[str, dict[str, float]]
     themes: dict[str, tuple[str, ...]]
-    rubrics: dict[str, list[RubricItem]]
+    rubrics: dict[str, Sequence[Criterion]]
     ungraded: frozenset[str]
 
 
@@ -35,7 +34,7 @@ def conversation_scores(samples: Sequence[GradedSample]) -> ConversationScores:
     sums: dict[str, dict[str, float]] = {}
     counts: dict[str, dict[str, int]] = {}
     themes: dict[str, tuple[str, ...]] = {}
-    rubrics: dict[str, list[RubricItem]] = {}
+    rubrics: dict[str, Sequence[Criterion]] = {}
     for sample in samples:
         metrics = conversation_metrics(sample.conversation, sample.verdicts)
         prompt_id = sample.conversation.prompt_id

@@ -34,8 +34,7 @@ import polars as pl
 
 from healthbench.analysis.inputs import UNGRADED_CODE, LoadedRun
 from healthbench.analysis.scores import AXIS_PREFIX, THEME_PREFIX
-from healthbench.data.schema import Conversation
-from healthbench.scoring.rubric import OVERALL, conversation_metrics
+from healthbench.scoring.rubric import OVERALL, Scored, conversation_metrics
 from healthbench.scoring.stats import (
     BootstrapOptions,
     Column,
@@ -121,7 +120,7 @@ def granular_frame(runs: Sequence[LoadedRun], *, enums: bool = False) -> pl.Data
     answers = [run.answers for run in runs]
     conversations = [c for a in answers for c in a.conversations]
     position: dict[int, int] = {}
-    distinct: list[Conversation] = []
+    distinct: list[Scored] = []
     for conversation in conversations:
         if position.setdefault(id(conversation), len(distinct)) == len(distinct):
             distinct.append(conversation)

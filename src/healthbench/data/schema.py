@@ -56,7 +56,9 @@ class Conversation(BaseModel):
 
     @property
     def themes(self) -> list[str]:
-        return [tag.removeprefix("theme:") for tag in self.example_tags if tag.startswith("theme:")]
+        from healthbench.data.shapes import themes_of  # (loading a record needs no msgspec)
+
+        return themes_of(self.example_tags)
 
 
 class MetaEvalRecord(BaseModel):
@@ -114,7 +116,7 @@ def conversations_of(lines: Sequence[ClassicLine]) -> list[Conversation]:
                 "prompt": _messages(line.prompt),
                 "prompt_id": line.prompt_id,
                 "rubrics": [
-                    _trusted(RubricItem, {"criterion": r.criterion, "points": r.points, "tags": r.tags})
+                    _trusted(RubricItem, {"criterion": r.criterion, "points": r.points, "tags": list(r.tags)})
                     for r in line.rubrics
                 ],
                 "example_tags": line.example_tags,

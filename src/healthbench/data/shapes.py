@@ -38,13 +38,18 @@ class Turn(msgspec.Struct, frozen=True, gc=False):
 
 
 class RubricEntry(msgspec.Struct, frozen=True, gc=False):
+    """A criterion; its tags a tuple, immutable like the entry (the collector does not track a tuple
+    of strings either: a dataset holds ~57,000 of them)."""
+
     criterion: str
     points: Points
-    tags: list[str] = msgspec.field(default_factory=list)
+    tags: tuple[str, ...] = ()
 
 
 class ClassicLine(msgspec.Struct, frozen=True, gc=False):
-    """One line of the full / hard / consensus files (and what a Professional task reads as)."""
+    """One line of the full / hard / consensus files (and what a Professional task reads as): also
+    the conversation every result read from a file or the store holds (`healthbench.scoring.rubric.
+    Scored`; no pydantic record is built for it, and the collector does not track it)."""
 
     prompt: list[Turn]
     prompt_id: str
@@ -52,6 +57,20 @@ class ClassicLine(msgspec.Struct, frozen=True, gc=False):
     example_tags: list[str] = msgspec.field(default_factory=list)
     ideal_completions_data: dict[str, Any] | None = None
     canary: str | None = None
+
+    @property
+    def themes(self) -> list[str]:
+        return themes_of(self.example_tags)
+
+
+def stored_conversation(record: Any) -> ClassicLine:
+    """A conversation as the store holds it (the JSON of a line the reader validated) decoded again."""
+    return msgspec.convert(record, ClassicLine)
+
+
+def themes_of(example_tags: Iterable[str]) -> list[str]:
+    """The themes of a conversation's example tags (``theme:emergency_referrals`` -> its name)."""
+    return [tag.removeprefix("theme:") for tag in example_tags if tag.startswith("theme:")]
 
 
 class MetaLine(msgspec.Struct, frozen=True, gc=False):
@@ -94,7 +113,7 @@ class ProfessionalLine(msgspec.Struct, frozen=True, gc=False):
         return ClassicLine(
             prompt=self.conversation.messages,
             prompt_id=self.id,
-            rubrics=[RubricEntry(i.criterion_text, i.points, []) for i in self.rubric_items],
+            rubrics=[RubricEntry(i.criterion_text, i.points) for i in self.rubric_items],
             example_tags=[f"{name}:{getattr(self, name)}" for name in TASK_TAGS],
             ideal_completions_data={
                 "ideal_completions_group": PROFESSIONAL_GROUP,

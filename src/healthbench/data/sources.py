@@ -20,12 +20,13 @@ import platformdirs
 
 from healthbench.atomic import atomic_writer
 from healthbench.data.formats import Source
-from healthbench.data.professional import read_conversations
 from healthbench.data.schema import Conversation, MetaEvalRecord, Record, conversations_of, meta_records_of
 from healthbench.errors import DataError, DownloadError
 
 if TYPE_CHECKING:
     import httpx  # imported by `download` only: loading it costs more than reading a dataset
+
+    from healthbench.data.shapes import ClassicLine
 
 META_VARIANTS: tuple[str, ...] = ("meta_eval", "demo_meta_eval")
 
@@ -217,24 +218,25 @@ def join_datasets(
     files: Sequence[str | os.PathLike[str] | tuple[str, bytes]],
     variant: str | None,
     cache: str | os.PathLike[str] | None = None,
-) -> dict[str, Conversation] | None:
+) -> dict[str, ClassicLine] | None:
     """The conversations of every given dataset (a path, or an upload as (name, bytes)) by prompt_id
-    (None when none is given); a prompt_id given twice must have the same rubric, or it is a
-    `DataError` naming the file."""
+    (None when none is given), as the reader decodes them (`healthbench.data.shapes.ClassicLine`: what
+    scoring and the result shapes read; no pydantic record is built); a prompt_id given twice must
+    have the same rubric, or it is a `DataError` naming the file."""
     if not files and variant is None:
         return None
-    loaded: list[tuple[str, list[Conversation]]] = []
+    from healthbench.data.jsonl import join_by_prompt_id, read_eval  # (as in `read_records`)
+
+    loaded: list[tuple[str, list[ClassicLine]]] = []
     for file in files:
         if isinstance(file, tuple):
-            loaded.append((file[0], read_conversations(file[1], name=file[0])))
+            loaded.append((file[0], read_eval(file[1], name=file[0])[1]))
         else:
-            source, records = load_conversations(data=file)
-            loaded.append((str(source.path), records))
+            source, pages = open_conversations(data=file)
+            loaded.append((str(source.path), [line for page in pages.lines() for line in page]))
     if variant is not None:
-        source, records = load_conversations(variant, cache=cache)
-        loaded.append((str(source.path), records))
-    from healthbench.data.jsonl import join_by_prompt_id  # (as in `read_records`)
-
+        source, pages = open_conversations(variant, cache=cache)
+        loaded.append((str(source.path), [line for page in pages.lines() for line in page]))
     return join_by_prompt_id(loaded)
 
 

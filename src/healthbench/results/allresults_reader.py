@@ -44,7 +44,7 @@ class Item(msgspec.Struct, gc=False):
 
     criterion: str
     points: Points
-    tags: list[str]
+    tags: tuple[str, ...]  # (as `healthbench.data.shapes.RubricEntry`'s)
     criteria_met: bool | None
     explanation: msgspec.Raw = NULL  # any JSON (graders sometimes return structured explanations)
 
@@ -88,10 +88,12 @@ class Rubrics(Protocol):
 
 
 def same_rubric(a: Sequence[_Criterion], b: Sequence[_Criterion]) -> bool:
-    """Whether two rubrics have the same criteria, points and tags, in the same order."""
-    return len(a) == len(b) and all(
-        list(map(get, a)) == list(map(get, b)) for get in (CRITERION, POINTS, TAGS)
-    )
+    """Whether two rubrics have the same criteria, points and tags, in the same order (tags as a
+    tuple or a list alike: the reader's are tuples, a record's lists)."""
+    if len(a) != len(b) or any(list(map(get, a)) != list(map(get, b)) for get in (CRITERION, POINTS)):
+        return False
+    tags_a, tags_b = list(map(TAGS, a)), list(map(TAGS, b))
+    return tags_a == tags_b or list(map(tuple, tags_a)) == list(map(tuple, tags_b))
 
 
 @dataclass(frozen=True)

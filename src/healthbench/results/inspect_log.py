@@ -147,7 +147,7 @@ def _sample(
     graded, row = stored.graded, stored.sample
     conversation = graded.conversation
     answered = row is not None and row.error is None
-    sent = graded.prompt_messages or [m.model_dump() for m in conversation.prompt]
+    sent = graded.prompt_messages or [{"role": m.role, "content": m.content} for m in conversation.prompt]
     messages = _messages(sent)
     if answered:
         messages.append(ChatMessageAssistant(content=graded.completion, model=model))
@@ -172,7 +172,7 @@ def _sample(
     return EvalSample(
         id=stored.item_id,
         epoch=graded.repeat + 1,
-        input=_messages([m.model_dump() for m in conversation.prompt]),
+        input=_messages([{"role": m.role, "content": m.content} for m in conversation.prompt]),
         target=[item.criterion for item in conversation.rubrics],
         messages=messages,
         output=ModelOutput.from_content(model, graded.completion) if answered else ModelOutput(model=model),

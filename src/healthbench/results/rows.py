@@ -55,7 +55,7 @@ def row_document(
             "row_index": index,
             "item": {
                 "prompt_id": conversation.prompt_id,
-                "prompt": [m.model_dump() for m in conversation.prompt],
+                "prompt": [{"role": m.role, "content": m.content} for m in conversation.prompt],
                 "example_tags": list(conversation.example_tags),
             },
             "sample": {

@@ -20,16 +20,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 
 from healthbench.data.jsonl import Source
-from healthbench.data.schema import Conversation, Message, RubricItem
+from healthbench.data.roles import Role
+from healthbench.data.shapes import ClassicLine, RubricEntry, Turn
 from healthbench.data.shapes import Message as RawMessage
 from healthbench.results.allresults_reader import Item, decode_allresults, texts
 from healthbench.results.metrics_out import write_json_atomic
-from healthbench.scoring.rubric import OVERALL
+from healthbench.scoring.rubric import OVERALL, Scored
 from healthbench.scoring.run_score import GradedSample, RunScore
 from healthbench.scoring.verdict import Verdict
 
@@ -63,7 +64,7 @@ def completion_id(prompt_id: str, completion: str) -> str:
 
 def read_allresults(
     source: Source,
-    conversations: Mapping[str, Conversation] | None = None,
+    conversations: Mapping[str, Scored] | None = None,
     *,
     allow_missing: bool = False,
     name: str | None = None,
@@ -73,21 +74,20 @@ def read_allresults(
 
 
 class Interned:
-    """Rubric items and conversations shared by the files read with one instance (runs of the same
-    dataset then share their `Conversation` objects)."""
+    """Rubric criteria and conversations shared by the files read with one instance (runs of the same
+    dataset then share their conversation objects): rebuilt from the file as the dataset reader's
+    shapes (`healthbench.data.shapes`), never as pydantic records."""
 
     def __init__(self) -> None:
-        self.items: dict[tuple[str, float, tuple[str, ...]], RubricItem] = {}
-        self.conversations: dict[tuple[object, ...], Conversation] = {}
+        self.items: dict[tuple[str, float, tuple[str, ...]], RubricEntry] = {}
+        self.conversations: dict[tuple[object, ...], ClassicLine] = {}
         self.prompts: dict[tuple[str, ...], tuple[dict[str, str], ...]] = {}
 
-    def item(self, raw: Item) -> RubricItem:
-        key = (raw.criterion, raw.points, tuple(raw.tags))
+    def item(self, raw: Item) -> RubricEntry:
+        key = (raw.criterion, raw.points, raw.tags)
         item = self.items.get(key)
         if item is None:
-            item = self.items[key] = RubricItem.model_construct(
-                criterion=raw.criterion, points=raw.points, tags=list(raw.tags)
-            )
+            item = self.items[key] = RubricEntry(raw.criterion, raw.points, raw.tags)
         return item
 
     def prompt(self, messages: list[RawMessage], contents: Sequence[str]) -> tuple[dict[str, str], ...]:
@@ -104,25 +104,20 @@ class Interned:
         return prompt
 
     def conversation(
-        self, prompt_id: str, prompt: tuple[dict[str, str], ...], items: list[RubricItem]
-    ) -> Conversation:
+        self, prompt_id: str, prompt: tuple[dict[str, str], ...], items: list[RubricEntry]
+    ) -> ClassicLine:
+        """A conversation without a dataset entry (no example tags; its roles checked by the reader)."""
         key = (prompt_id, id(prompt), *map(id, items))  # (prompts are interned: `prompt`)
         conversation = self.conversations.get(key)
         if conversation is None:
-            conversation = self.conversations[key] = Conversation.model_construct(
-                prompt=[Message.model_construct(role=m["role"], content=m["content"]) for m in prompt],
-                prompt_id=prompt_id,
-                rubrics=items,
-                example_tags=[],
-                ideal_completions_data=None,
-                canary=None,
-            )
+            turns = [Turn(cast(Role, m["role"]), m["content"]) for m in prompt]
+            conversation = self.conversations[key] = ClassicLine(turns, prompt_id, items)
         return conversation
 
 
 def load_allresults(
     source: Source,
-    conversations: Mapping[str, Conversation] | None = None,
+    conversations: Mapping[str, Scored] | None = None,
     *,
     allow_missing: bool = False,
     name: str | None = None,
@@ -155,7 +150,7 @@ def load_allresults(
     for example, completion, usage in zip(examples, completions, usages, strict=True):
         prompt_id, raw_items = example.prompt_id, example.rubric_items
         prompt = interned.prompt(example.prompt, list(islice(contents, len(example.prompt))))
-        known = conversations.get(prompt_id) if conversations is not None else None
+        known: Scored | None = conversations.get(prompt_id) if conversations is not None else None
         if known is None:
             known = interned.conversation(prompt_id, prompt, list(map(item_of, raw_items)))
         repeat = repeats.get(prompt_id, 0)
@@ -256,7 +251,7 @@ def write_allresults(
 def _prompt_of(sample: GradedSample) -> list[dict[str, str]]:
     if sample.prompt_messages is not None:
         return [dict(message) for message in sample.prompt_messages]
-    return [message.model_dump() for message in sample.conversation.prompt]
+    return [{"role": message.role, "content": message.content} for message in sample.conversation.prompt]
 
 
 def _graded_items(sample: GradedSample) -> list[dict[str, Any]]:
@@ -278,7 +273,7 @@ def _graded_items(sample: GradedSample) -> list[dict[str, Any]]:
 def _html(sample: GradedSample, score: float | None) -> str:
     shown = "ungraded" if score is None else f"{score:.4f}"
     lines = "".join(
-        f"<li>[{verdict.criteria_met}] {html_lib.escape(str(item))}</li>"
+        f"<li>[{verdict.criteria_met}] {html_lib.escape(f'[{item.points}] {item.criterion}')}</li>"
         for item, verdict in zip(sample.conversation.rubrics, sample.verdicts, strict=True)
     )
     return (

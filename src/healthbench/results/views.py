@@ -22,11 +22,12 @@ from healthbench.store.runs import RunRecord, SampleRow, Store
 if TYPE_CHECKING:  # loaded on first use: listing runs (`healthbench runs`) needs neither pydantic nor numpy
     from healthbench.config import RunConfig
     from healthbench.data.schema import Conversation, MetaEvalRecord
+    from healthbench.data.shapes import ClassicLine
     from healthbench.scoring.run_score import GradedSample, RunScore, ScoringOptions
 
     # a stored item of `RunView._pages`: id, conversation, repeat, its sample, the page's verdicts
     _StoredItem = tuple[
-        str, Conversation, int, SampleRow | None, dict[tuple[str, int, str], tuple[str, str | None]]
+        str, ClassicLine, int, SampleRow | None, dict[tuple[str, int, str], tuple[str, str | None]]
     ]
 
 VERDICTS = {"met": Verdict.MET, "not_met": Verdict.NOT_MET, "ungraded": Verdict.UNGRADED}
@@ -196,8 +197,9 @@ class RunView:
 
     def _pages(self, page_size: int) -> Iterator[list[_StoredItem]]:
         """Every (item id, conversation, repeat, sample or None, that page's verdicts) of the run in
-        `iter_samples` order, a page of items (one read of samples and one of verdicts) at a time."""
-        from healthbench.data.schema import Conversation
+        `iter_samples` order, a page of items (one read of samples and one of verdicts) at a time. A
+        stored conversation is decoded as the dataset reader's shape (`stored_conversation`)."""
+        from healthbench.data.shapes import stored_conversation
 
         self.require_kind("eval")
         run_id = self.record.id
@@ -209,7 +211,7 @@ class RunView:
                 yield [
                     (
                         item_id,
-                        Conversation.model_validate(record),
+                        stored_conversation(record),
                         repeat,
                         samples.get((item_id, repeat)),
                         verdicts,
@@ -267,7 +269,7 @@ class RunView:
 
 def _graded(
     item_id: str,
-    conversation: Conversation,
+    conversation: ClassicLine,
     repeat: int,
     sample: SampleRow | None,
     grades: Mapping[tuple[str, int, str], tuple[str, str | None]],

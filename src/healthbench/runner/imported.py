@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import msgspec
+
 from healthbench.config import RunConfig
 from healthbench.errors import RunError
 from healthbench.grading.template import load_template
@@ -27,7 +29,8 @@ _STATUS = {
 def store_imported(
     store: Store, name: str, samples: Sequence[GradedSample], *, source: Mapping[str, Any]
 ) -> RunRecord:
-    """Store ``samples`` (from `load_allresults`) as the finished eval run ``name``."""
+    """Store ``samples`` (from `load_allresults`: their conversations are the reader's decoded shapes,
+    stored as the JSON they were read from) as the finished eval run ``name``."""
     if not samples:
         raise RunError("the file holds no graded example to store")
     conversations = {s.conversation.prompt_id: s.conversation for s in samples}
@@ -37,7 +40,7 @@ def store_imported(
     )
     dataset = {"variant": "imported", **source, "conversations": len(conversations)}
     record = stored_record(config, kind="eval", dataset=dataset, template_sha=load_template(None).sha256)
-    items = [(pid, c.model_dump(mode="json")) for pid, c in conversations.items()]
+    items = [(pid, msgspec.to_builtins(c)) for pid, c in conversations.items()]
     run = store.create_run(name, "eval", record, items)
     store.put(
         run.id,
@@ -50,7 +53,9 @@ def store_imported(
 
 
 def _sample(sample: GradedSample) -> SampleRow:
-    messages = sample.prompt_messages or [m.model_dump() for m in sample.conversation.prompt]
+    messages = sample.prompt_messages or [
+        {"role": m.role, "content": m.content} for m in sample.conversation.prompt
+    ]
     usage = dict(sample.usage) if sample.usage else None
     return SampleRow(
         sample.conversation.prompt_id,

@@ -38,18 +38,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import chain
 from statistics import NormalDist
-from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
 from healthbench.defaults import DEFAULT_CONFIDENCE
 from healthbench.scoring.bootstrap import percentile_ci, resample_means
-from healthbench.scoring.rubric import Verdict, key_members
+from healthbench.scoring.rubric import Scored, Verdict, key_members
 from healthbench.scoring.stats import BootstrapOptions, clip_unit
-
-if TYPE_CHECKING:  # only read by attribute: scoring never loads the pydantic models
-    from healthbench.data.schema import Conversation
 
 DEFAULT_MIN_ROWS = 30  # meta-eval rows per truth value (met / not met) for a category's own estimate
 DEFAULT_EPSILON = 0.05  # Se + Sp must exceed 1 + epsilon (else the judge is too close to chance)
@@ -204,7 +200,7 @@ class PooledUse:
     points_share: float
 
 
-def pooled_uses(conversations: Sequence[Conversation], model: ErrorModel) -> tuple[PooledUse, ...]:
+def pooled_uses(conversations: Sequence[Scored], model: ErrorModel) -> tuple[PooledUse, ...]:
     """Every category of the run's criteria that uses the pooled rates, largest points share first:
     untagged criteria, categories absent from the meta-eval, and `ErrorModel.fallback` ones."""
     why = dict(model.fallback)
@@ -247,7 +243,7 @@ class KeyTable:
 
 
 def key_tables(
-    conversations: Sequence[Conversation], verdicts: Sequence[Sequence[Verdict]], model: ErrorModel
+    conversations: Sequence[Scored], verdicts: Sequence[Sequence[Verdict]], model: ErrorModel
 ) -> dict[str, KeyTable]:
     """Per key (overall, example tags, rubric tags with positive points: `key_members`), its
     `KeyTable`. Conversations with an ungraded criterion are left out, as in the raw scores."""

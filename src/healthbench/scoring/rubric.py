@@ -41,19 +41,34 @@ OVERALL = "overall_score"
 
 
 class Criterion(Protocol):
-    """A rubric criterion as scoring reads it (`healthbench.data.schema.RubricItem`, or as decoded)."""
+    """A rubric criterion as scoring and the result shapes read it (`healthbench.data.shapes.
+    RubricEntry` as decoded, or `healthbench.data.schema.RubricItem`)."""
 
+    @property
+    def criterion(self) -> str: ...
     @property
     def points(self) -> float: ...
     @property
     def tags(self) -> Sequence[str]: ...
 
 
+class Turn(Protocol):
+    """A chat message of a conversation's prompt."""
+
+    @property
+    def role(self) -> str: ...
+    @property
+    def content(self) -> str: ...
+
+
 class Scored(Protocol):
-    """A conversation as scoring reads it (`healthbench.data.schema.Conversation`)."""
+    """A conversation as scoring and the result shapes read it (`healthbench.data.shapes.ClassicLine`
+    as decoded, or `healthbench.data.schema.Conversation`)."""
 
     @property
     def prompt_id(self) -> str: ...
+    @property
+    def prompt(self) -> Sequence[Turn]: ...
     @property
     def rubrics(self) -> Sequence[Criterion]: ...
     @property

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from healthbench.scoring.rubric import OVERALL, Verdict, conversation_metrics, length_adjusted
+from healthbench.scoring.rubric import OVERALL, Scored, Verdict, conversation_metrics, length_adjusted
 from healthbench.scoring.stats import (
     BootstrapOptions,
     KeyStats,
@@ -21,18 +21,16 @@ from healthbench.scoring.stats import (
     flatten,
 )
 
-if TYPE_CHECKING:  # only read by attribute: scoring never loads the pydantic models
-    from healthbench.data.schema import Conversation
-
 LENGTH_ADJUSTED = "overall_score_length_adjusted"  # simple-evals' key
 ERROR_RATE = "error_rate"
 
 
 @dataclass(frozen=True)
 class GradedSample:
-    """One candidate answer to one conversation (one repeat), with a verdict per rubric criterion."""
+    """One candidate answer to one conversation (one repeat), with a verdict per rubric criterion. The
+    conversation is anything `Scored` (read by attribute: scoring never loads the pydantic models)."""
 
-    conversation: Conversation
+    conversation: Scored
     completion: str
     verdicts: tuple[Verdict, ...]
     explanations: tuple[str | None, ...] = ()
