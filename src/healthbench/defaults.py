@@ -1,5 +1,7 @@
-"""The defaults of model calls and of the bootstrap, each defined once here (a module with no imports,
-so that help texts and light commands read them without loading the modules that use them)."""
+"""The defaults of model calls and of the bootstrap, each defined once here (a module that imports only
+`typing`, so that help texts and light commands read them without loading the modules that use them)."""
+
+from typing import Final
 
 DEFAULT_TIMEOUT = 120.0  # seconds per request
 DEFAULT_MAX_CONNECTIONS = 64  # concurrent calls per endpoint (candidate and judge together)
@@ -46,3 +48,7 @@ DEFAULT_ALLOWED_BASE_URLS = (
     "https://api.anthropic.com",
     "https://api.anthropic.com/*",
 )
+# judge panels (scoring/panel.py, docs/panels.md): how members' verdicts on one criterion become the
+# run's verdict; `scoring.panel.PanelRule` is the Literal of these names
+PANEL_RULES: Final = ("majority", "unanimous", "any", "calibrated")
+DEFAULT_PANEL_RULE: Final = "majority"  # Final: a `PanelRule` literal to mypy

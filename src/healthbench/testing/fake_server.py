@@ -1,7 +1,8 @@
 """A deterministic OpenAI- and Anthropic-compatible fake model server, with latency and injected faults.
 
-Answers are pure functions of the request (`fake_answer`, `fake_verdict`), so tests and benchmarks can
-compute the expected results independently. Faults and latency jitter come from a seeded RNG owned by
+Answers are pure functions of the request (`fake_answer`, `fake_judge_verdict`: the truth `fake_verdict`,
+flipped at a known rate for judge models named ``-errNN``), so tests and benchmarks can compute the
+expected results independently. Faults and latency jitter come from a seeded RNG owned by
 the app, per request, so a retried request eventually succeeds.
 
     with running_fake_server(FakeServerConfig(latency=0.5)) as url:  # url ends in /v1
@@ -14,12 +15,14 @@ import asyncio
 import hashlib
 import json
 import random
+import re
 import socket
 import threading
 import time
 from collections import Counter, deque
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import httpx
@@ -143,14 +146,68 @@ def fake_answer(messages: list[dict[str, str]], reply_words: int = 0) -> str:
 
 
 def fake_verdict(judge_prompt: str, met_rate: float = 0.5) -> bool:
-    """criteria_met for a judge prompt (the last user message): sha256 mapped to [0, 1) below `met_rate`."""
+    """criteria_met for a judge prompt (`judge_prompt`): sha256 mapped to [0, 1) below `met_rate`. This is
+    the fake's *truth*: what every judge answers, except judges with known error rates (`judge_errors`)."""
     return int(_sha256(judge_prompt)[:13], 16) / 16**13 < met_rate
 
 
-def fake_judge_text(judge_prompt: str, met_rate: float = 0.5) -> str:
-    """The judge's reply: JSON, wrapped in a ```json fence for about one prompt in four."""
+@dataclass(frozen=True)
+class JudgeErrors:
+    """The errors of a judge model named ``<name>-errNN``: it flips the truth with probability ``rate``.
+    In a family (``family-<F>-...``) a member uses the family's draw with probability ``shared`` (given
+    as ``-sharedSS`` before ``-errNN``; 100 % when absent), its own otherwise."""
+
+    rate: float
+    family: str | None = None
+    shared: float = 0.0
+
+
+_ERROR_NAME = re.compile(r"(?P<name>.+?)(?:-shared(?P<shared>\d{1,3}))?-err(?P<rate>\d{1,3})")
+_FAMILY_NAME = re.compile(r"family-(?P<family>[a-z0-9]+)(?:-|$)")
+
+
+def judge_errors(model: str) -> JudgeErrors | None:
+    """The known error rates a judge model name asks for (docs/models.md), None for an exact judge."""
+    match = _ERROR_NAME.fullmatch(model)
+    if match is None or int(match["rate"]) > 100:
+        return None
+    family = _FAMILY_NAME.match(match["name"])
+    if family is None:
+        return JudgeErrors(int(match["rate"]) / 100)
+    shared = 100 if match["shared"] is None else min(int(match["shared"]), 100)
+    return JudgeErrors(int(match["rate"]) / 100, family["family"], shared / 100)
+
+
+def _unit(*parts: str) -> float:
+    """A uniform draw in [0, 1) from sha256 of the parts (NUL-separated)."""
+    return int(_sha256("\0".join(parts))[:13], 16) / 16**13
+
+
+def judge_flips(judge_prompt: str, model: str) -> bool:
+    """Whether judge `model` flips the truth on `judge_prompt`: its error draw (the family's, with
+    probability ``shared``, else its own; each a hash of its name and the prompt) below its rate."""
+    errors = judge_errors(model)
+    if errors is None:
+        return False
+    own = errors.family is None or _unit("share", model, judge_prompt) >= errors.shared
+    draw = _unit("own", model, judge_prompt) if own else _unit("family", str(errors.family), judge_prompt)
+    return draw < errors.rate
+
+
+def fake_judge_verdict(judge_prompt: str, model: str = "", met_rate: float = 0.5) -> bool:
+    """What judge `model` answers on `judge_prompt`: the truth (`fake_verdict`), flipped by its errors."""
+    return fake_verdict(judge_prompt, met_rate) != judge_flips(judge_prompt, model)
+
+
+def truth_verdict(messages: list[dict[str, Any]], met_rate: float = 0.5) -> bool:
+    """The truth of a judge request (its ``messages``, OpenAI-shaped), whichever judge is asked."""
+    return fake_verdict(judge_prompt(normalize_messages(messages)), met_rate)
+
+
+def fake_judge_text(judge_prompt: str, met_rate: float = 0.5, model: str = "") -> str:
+    """Judge `model`'s reply: JSON, wrapped in a ```json fence for about one prompt in four."""
     digest = _sha256(judge_prompt)
-    met = fake_verdict(judge_prompt, met_rate)
+    met = fake_judge_verdict(judge_prompt, model, met_rate)
     body = json.dumps(
         {
             "explanation": f"Fake judge {digest[:8]}: criterion {'met' if met else 'not met'}.",
@@ -166,10 +223,12 @@ def judge_prompt(messages: list[dict[str, str]]) -> str:
     return "\n\n".join(m["content"] for m in messages if m["role"] == "user")
 
 
-def fake_reply(messages: list[dict[str, str]], met_rate: float = 0.5, reply_words: int = 0) -> str:
-    """What the server answers (without faults) to `messages`."""
+def fake_reply(
+    messages: list[dict[str, str]], met_rate: float = 0.5, reply_words: int = 0, model: str = ""
+) -> str:
+    """What the server answers (without faults) to `messages` sent to `model`."""
     if is_judge_request(messages):
-        return fake_judge_text(judge_prompt(messages), met_rate)
+        return fake_judge_text(judge_prompt(messages), met_rate, model)
     return fake_answer(messages, reply_words)
 
 
@@ -338,7 +397,12 @@ async def _serve_chat(
     if fault == "slow":
         await asyncio.sleep(config.slow_seconds)
 
-    text = GARBAGE_TEXT if fault == "garbage" else fake_reply(messages, config.met_rate, config.reply_words)
+    model = str(body.get("model", ""))
+    text = (
+        GARBAGE_TEXT
+        if fault == "garbage"
+        else fake_reply(messages, config.met_rate, config.reply_words, model)
+    )
     reply = _reply_body(text, messages, body, config, anthropic, bill)
     if cache is not None:
         cache.complete(bill)
@@ -421,7 +485,7 @@ def answer(
             "error": {"message": "Internal server error (fake, --fail-containing).", "type": "api_error"}
         }
     bill = _cache_bill(cache, body, messages, anthropic)
-    text = fake_reply(messages, config.met_rate, config.reply_words)
+    text = fake_reply(messages, config.met_rate, config.reply_words, str(body.get("model", "")))
     reply = _reply_body(text, messages, body, config, anthropic, bill)
     if cache is not None:
         cache.complete(bill)
