@@ -183,15 +183,15 @@ CALIBRATION = Calibration(
 )
 
 
-def _calibrated(votes: list[Verdict], tags: Sequence[str]) -> Verdict:
+def _calibrated(votes: list[Verdict], tags: Sequence[str], calibration: Calibration = CALIBRATION) -> Verdict:
     graded = [v for v in votes if v is not Verdict.UNGRADED]
     if 2 * len(graded) <= len(votes):
         return Verdict.UNGRADED
     category = next((t for t in tags if t.startswith("cluster:")), None)
-    base = CALIBRATION.base_rate.get(category, CALIBRATION.base_rate[None])
+    base = calibration.base_rate.get(category, calibration.base_rate[None])
     log_odds = math.log(base / (1 - base))
     for label, vote in zip(MEMBERS, votes, strict=True):
-        rates = CALIBRATION.rates[label].get(category, CALIBRATION.rates[label][None])
+        rates = calibration.rates[label].get(category, calibration.rates[label][None])
         se, sp = rates.sensitivity, rates.specificity
         if vote is Verdict.MET:
             log_odds += math.log(se / (1 - sp))
@@ -202,8 +202,9 @@ def _calibrated(votes: list[Verdict], tags: Sequence[str]) -> Verdict:
     return Verdict.MET if log_odds > 0 else Verdict.NOT_MET
 
 
-def _samples(rule: Any) -> list[GradedSample]:
-    """The run's samples with verdicts by ``rule`` (a function of the members' votes, or a member's index)."""
+def _samples(rule: Any, calibration: Calibration = CALIBRATION) -> list[GradedSample]:
+    """The run's samples with verdicts by ``rule`` (a function of the members' votes, or a member's
+    index; `_calibrated` weighs them by ``calibration``)."""
     out = []
     for repeat in range(N_REPEATS):
         for conversation in CONVERSATIONS:
@@ -213,7 +214,7 @@ def _samples(rule: Any) -> list[GradedSample]:
                 if isinstance(rule, int):
                     verdicts.append(votes[rule])
                 elif rule is _calibrated:
-                    verdicts.append(_calibrated(votes, item.tags))
+                    verdicts.append(_calibrated(votes, item.tags, calibration))
                 else:
                     verdicts.append(rule(votes))
             out.append(_sample(conversation, repeat, tuple(verdicts)))
@@ -322,6 +323,36 @@ def test_the_calibrated_rule_weighs_members_by_their_rates(store: Store) -> None
     # cluster:y has no rates of its own, nor do criteria without a category: the pooled ones stood in
     assert figures.pooled == (UNCATEGORISED, "cluster:y")
     assert "pooled rates stood in for (no category), cluster:y" in (figures.pooled_line() or "")
+
+
+def test_results_calibrate_with_stored_meta_eval_runs(store: Store, tmp_path: Path) -> None:
+    """One meta-eval run of the three members (tests/panel_meta_runs.py): `results --calibrate-with`
+    weighs them by the rates it measured, and a run that stores the rule and its runs needs no flag."""
+    from panel_meta_runs import drawn_verdicts, meta_rows, stored_panel_meta, write_rows
+
+    from healthbench.results.calibration import load_calibration
+
+    rows = meta_rows()
+    verdicts = {
+        label: drawn_verdicts(rows, error, seed)
+        for label, error, seed in zip(MEMBERS, (0.1, 0.3, 0.4), (1, 2, 3), strict=True)
+    }
+    stored_panel_meta(store, write_rows(tmp_path / "meta.jsonl", rows), verdicts, name="meta")
+    calibration = load_calibration(store, ["meta"])
+    expected = score_run(
+        _samples(_calibrated, calibration), RunView.open(store, "panel").scoring_options()
+    ).metrics()
+    metrics = _metrics(tmp_path, "panel", "--calibrate-with", "meta")
+    assert metrics["panel_rule"] == "calibrated"
+    assert {key: metrics[key] for key in expected} == pytest.approx(expected, nan_ok=True)
+    assert metrics["overall_score"] == expected["overall_score"]
+    _write_run(store, "stored-rule", MEMBERS, panel="calibrated", calibrate_with=["meta"])
+    assert _metrics(tmp_path, "stored-rule")["overall_score"] == expected["overall_score"]
+    # the run's categories are not the meta-eval's: the output says the pooled rates stood in
+    result = results_cli(tmp_path, "panel", "--calibrate-with", "meta")
+    assert "pooled rates stood in for (no category), cluster:x, cluster:y" in " ".join(result.output.split())
+    result = results_cli(tmp_path, "panel", "--panel", "any", "--calibrate-with", "meta")
+    assert result.exit_code != 0 and "--panel calibrated" in result.output
 
 
 def test_the_calibrated_rule_without_a_calibration_is_one_line(store: Store, tmp_path: Path) -> None:
