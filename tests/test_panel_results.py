@@ -469,3 +469,15 @@ def test_the_inspect_log_scores_each_member_and_the_panel(store: Store, tmp_path
         "healthbench",
         *(f"judge:{m}" for m in MEMBERS),
     }
+
+
+def test_a_single_judges_exports_carry_no_member_keys(store: Store, tmp_path: Path) -> None:
+    all_path, rows_path = tmp_path / "all.json", tmp_path / "rows.jsonl"
+    result = results_cli(
+        tmp_path, "single", "--allresults-out", str(all_path), "--row-scores-out", str(rows_path)
+    )
+    assert result.exit_code == 0, result.output
+    assert "judge_verdicts" not in all_path.read_text() and "judge:" not in rows_path.read_text()
+    assert "By judge" not in result.output and "judge_agreement" not in result.output
+    back = read_allresults(all_path)
+    assert [s.verdicts for s in back] == [s.verdicts for s in _samples(0)]

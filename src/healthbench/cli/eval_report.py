@@ -51,28 +51,18 @@ def report_eval_run(
     ``panel_rule`` / ``calibration``: how a panel's verdicts are combined (None: the stored rule)."""
     from healthbench.cli.continuable import resume_command
     from healthbench.cli.summary_view import render_summary
-    from healthbench.results.metrics_out import metrics_document, panel_metrics, usage_metrics, write_metrics
+    from healthbench.results.metrics_out import write_metrics
+    from healthbench.results.run_results import run_metrics, scored_run
     from healthbench.results.summary import summary_of
     from healthbench.results.views import RunView
 
     view = RunView.of(store, run).require_kind("eval").with_panel(panel_rule, calibration)
     bootstrap = bootstrap or Bootstrap()  # the run's stored settings
     options = view.scoring_options(seed=bootstrap.seed, n_resamples=bootstrap.n_resamples)
-    panel, members = None, None
-    if view.is_panel:  # every member's verdicts are read (each member's scores and the agreement)
-        from healthbench.results.panel_scores import panel_figures
-
-        stored = list(view.iter_samples())
-        samples = [sample.graded for sample in stored]
-        score = view.score_samples(samples, options)
-        panel = panel_figures(view, stored, options)
-        members = [sample.members for sample in stored]
-        del stored
-    else:
-        # the graded samples (every answer's text) only for the files that carry them; else read as columns
-        with_samples = files.allresults_out is not None or aggregate_out is not None or mlflow
-        samples = view.graded_samples() if with_samples else []
-        score = view.score_samples(samples, options) if with_samples else view.score(options)
+    # the graded samples (every answer's text) only for the files that carry them; else read as columns
+    with_samples = files.allresults_out is not None or aggregate_out is not None or mlflow
+    scored = scored_run(view, options, with_samples=with_samples)
+    samples, score, panel, members = scored.samples, scored.score, scored.panel, scored.members
     summary = summary_of(score, panel)
     judge = view.judge_spec
     missing, expected = unanswered = view.unanswered()
@@ -85,12 +75,8 @@ def report_eval_run(
         say(counters_line)
     if judge.startswith("local/"):
         say(f"note: {SMOKE_WARNING}", style="yellow", stderr=True)
-    extra = [extra_metrics] if extra_metrics is not None else []
-    if panel is not None:
-        extra.insert(0, panel_metrics(panel))
-    usage = view.usage_totals()
-    extra.append(usage_metrics(usage.candidate, usage.judge))
-    metrics = metrics_document(score.metrics(), *extra, provenance=view.provenance())
+    metrics = run_metrics(view, scored, [extra_metrics] if extra_metrics is not None else [])
+    del scored
     if files.metrics_out is not None:
         write_metrics(files.metrics_out, metrics)
         say(f"metrics written to {files.metrics_out}")

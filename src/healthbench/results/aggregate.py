@@ -53,17 +53,11 @@ def aggregate_scores(
     Scored with the run's stored settings unless ``options`` are given; every ``score`` equals the
     same key of ``--metrics-out``. Undefined figures are None (the document holds no NaN/Infinity).
     """
-    view = RunView.open(store, name).require_kind("eval").with_panel(rule, calibration)
-    if not view.is_panel:
-        samples = view.graded_samples()
-        return aggregate_document(name, samples, view.score_samples(samples, options))
-    from healthbench.results.panel_scores import panel_figures
+    from healthbench.results.run_results import scored_run
 
-    stored = list(view.iter_samples())
-    samples = [sample.graded for sample in stored]
-    run_score = view.score_samples(samples, options)
-    panel = panel_figures(view, stored, run_score.options)
-    return aggregate_document(name, samples, run_score, panel, [sample.members for sample in stored])
+    view = RunView.open(store, name).require_kind("eval").with_panel(rule, calibration)
+    scored = scored_run(view, options)
+    return aggregate_document(name, scored.samples, scored.score, scored.panel, scored.members or ())
 
 
 def aggregate_document(
