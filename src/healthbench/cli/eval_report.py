@@ -141,7 +141,7 @@ def _write_score_files(
         from healthbench.results.mlflow_log import log_to_mlflow
 
         report = build_report(
-            [stored_run(view, samples)], options=score.options, title=f"HealthBench run {run.name}"
+            [stored_run(view, samples, members)], options=score.options, title=f"HealthBench run {run.name}"
         )
         logged = log_to_mlflow(view, samples, score, metrics, report=report)
         say(
