@@ -361,6 +361,8 @@ def test_the_calibrated_rule_without_a_calibration_is_one_line(store: Store, tmp
     assert "--calibrate-with" in result.output and len(result.output.strip().splitlines()) == 1
     result = results_cli(tmp_path, "panel", "--panel", "best")
     assert result.exit_code != 0 and "--panel 'best'" in result.output
+    result = results_cli(tmp_path, "panel", "--panel", "any", "--correct-with", "meta")
+    assert result.exit_code != 0 and "drop --panel" in result.output
 
 
 def test_each_stored_sample_carries_every_members_verdicts(store: Store) -> None:
@@ -481,3 +483,11 @@ def test_a_single_judges_exports_carry_no_member_keys(store: Store, tmp_path: Pa
     assert "By judge" not in result.output and "judge_agreement" not in result.output
     back = read_allresults(all_path)
     assert [s.verdicts for s in back] == [s.verdicts for s in _samples(0)]
+
+
+def test_runs_lists_every_member_of_a_panel(store: Store, tmp_path: Path) -> None:
+    assert RunView.open(store, "panel").judge_specs == MEMBERS
+    assert RunView.open(store, "single").judge_specs == MEMBERS[:1]
+    result = CliRunner().invoke(app, ["runs", "--store", str(tmp_path / "runs.db")])
+    assert result.exit_code == 0, result.output
+    assert result.output.count(" + ") >= 2  # (the column folds long names)

@@ -20,7 +20,7 @@ from healthbench.cli.eval_report import report_eval_run
 from healthbench.cli.option_groups import Bootstrap, ScoreFiles, takes_groups
 from healthbench.cli.options import MlflowOpt, StoreOpt
 from healthbench.cli.summary_view import literal
-from healthbench.errors import RunError, StoreMissingError, a_kind
+from healthbench.errors import ConfigError, RunError, StoreMissingError, a_kind
 
 
 def dataset_label(dataset: dict[str, Any]) -> str:
@@ -55,7 +55,7 @@ def runs_command(store: StoreOpt = None) -> None:
             run.kind,
             run.status,
             view.model_spec or completions,  # a run without a candidate: the completions it graded
-            view.judge_spec,
+            " + ".join(view.judge_specs),  # a panel: every member, the chair first
             dataset_label(run.config.get("dataset") or {}),
             run.created_at[:19],
         )
@@ -144,6 +144,10 @@ def results_command(
 
         require_mlflow()
     rule, calibration = _panel_choice(s, panel, calibrate_with or [])
+    if correct_with is not None and rule is not None:
+        raise ConfigError(
+            "--correct-with corrects the run's stored panel rule: drop --panel/--calibrate-with"
+        )
     correction = None
     if correct_with is not None:  # before any output: a refused meta-eval run leaves no partial file
         from healthbench.results.correction import corrected_scores
@@ -177,7 +181,6 @@ def _panel_choice(store: Any, panel: str | None, calibrate_with: list[str]) -> t
     """(rule, calibration) of ``--panel`` and ``--calibrate-with``: a one-line error on an unknown rule
     or a calibration given to another rule (None, None: the run's stored settings)."""
     from healthbench.defaults import PANEL_RULES
-    from healthbench.errors import ConfigError
 
     if panel is not None and panel not in PANEL_RULES:
         raise ConfigError(f"--panel {panel!r}: choose one of {', '.join(PANEL_RULES)}")

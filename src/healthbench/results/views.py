@@ -198,6 +198,12 @@ class RunView:
 
         return load_calibration(self.store, names)
 
+    @property
+    def judge_specs(self) -> list[str]:
+        """Every member's spec as stored, the chair first (read as `judge_spec` is, without parsing)."""
+        judges = self.record.config["run"].get("judges") or []
+        return [str(member["spec"]) for member in judges] or [self.judge_spec]
+
     def require_kind(self, kind: str) -> RunView:
         if self.kind != kind:
             wanted = "an eval" if kind == "eval" else "a meta-eval"
