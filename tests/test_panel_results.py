@@ -353,6 +353,11 @@ def test_results_calibrate_with_stored_meta_eval_runs(store: Store, tmp_path: Pa
     assert "pooled rates stood in for (no category), cluster:x, cluster:y" in " ".join(result.output.split())
     result = results_cli(tmp_path, "panel", "--panel", "any", "--calibrate-with", "meta")
     assert result.exit_code != 0 and "--panel calibrated" in result.output
+    # a member no meta-eval run measured: one line naming it
+    stored_panel_meta(store, tmp_path / "meta.jsonl", {MEMBERS[0]: verdicts[MEMBERS[0]]}, name="meta-a")
+    result = results_cli(tmp_path, "panel", "--calibrate-with", "meta-a")
+    assert result.exit_code != 0 and f"no meta-eval run measured judge {MEMBERS[1]!r}" in result.output
+    assert len(result.output.strip().splitlines()) == 1
 
 
 def test_the_calibrated_rule_without_a_calibration_is_one_line(store: Store, tmp_path: Path) -> None:

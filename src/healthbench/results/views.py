@@ -186,17 +186,24 @@ class RunView:
         naming ``--calibrate-with`` when the calibrated rule has none."""
         if not self.is_panel or self.panel_rule != "calibrated":
             return None
-        if self.calibration_override is not None:
-            return self.calibration_override
-        names = self.config.scoring.calibrate_with
-        if not names:
-            raise RunError(
-                f"the calibrated panel rule needs the members' meta-eval runs: give --calibrate-with "
-                f"META_RUN... (run {self.name!r} stores none)"
-            )
-        from healthbench.results.calibration import load_calibration
+        calibration = self.calibration_override
+        if calibration is None:
+            names = self.config.scoring.calibrate_with
+            if not names:
+                raise RunError(
+                    f"the calibrated panel rule needs the members' meta-eval runs: give --calibrate-with "
+                    f"META_RUN... (run {self.name!r} stores none)"
+                )
+            from healthbench.results.calibration import load_calibration
 
-        return load_calibration(self.store, names)
+            calibration = load_calibration(self.store, names)
+        missing = [label for label in self.members if label not in calibration.rates]
+        if missing:
+            raise RunError(
+                f"no meta-eval run measured judge {missing[0]!r} of run {self.name!r}: give --calibrate-with "
+                "a meta-eval run of every member"
+            )
+        return calibration
 
     @property
     def judge_specs(self) -> list[str]:
