@@ -108,6 +108,10 @@ class LoadedRun:
     grading_setup: str | None = None
     # a stored run's calls, tokens and cost per role (None: the input does not record them)
     usage: UsageTotals | None = field(default=None, repr=False, compare=False)
+    # a panel of judges' run: each sample's members' own samples (by label, the chair first) and the rule
+    # that made ``samples``' verdicts (None: one judge; the report's "Judges" section)
+    members: Sequence[Mapping[str, GradedSample]] | None = field(default=None, repr=False, compare=False)
+    panel_rule: str | None = None
 
     @property
     def label(self) -> str:
@@ -243,11 +247,19 @@ def load_stored(store: Store, run: RunRecord) -> LoadedRun:
     from healthbench.results.views import RunView
 
     view = RunView.of(store, run).require_kind("eval")
+    if view.is_panel:
+        stored = list(view.iter_samples())
+        return stored_run(view, [s.graded for s in stored], [s.members for s in stored])
     return stored_run(view, view.graded_samples())
 
 
-def stored_run(view: RunView, samples: Sequence[GradedSample]) -> LoadedRun:
-    """A stored eval run whose ``samples`` were already read from ``view``."""
+def stored_run(
+    view: RunView,
+    samples: Sequence[GradedSample],
+    members: Sequence[Mapping[str, GradedSample]] | None = None,
+) -> LoadedRun:
+    """A stored eval run whose ``samples`` were already read from ``view`` (``members``: a panel's
+    members' own samples beside them)."""
     from healthbench.results.correction import grading_setup
 
     dataset = view.dataset
@@ -263,6 +275,8 @@ def stored_run(view: RunView, samples: Sequence[GradedSample]) -> LoadedRun:
         profile=view.config.profile,
         grading_setup=json.dumps(grading_setup(view.record), sort_keys=True),
         usage=view.usage_totals(),
+        members=members,
+        panel_rule=view.panel_rule if members is not None else None,
     )
 
 

@@ -48,7 +48,8 @@ REPORT_CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-
 
 
 def score_inputs(runs: Sequence[ReportInput], options: ScoringOptions | None = None) -> list[ScoredRun]:
-    """Each input with its `RunScore` (and its cost when the input carries one)."""
+    """Each input with its `RunScore` (and its cost when the input carries one; a panel of judges'
+    run, its members' figures: `healthbench.analysis.report_judges`)."""
     return [
         ScoredRun(
             model=run.model,
@@ -57,9 +58,19 @@ def score_inputs(runs: Sequence[ReportInput], options: ScoringOptions | None = N
             score=score_run(run.samples, options),
             cost=getattr(run, "cost", None),
             usage=getattr(run, "usage", None),
+            judges=_judges(run, options),
         )
         for run in runs
     ]
+
+
+def _judges(run: ReportInput, options: ScoringOptions | None) -> dict[str, Any] | None:
+    members = getattr(run, "members", None)
+    if not members:
+        return None
+    from healthbench.analysis.report_judges import judges_summary
+
+    return judges_summary(run.samples, members, rule=str(getattr(run, "panel_rule", "")), options=options)
 
 
 def json_for_script(data: Any) -> str:

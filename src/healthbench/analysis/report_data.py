@@ -57,6 +57,7 @@ class ScoredRun:
     score: RunScore
     cost: float | None = None  # USD, when the input knows it
     usage: UsageTotals | None = None  # a stored run's calls, tokens and cost per role
+    judges: Mapping[str, Any] | None = None  # a panel's "Judges" section (`report_judges.judges_summary`)
 
     @property
     def label(self) -> str:
@@ -178,6 +179,7 @@ def run_summary(run: ScoredRun) -> dict[str, Any]:
         "axes": _keyed(score.stats, "axis:"),
         "histogram": score_histogram(score.per_sample),
         **usage_entry(run),
+        "judges": run.judges,
     }
 
 
@@ -196,6 +198,7 @@ def report_summary(
         "worst_at_k": worst_at_k_summary(runs),
         "few": FEW_FOR_A_KEY,
         "comparison": comparison,
+        "panels": any(run.judges for run in runs),
     }
 
 

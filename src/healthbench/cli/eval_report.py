@@ -13,8 +13,10 @@ from healthbench.cli.option_groups import Bootstrap, ScoreFiles
 from healthbench.errors import RunError
 
 if TYPE_CHECKING:
+    from healthbench.results.panel_scores import PanelFigures
     from healthbench.results.views import RunView
     from healthbench.runner.run import RunOutcome
+    from healthbench.scoring.panel import Calibration, PanelRule
     from healthbench.scoring.run_score import GradedSample, RunScore
     from healthbench.store import RunRecord, Store
 
@@ -39,28 +41,33 @@ def report_eval_run(
     inspect_log_out: Path | None = None,
     mlflow: bool = False,
     store_flag: str | None = None,
+    panel_rule: PanelRule | None = None,
+    calibration: Calibration | None = None,
 ) -> tuple[int, int]:
     """Score the run, print its scores (marked PARTIAL while conversations lack an answer), write the
     files asked for, and warn about (or, ``strict``, refuse) ungraded criteria. Returns the
     (conversation, repeat) pairs without an answer and all of them (`RunView.unanswered`).
-    ``store_flag``: the command's ``--store``, for the command that grades the ungraded criteria."""
+    ``store_flag``: the command's ``--store``, for the command that grades the ungraded criteria.
+    ``panel_rule`` / ``calibration``: how a panel's verdicts are combined (None: the stored rule)."""
     from healthbench.cli.continuable import resume_command
     from healthbench.cli.summary_view import render_summary
-    from healthbench.results.metrics_out import metrics_document, usage_metrics, write_metrics
+    from healthbench.results.metrics_out import write_metrics
+    from healthbench.results.run_results import run_metrics, scored_run
     from healthbench.results.summary import summary_of
     from healthbench.results.views import RunView
 
-    view = RunView.of(store, run).require_kind("eval")
+    view = RunView.of(store, run).require_kind("eval").with_panel(panel_rule, calibration)
     bootstrap = bootstrap or Bootstrap()  # the run's stored settings
     options = view.scoring_options(seed=bootstrap.seed, n_resamples=bootstrap.n_resamples)
     # the graded samples (every answer's text) only for the files that carry them; else read as columns
     with_samples = files.allresults_out is not None or aggregate_out is not None or mlflow
-    samples = view.graded_samples() if with_samples else []
-    score = view.score_samples(samples, options) if with_samples else view.score(options)
-    summary = summary_of(score)
+    scored = scored_run(view, options, with_samples=with_samples)
+    samples, score, panel, members = scored.samples, scored.score, scored.panel, scored.members
+    summary = summary_of(score, panel)
     judge = view.judge_spec
     missing, expected = unanswered = view.unanswered()
-    title = f"run {run.name} · judge {judge} · {view.describe_provenance()}"
+    judges = f"judges {', '.join(view.members)} (rule {view.panel_rule})" if panel else f"judge {judge}"
+    title = f"run {run.name} · {judges} · {view.describe_provenance()}"
     if missing:  # never shown as if it were the run's score
         title = f"PARTIAL: {expected - missing} of {expected} conversations answered, not the run's score · {title}"
     render_summary(summary, title=title, console=console)
@@ -68,19 +75,22 @@ def report_eval_run(
         say(counters_line)
     if judge.startswith("local/"):
         say(f"note: {SMOKE_WARNING}", style="yellow", stderr=True)
-    extra = [extra_metrics] if extra_metrics is not None else []
-    usage = view.usage_totals()
-    extra.append(usage_metrics(usage.candidate, usage.judge))
-    metrics = metrics_document(score.metrics(), *extra, provenance=view.provenance())
+    metrics = run_metrics(view, scored, [extra_metrics] if extra_metrics is not None else [])
+    del scored
     if files.metrics_out is not None:
         write_metrics(files.metrics_out, metrics)
         say(f"metrics written to {files.metrics_out}")
-    _write_score_files(view, samples, score, metrics, files, aggregate_out, inspect_log_out, mlflow)
+    _write_score_files(
+        view, samples, score, metrics, files, aggregate_out, inspect_log_out, mlflow, members, panel
+    )
     if row_scores_out is not None:
         from healthbench.results.rows import iter_row_scores, write_row_scores
 
         del samples  # the rows stream from the store
-        _, count = write_row_scores(row_scores_out, iter_row_scores(store, run.name, options))
+        _, count = write_row_scores(
+            row_scores_out,
+            iter_row_scores(store, run.name, options, rule=panel_rule, calibration=calibration),
+        )
         say(f"{count} row scores written to {row_scores_out}")
     if summary.ungraded_criteria:
         message = (
@@ -102,18 +112,23 @@ def _write_score_files(
     aggregate_out: Path | None,
     inspect_log_out: Path | None,
     mlflow: bool,
+    members: list[Mapping[str, GradedSample]] | None,
+    panel: PanelFigures | None,
 ) -> None:
-    """The files of `report_eval_run` that are written from the scores and samples themselves."""
+    """The files of `report_eval_run` that are written from the scores and samples themselves
+    (``members``: a panel's members' own samples beside ``samples``, None for a single judge)."""
     run = view.record
     if files.allresults_out is not None:
         from healthbench.results.simple_evals import write_allresults
 
-        write_allresults(files.allresults_out, samples, score, provenance=view.provenance())
+        write_allresults(files.allresults_out, samples, score, provenance=view.provenance(), members=members)
         say(f"simple-evals export written to {files.allresults_out}")
     if aggregate_out is not None:
         from healthbench.results.aggregate import aggregate_document, write_aggregate_scores
 
-        write_aggregate_scores(aggregate_out, aggregate_document(run.name, samples, score))
+        write_aggregate_scores(
+            aggregate_out, aggregate_document(run.name, samples, score, panel, members or ())
+        )
         say(f"aggregate scores written to {aggregate_out}")
     if inspect_log_out is not None:
         from healthbench.results.inspect_log import write_inspect_log
@@ -126,7 +141,7 @@ def _write_score_files(
         from healthbench.results.mlflow_log import log_to_mlflow
 
         report = build_report(
-            [stored_run(view, samples)], options=score.options, title=f"HealthBench run {run.name}"
+            [stored_run(view, samples, members)], options=score.options, title=f"HealthBench run {run.name}"
         )
         logged = log_to_mlflow(view, samples, score, metrics, report=report)
         say(

@@ -20,7 +20,7 @@ from healthbench.cli.eval_report import report_eval_run
 from healthbench.cli.option_groups import Bootstrap, ScoreFiles, takes_groups
 from healthbench.cli.options import MlflowOpt, StoreOpt
 from healthbench.cli.summary_view import literal
-from healthbench.errors import RunError, StoreMissingError, a_kind
+from healthbench.errors import ConfigError, RunError, StoreMissingError, a_kind
 
 
 def dataset_label(dataset: dict[str, Any]) -> str:
@@ -55,7 +55,7 @@ def runs_command(store: StoreOpt = None) -> None:
             run.kind,
             run.status,
             view.model_spec or completions,  # a run without a candidate: the completions it graded
-            view.judge_spec,
+            " + ".join(view.judge_specs),  # a panel: every member, the chair first
             dataset_label(run.config.get("dataset") or {}),
             run.created_at[:19],
         )
@@ -102,6 +102,22 @@ def results_command(
             "needs pip install 'healthbench[inspect]' (see docs/interop.md).",
         ),
     ] = None,
+    panel: Annotated[
+        str | None,
+        typer.Option(
+            "--panel",
+            help="How a panel of judges' verdicts on a criterion become the run's: majority, unanimous, "
+            "any or calibrated (default: the run's stored rule; no model call; docs/panels.md).",
+        ),
+    ] = None,
+    calibrate_with: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--calibrate-with",
+            help="A stored meta-eval run of a panel member (repeatable): the error rates the calibrated "
+            "rule weighs members by; implies --panel calibrated (docs/panels.md).",
+        ),
+    ] = None,
     mlflow: MlflowOpt = False,
 ) -> None:
     """Show a stored run's scores again and export them (no model call)."""
@@ -127,6 +143,11 @@ def results_command(
         from healthbench.results.mlflow_log import require_mlflow
 
         require_mlflow()
+    rule, calibration = _panel_choice(s, panel, calibrate_with or [])
+    if correct_with is not None and rule is not None:
+        raise ConfigError(
+            "--correct-with corrects the run's stored panel rule: drop --panel/--calibrate-with"
+        )
     correction = None
     if correct_with is not None:  # before any output: a refused meta-eval run leaves no partial file
         from healthbench.results.correction import corrected_scores
@@ -145,6 +166,8 @@ def results_command(
         inspect_log_out=inspect_log_out,
         mlflow=mlflow,
         store_flag=store,
+        panel_rule=rule,
+        calibration=calibration,
     )
     if correction is not None:
         from healthbench.cli.correction_view import render_correction
@@ -152,3 +175,21 @@ def results_command(
         render_correction(
             correction, title=f"run {name} corrected with meta-eval run {correct_with}", console=console
         )
+
+
+def _panel_choice(store: Any, panel: str | None, calibrate_with: list[str]) -> tuple[Any, Any]:
+    """(rule, calibration) of ``--panel`` and ``--calibrate-with``: a one-line error on an unknown rule
+    or a calibration given to another rule (None, None: the run's stored settings)."""
+    from healthbench.defaults import PANEL_RULES
+
+    if panel is not None and panel not in PANEL_RULES:
+        raise ConfigError(f"--panel {panel!r}: choose one of {', '.join(PANEL_RULES)}")
+    if calibrate_with and panel not in (None, "calibrated"):
+        raise ConfigError(
+            f"--calibrate-with weighs the calibrated rule's members: drop it or use --panel calibrated, not {panel}"
+        )
+    if not calibrate_with:
+        return panel, None
+    from healthbench.results.calibration import load_calibration
+
+    return "calibrated", load_calibration(store, calibrate_with)

@@ -39,10 +39,39 @@ def render_summary(summary: Summary, *, title: str, console: Console) -> None:
         for row in chosen:
             table.add_row(Text(literal(row.label)), f"{row.mean:.4f}", _interval(row), str(row.n_samples))
         console.print(table)
+    if summary.judges:
+        _render_judges(summary, level, console)
     if summary.unit is not None:
         console.print(Text(summary.unit))
     style = "bold red" if summary.ungraded_criteria > 0 else "green"
     console.print(Text(ungraded_line(summary), style=style))
+
+
+def _render_judges(summary: Summary, level: str, console: Console) -> None:
+    """A panel's members, each with its own score, CI, n and axis scores; then the agreement line."""
+    axes = sorted({axis for judge in summary.judges for axis, _ in judge.axes})
+    table = Table(
+        title=Text("By judge (each member's own verdicts)"), title_justify="left", title_style="bold"
+    )
+    table.add_column("judge", overflow="fold")
+    table.add_column("score", justify="right", no_wrap=True)
+    table.add_column(level, justify="right", no_wrap=True)
+    table.add_column("n", justify="right", no_wrap=True)
+    for axis in axes:
+        table.add_column(literal(axis), justify="right", no_wrap=True)
+    for judge in summary.judges:
+        row = judge.overall
+        scores = dict(judge.axes)
+        table.add_row(
+            Text(literal(judge.label)),
+            f"{row.mean:.4f}" if row is not None else "-",
+            _interval(row) if row is not None else "-",
+            str(row.n_samples) if row is not None else "0",
+            *(f"{scores[axis]:.4f}" if axis in scores else "-" for axis in axes),
+        )
+    console.print(table)
+    for line in (summary.panel or "").splitlines():
+        console.print(Text(literal(line)))
 
 
 def _interval(row: SummaryRow) -> str:

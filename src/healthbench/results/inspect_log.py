@@ -6,8 +6,10 @@ One `EvalSample` per answer (conversation × repeat; ``epoch`` = repeat + 1): th
 answer, its score (``healthbench``: the conversation's ``overall_score``, NaN, Inspect's "unscored",
 when the sample is left out as ungraded) with every criterion's verdict and explanation in the score's
 metadata, and the candidate's and the judge's usage. The log's results are the run's metrics: the same
-document ``--metrics-out`` writes. inspect_ai (``pip install 'healthbench[inspect]'``) is imported only
-when a log is written.
+document ``--metrics-out`` writes. A panel of judges' run (docs/panels.md) adds one score per member,
+``judge:<label>`` (the member's own overall score of the answer, its verdicts in the metadata), to
+every sample, and one per member to the results (its ``judge:<label>:*`` keys). inspect_ai
+(``pip install 'healthbench[inspect]'``) is imported only when a log is written.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from healthbench.errors import ConfigError
 from healthbench.models.tally import CallTally
 from healthbench.results.views import VERDICT_NAMES, RunView, StoredSample
 from healthbench.scoring.rubric import OVERALL, Verdict
-from healthbench.scoring.run_score import RunScore
+from healthbench.scoring.run_score import GradedSample, RunScore, sample_metrics
 
 if TYPE_CHECKING:
     from inspect_ai.log import EvalLog, EvalSample
@@ -70,7 +72,8 @@ def build_inspect_log(view: RunView, score: RunScore, metrics: Mapping[str, Any]
     per_sample = iter(score.per_sample)
     for page in view.iter_sample_pages():
         for stored, judge in zip(page, view.judge_usage(page), strict=True):
-            samples.append(_sample(stored, next(per_sample), judge, model, view.judge_spec))
+            members = _member_scores(stored, score) if view.is_panel else {}
+            samples.append(_sample(stored, next(per_sample), judge, model, view.judge_spec, members))
     if next(per_sample, samples) is not samples:
         raise ValueError(f"the score has more samples than run {view.name!r}")
     dataset = view.dataset
@@ -85,7 +88,10 @@ def build_inspect_log(view: RunView, score: RunScore, metrics: Mapping[str, Any]
             samples=view.store.count_items(view.record.id),
         ),
         model=model,
-        model_roles={"judge": ModelConfig(model=view.judge_spec)},
+        model_roles={
+            "judge": ModelConfig(model=view.judge_spec),
+            **{f"judge:{label}": ModelConfig(model=label) for label in view.members[1:]},
+        },
         config=EvalConfig(epochs=view.config.n_repeats),
         packages={"healthbench": __version__},
         metadata={
@@ -99,7 +105,7 @@ def build_inspect_log(view: RunView, score: RunScore, metrics: Mapping[str, Any]
     return EvalLog(
         status="success" if view.status == "finished" else "started",
         eval=spec,
-        results=_results(score, metrics, len(samples)),
+        results=_results(score, metrics, len(samples), view.members if view.is_panel else []),
         stats=EvalStats(
             started_at=view.record.created_at,
             completed_at=view.record.updated_at,
@@ -110,9 +116,10 @@ def build_inspect_log(view: RunView, score: RunScore, metrics: Mapping[str, Any]
     )
 
 
-def _results(score: RunScore, metrics: Mapping[str, Any], n_samples: int) -> Any:
+def _results(score: RunScore, metrics: Mapping[str, Any], n_samples: int, members: Sequence[str]) -> Any:
     """The log's results: each numeric key of the metrics document as one metric of the ``healthbench``
-    score; the whole document (nulls and the provenance strings too) in the results' metadata."""
+    score; the whole document (nulls and the provenance strings too) in the results' metadata. A
+    panel's ``members`` get a score each, ``judge:<label>``, of their ``judge:<label>:*`` keys."""
     from inspect_ai.log import EvalMetric, EvalResults, EvalScore
 
     numbers = {
@@ -120,6 +127,20 @@ def _results(score: RunScore, metrics: Mapping[str, Any], n_samples: int) -> Any
         for key, value in metrics.items()
         if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
     }
+    per_member = [
+        EvalScore(
+            name=f"judge:{label}",
+            scorer=SCORER,
+            metrics={
+                key.removeprefix(f"judge:{label}:"): EvalMetric(
+                    name=key.removeprefix(f"judge:{label}:"), value=metric.value
+                )
+                for key, metric in numbers.items()
+                if key.startswith(f"judge:{label}:")
+            },
+        )
+        for label in members
+    ]
     return EvalResults(
         total_samples=n_samples,
         completed_samples=n_samples - score.ungraded_samples,
@@ -130,14 +151,20 @@ def _results(score: RunScore, metrics: Mapping[str, Any], n_samples: int) -> Any
                 scored_samples=n_samples - score.ungraded_samples,
                 unscored_samples=score.ungraded_samples,
                 metrics=numbers,
-            )
+            ),
+            *per_member,
         ],
         metadata={"metrics": dict(metrics)},
     )
 
 
 def _sample(
-    stored: StoredSample, values: Mapping[str, float] | None, judge: CallTally, model: str, judge_spec: str
+    stored: StoredSample,
+    values: Mapping[str, float] | None,
+    judge: CallTally,
+    model: str,
+    judge_spec: str,
+    members: Mapping[str, Any],
 ) -> EvalSample:
     from inspect_ai._util.error import EvalError
     from inspect_ai.log import EvalSample
@@ -151,20 +178,7 @@ def _sample(
     messages = _messages(sent)
     if answered:
         messages.append(ChatMessageAssistant(content=graded.completion, model=model))
-    explanations = graded.explanations or (None,) * len(graded.verdicts)
-    criteria = [
-        {
-            "criterion": item.criterion,
-            "points": item.points,
-            "tags": list(item.tags),
-            "verdict": VERDICT_NAMES[verdict],
-            "criteria_met": None if verdict is Verdict.UNGRADED else verdict is Verdict.MET,
-            "explanation": explanation,
-        }
-        for item, verdict, explanation in zip(
-            conversation.rubrics, graded.verdicts, explanations, strict=True
-        )
-    ]
+    criteria = _criteria(graded)
     met = sum(verdict is Verdict.MET for verdict in graded.verdicts)
     candidate = CallTally()
     if row is not None:
@@ -183,7 +197,8 @@ def _sample(
                 explanation=f"{met} of {len(criteria)} criteria met"
                 + (f", {graded.ungraded} ungraded (left out of the scores)" if graded.ungraded else ""),
                 metadata={"criteria": criteria, "metrics": dict(values) if values is not None else None},
-            )
+            ),
+            **members,
         },
         metadata={
             "prompt_id": conversation.prompt_id,
@@ -199,6 +214,41 @@ def _sample(
             message=(row.error if row else None) or "not sampled", traceback="", traceback_ansi=""
         ),
     )
+
+
+def _criteria(graded: GradedSample) -> list[dict[str, Any]]:
+    """Each criterion of an answer with its verdict and explanation."""
+    explanations = graded.explanations or (None,) * len(graded.verdicts)
+    return [
+        {
+            "criterion": item.criterion,
+            "points": item.points,
+            "tags": list(item.tags),
+            "verdict": VERDICT_NAMES[verdict],
+            "criteria_met": None if verdict is Verdict.UNGRADED else verdict is Verdict.MET,
+            "explanation": explanation,
+        }
+        for item, verdict, explanation in zip(
+            graded.conversation.rubrics, graded.verdicts, explanations, strict=True
+        )
+    ]
+
+
+def _member_scores(stored: StoredSample, score: RunScore) -> dict[str, Any]:
+    """A panel's members' own scores of one answer: ``judge:<label>``, NaN when left out as ungraded."""
+    from inspect_ai.scorer import Score
+
+    out = {}
+    for label, member in stored.members.items():
+        values = sample_metrics(member, score.options)
+        met = sum(verdict is Verdict.MET for verdict in member.verdicts)
+        out[f"judge:{label}"] = Score(
+            value=values[OVERALL] if values is not None else math.nan,
+            explanation=f"{label}: {met} of {len(member.verdicts)} criteria met"
+            + (f", {member.ungraded} ungraded" if member.ungraded else ""),
+            metadata={"criteria": _criteria(member)},
+        )
+    return out
 
 
 def _messages(messages: Sequence[Mapping[str, Any]]) -> list[Any]:

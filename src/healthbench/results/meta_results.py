@@ -14,25 +14,36 @@ from healthbench.data.sources import load_meta_eval
 from healthbench.data.subset import select
 from healthbench.defaults import DEFAULT_MIN_PHYSICIAN_RATINGS
 from healthbench.errors import DataError
-from healthbench.results.views import RunView
+from healthbench.results.views import VERDICTS, RunView
 from healthbench.scoring.meta import MetaEvalResult, meta_metrics
+from healthbench.scoring.verdict import Verdict
 from healthbench.store.runs import RunRecord, Store
 
 
 def stored_labels(store: Store, run: RunRecord) -> tuple[list[MetaEvalRecord], list[bool | None]]:
-    """Rows (repeated ``n_repeats`` times) and the judge's label on each (None = ungraded)."""
+    """Rows (repeated ``n_repeats`` times) and the chair's label on each (None = ungraded): a
+    single judge's labels (every member's: `stored_verdicts`)."""
+    rows, verdicts = stored_verdicts(store, run)
+    chair = next(iter(verdicts.values()))
+    return rows, [verdict.criteria_met for verdict in chair]
+
+
+def stored_verdicts(store: Store, run: RunRecord) -> tuple[list[MetaEvalRecord], dict[str, list[Verdict]]]:
+    """Rows (repeated ``n_repeats`` times) and each member's verdict on each, by label in panel order
+    (the chair first; a single judge is a panel of one). A missing grade is ungraded."""
     view = RunView.of(store, run).require_kind("meta_eval")
     records = view.meta_records()
     grades = store.grade_progress(run.id)
-    judge = view.config.judge.label  # the chair's labels (a panel's: docs/panels.md)
-    rows: list[MetaEvalRecord] = []
-    labels: list[bool | None] = []
-    for repeat in range(view.config.n_repeats):
-        for record in records:
-            status, _ = grades.get((row_id(record), repeat, 0, judge), ("ungraded", 0))
-            rows.append(record)
-            labels.append(None if status == "ungraded" else status == "met")
-    return rows, labels
+    members = [member.label for member in view.config.panel]
+    rows = [record for _ in range(view.config.n_repeats) for record in records]
+    verdicts: dict[str, list[Verdict]] = {}
+    for judge in members:
+        verdicts[judge] = [
+            VERDICTS[grades.get((row_id(record), repeat, 0, judge), ("ungraded", 0))[0]]
+            for repeat in range(view.config.n_repeats)
+            for record in records
+        ]
+    return rows, verdicts
 
 
 def score_meta_run(

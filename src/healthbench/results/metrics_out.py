@@ -13,10 +13,13 @@ import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from healthbench.atomic import atomic_writer
 from healthbench.models.tally import CallTally
+
+if TYPE_CHECKING:
+    from healthbench.results.panel_scores import PanelFigures
 
 
 def json_safe(value: Any) -> Any:
@@ -67,6 +70,24 @@ def usage_metrics(candidate: CallTally | None, judge: CallTally) -> dict[str, An
     out.update({f"cost_usd:{role}": cost for role, cost in costs.items()})
     for role, tally in roles.items():
         out.update({f"tokens:{role}:{kind}": count for kind, count in tally.token_counts().items()})
+    return out
+
+
+def panel_metrics(figures: PanelFigures) -> dict[str, Any]:
+    """A panel's keys (docs/metrics.md): ``panel_rule``, ``judge_agreement``, ``judge_fleiss_kappa``,
+    then each member's own ``judge:<label>:overall_score`` and ``judge:<label>:axis:<axis>`` (the
+    means of `score_run` on that member's verdicts), members in panel order."""
+    out: dict[str, Any] = {
+        "panel_rule": figures.rule,
+        "judge_agreement": figures.agreement,
+        "judge_fleiss_kappa": figures.fleiss_kappa,
+    }
+    for label in figures.members:
+        stats = figures.scores[label].stats
+        overall = stats.get("overall_score")
+        out[f"judge:{label}:overall_score"] = overall.mean if overall is not None else None
+        for key in sorted(k for k in stats if k.startswith("axis:") and k.count(":") == 1):
+            out[f"judge:{label}:{key}"] = stats[key].mean
     return out
 
 

@@ -206,6 +206,7 @@ def write_allresults(
     *,
     html: bool = False,
     provenance: Mapping[str, Any] | None = None,
+    members: Sequence[Mapping[str, GradedSample]] | None = None,
 ) -> Path:
     """Write ``samples`` scored by ``run_score`` as simple-evals lays out ``_allresults.json``.
 
@@ -213,14 +214,20 @@ def write_allresults(
     (simple-evals never writes either; such samples are left out of ``metrics``). ``htmls`` holds one
     short HTML summary per sample when ``html`` is set, else it is empty. ``provenance`` (profile,
     grader prompt sha256) is added to ``metadata`` next to ``example_level_metadata``. Atomic.
+
+    A panel of judges' run (``members``: each sample's members' own samples, by label in panel
+    order) writes the panel's verdict as ``criteria_met`` and every member's beside it in each rubric
+    item, ``judge_verdicts: {label: true|false|null}`` (simple-evals readers ignore the key).
     """
     if len(run_score.per_sample) != len(samples):
         raise ValueError(f"{len(samples)} samples but the run score covers {len(run_score.per_sample)}")
+    if members is not None and len(members) != len(samples):
+        raise ValueError(f"{len(samples)} samples but {len(members)} panels of members' verdicts")
     score, metrics = allresults_metrics(run_score)
     convos: list[list[dict[str, str]]] = []
     examples: list[dict[str, Any]] = []
     htmls: list[str] = []
-    for sample, sample_metrics in zip(samples, run_score.per_sample, strict=True):
+    for index, (sample, sample_metrics) in enumerate(zip(samples, run_score.per_sample, strict=True)):
         prompt = _prompt_of(sample)
         answer = [{"content": sample.completion, "role": "assistant"}]
         example_score = sample_metrics[OVERALL] if sample_metrics is not None else None
@@ -229,7 +236,7 @@ def write_allresults(
             {
                 "score": example_score,
                 "usage": dict(sample.usage) if sample.usage is not None else dict.fromkeys(USAGE_KEYS),
-                "rubric_items": _graded_items(sample),
+                "rubric_items": _graded_items(sample, members[index] if members is not None else None),
                 "prompt": prompt,
                 "completion": answer,
                 "prompt_id": sample.conversation.prompt_id,
@@ -254,9 +261,11 @@ def _prompt_of(sample: GradedSample) -> list[dict[str, str]]:
     return [{"role": message.role, "content": message.content} for message in sample.conversation.prompt]
 
 
-def _graded_items(sample: GradedSample) -> list[dict[str, Any]]:
+def _graded_items(
+    sample: GradedSample, members: Mapping[str, GradedSample] | None = None
+) -> list[dict[str, Any]]:
     explanations = sample.explanations or (None,) * len(sample.verdicts)
-    return [
+    items: list[dict[str, Any]] = [
         {
             "criterion": item.criterion,
             "points": item.points,
@@ -268,6 +277,12 @@ def _graded_items(sample: GradedSample) -> list[dict[str, Any]]:
             sample.conversation.rubrics, sample.verdicts, explanations, strict=True
         )
     ]
+    if members is not None:
+        for index, item in enumerate(items):
+            item["judge_verdicts"] = {
+                label: member.verdicts[index].criteria_met for label, member in members.items()
+            }
+    return items
 
 
 def _html(sample: GradedSample, score: float | None) -> str:

@@ -1,6 +1,7 @@
 """The content of a run's summary: overall score with its CI, then themes, then axes (then
-HealthBench Professional's task tags), then the ungraded count, as plain rows (`summary_rows`), all
-of it in a `Summary` (`summary_of`). The terminal rendering is
+HealthBench Professional's task tags), then the ungraded count, as plain rows (`summary_rows`), and
+for a panel of judges each member's own scores and the members' agreement (`JudgeRow`, `panel_line`),
+all of it in a `Summary` (`summary_of`). The terminal rendering is
 `healthbench.cli.summary_view.render_summary`.
 
 Importing this module loads no numpy."""
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
+    from healthbench.results.panel_scores import PanelFigures
     from healthbench.scoring.run_score import RunScore
 
 Section = Literal["overall", "theme", "axis", "use_case", "type", "difficulty", "specialty"]
@@ -106,9 +108,55 @@ def ungraded_line(run_score: RunScore | Summary) -> str:
 
 
 @dataclass(frozen=True)
+class JudgeRow:
+    """One member of a panel: its own overall score (``judge:<label>:overall_score``) with its CI, and
+    its axis scores (``judge:<label>:axis:<axis>``), from its own verdicts."""
+
+    label: str
+    overall: SummaryRow | None  # None when the member graded nothing
+    axes: tuple[tuple[str, float], ...]  # (axis name, score), by name
+
+
+def judge_rows(panel: PanelFigures) -> list[JudgeRow]:
+    """The members' rows, in panel order (the chair first)."""
+    from healthbench.scoring.rubric import OVERALL
+
+    rows = []
+    for label in panel.members:
+        stats = panel.scores[label].stats
+        overall = stats.get(OVERALL)
+        row = None
+        if overall is not None:
+            key = f"judge:{label}:{OVERALL}"
+            row = SummaryRow(
+                "overall", key, overall.mean, overall.ci_lower, overall.ci_upper, overall.n_samples
+            )
+        axes = tuple(
+            (key.split(":", 1)[1], stats[key].mean)
+            for key in sorted(k for k in stats if k.startswith("axis:") and k.count(":") == 1)
+        )
+        rows.append(JudgeRow(label, row, axes))
+    return rows
+
+
+def panel_line(panel: PanelFigures) -> str:
+    """``panel of 3 judges, rule majority · judge_agreement 0.8125 over 96 criteria graded by every
+    member · judge_fleiss_kappa 0.6012`` (``-`` where undefined)."""
+
+    def shown(value: float | None) -> str:
+        return "-" if value is None else f"{value:.4f}"
+
+    return (
+        f"panel of {len(panel.members)} judges, rule {panel.rule} · judge_agreement "
+        f"{shown(panel.agreement)} over {panel.graded_by_all:,} criteria graded by every member · "
+        f"judge_fleiss_kappa {shown(panel.fleiss_kappa)}"
+    )
+
+
+@dataclass(frozen=True)
 class Summary:
     """Everything a run's summary shows: its rows (`summary_rows`), the CI level, what the CIs are
-    over (`unit_line`) and the ungraded counts."""
+    over (`unit_line`) and the ungraded counts; for a panel, its members' rows and agreement."""
 
     rows: tuple[SummaryRow, ...]
     confidence: float
@@ -116,10 +164,13 @@ class Summary:
     n_samples: int
     ungraded_criteria: int
     ungraded_samples: int
+    judges: tuple[JudgeRow, ...] = ()  # a panel's members (empty for a single judge)
+    panel: str | None = None  # `panel_line`, then the calibrated rule's pooled line, if any
 
 
-def summary_of(run_score: RunScore) -> Summary:
-    """The `Summary` of a scored run."""
+def summary_of(run_score: RunScore, panel: PanelFigures | None = None) -> Summary:
+    """The `Summary` of a scored run (with ``panel``: its members and agreement)."""
+    lines = [panel_line(panel), panel.pooled_line()] if panel is not None else []
     return Summary(
         rows=tuple(summary_rows(run_score)),
         confidence=run_score.options.confidence,
@@ -127,4 +178,6 @@ def summary_of(run_score: RunScore) -> Summary:
         n_samples=run_score.n_samples,
         ungraded_criteria=run_score.ungraded_criteria,
         ungraded_samples=run_score.ungraded_samples,
+        judges=tuple(judge_rows(panel)) if panel is not None else (),
+        panel="\n".join(line for line in lines if line) or None,
     )

@@ -4,12 +4,17 @@ reads a run through a `RunView`, never through the store's tables.
 A view parses the run's stored config once into `RunConfig`, and gives its dataset info, grader
 template sha, conversations (or meta-eval rows), graded samples (all at once or streamed in pages),
 scores and usage/cost totals.
+
+A run graded by a panel of judges (docs/panels.md) stores each member's verdicts; its samples carry
+every member's (`StoredSample.members`) and the panel's, combined by the panel rule at read time
+(`RunView.with_panel` overrides the stored rule: no call is made). A single judge's verdicts pass
+through unchanged.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,6 +28,7 @@ if TYPE_CHECKING:  # loaded on first use: listing runs (`healthbench runs`) need
     from healthbench.config import RunConfig
     from healthbench.data.schema import Conversation, MetaEvalRecord
     from healthbench.data.shapes import ClassicLine
+    from healthbench.scoring.panel import Calibration, PanelRule
     from healthbench.scoring.run_score import GradedSample, RunScore, ScoringOptions
 
     # a stored item of `RunView._pages`: id, conversation, repeat, its sample, the page's verdicts
@@ -41,9 +47,12 @@ class StoredSample:
     sample row behind it (None when the conversation was never sampled) and its item id (the prompt
     id, except in baseline runs, where one prompt can have several graded completions)."""
 
-    graded: GradedSample
+    graded: GradedSample  # the run's verdicts: the panel's (a single judge's own)
     sample: SampleRow | None
     item_id: str
+    # each member's own verdicts and explanations, by label in panel order (the chair first); a single
+    # judge's: its one member, whose sample is `graded` itself
+    members: Mapping[str, GradedSample] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -64,6 +73,9 @@ class RunView:
 
     store: Store
     record: RunRecord
+    # the panel rule and calibration asked for (`with_panel`); None: the run's stored settings
+    rule_override: PanelRule | None = None
+    calibration_override: Calibration | None = None
 
     @classmethod
     def open(cls, store: Store, name: str) -> RunView:
@@ -73,6 +85,11 @@ class RunView:
     @classmethod
     def of(cls, store: Store, run: RunRecord) -> RunView:
         return cls(store, run)
+
+    def with_panel(self, rule: PanelRule | None, calibration: Calibration | None = None) -> RunView:
+        """This view with its panel's verdicts combined by ``rule`` (None: the stored one) and, for the
+        calibrated rule, ``calibration`` (None: from the stored ``calibrate_with`` runs)."""
+        return replace(self, rule_override=rule, calibration_override=calibration)
 
     @cached_property
     def config(self) -> RunConfig:
@@ -148,6 +165,53 @@ class RunView:
         """The judge's spec as stored (``config.judge.spec``, read as `model_spec` is)."""
         return str(self.record.config["run"]["judge"]["spec"])
 
+    # -- its judges --------------------------------------------------------------------------
+    @property
+    def members(self) -> list[str]:
+        """The labels of the judges that graded the run, the chair first (one for a single judge)."""
+        return [member.label for member in self.config.panel]
+
+    @property
+    def is_panel(self) -> bool:
+        return len(self.config.panel) > 1
+
+    @property
+    def panel_rule(self) -> PanelRule:
+        """How the members' verdicts become the run's: the rule asked for, else the stored one."""
+        return self.rule_override or self.config.scoring.panel
+
+    @cached_property
+    def calibration(self) -> Calibration | None:
+        """What the calibrated rule weighs members by: the one given to `with_panel`, else the stored
+        ``calibrate_with`` meta-eval runs'; None for any other rule or a single judge. A `RunError`
+        naming ``--calibrate-with`` when the calibrated rule has none."""
+        if not self.is_panel or self.panel_rule != "calibrated":
+            return None
+        calibration = self.calibration_override
+        if calibration is None:
+            names = self.config.scoring.calibrate_with
+            if not names:
+                raise RunError(
+                    f"the calibrated panel rule needs the members' meta-eval runs: give --calibrate-with "
+                    f"META_RUN... (run {self.name!r} stores none)"
+                )
+            from healthbench.results.calibration import load_calibration
+
+            calibration = load_calibration(self.store, names)
+        missing = [label for label in self.members if label not in calibration.rates]
+        if missing:
+            raise RunError(
+                f"no meta-eval run measured judge {missing[0]!r} of run {self.name!r}: give --calibrate-with "
+                "a meta-eval run of every member"
+            )
+        return calibration
+
+    @property
+    def judge_specs(self) -> list[str]:
+        """Every member's spec as stored, the chair first (read as `judge_spec` is, without parsing)."""
+        judges = self.record.config["run"].get("judges") or []
+        return [str(member["spec"]) for member in judges] or [self.judge_spec]
+
     def require_kind(self, kind: str) -> RunView:
         if self.kind != kind:
             wanted = "an eval" if kind == "eval" else "a meta-eval"
@@ -188,12 +252,42 @@ class RunView:
 
     def iter_sample_pages(self, page_size: int = PAGE_SIZE) -> Iterator[list[StoredSample]]:
         """`iter_samples` a page (one store read) at a time."""
+        labels = self.members
+        combine = self._combiner() if len(labels) > 1 else None
         for page in self._pages(page_size):
             stored = []
             for item_id, conversation, repeat, sample, verdicts in page:
-                graded = _graded(item_id, conversation, repeat, sample, verdicts, self.config.judge.label)
-                stored.append(StoredSample(graded, sample, item_id))
+                members = {
+                    label: _graded(item_id, conversation, repeat, sample, verdicts, label) for label in labels
+                }
+                graded = members[labels[0]] if combine is None else combine(members)
+                stored.append(StoredSample(graded, sample, item_id, members))
             yield stored
+
+    def _combiner(self) -> Callable[[Mapping[str, GradedSample]], GradedSample]:
+        """The panel's sample from its members' (`scoring.panel.combine` on every criterion, in panel
+        order; the criterion's category for the calibrated rule)."""
+        from healthbench.scoring.panel import combine, criterion_category
+
+        rule, calibration, labels = self.panel_rule, self.calibration, tuple(self.members)
+
+        def panel_sample(members: Mapping[str, GradedSample]) -> GradedSample:
+            chair = members[labels[0]]
+            rubrics = chair.conversation.rubrics
+            votes = list(zip(*(members[label].verdicts for label in labels), strict=True))
+            verdicts = tuple(
+                combine(
+                    criterion_votes,
+                    rule,
+                    labels=labels,
+                    calibration=calibration,
+                    category=criterion_category(item.tags) if calibration is not None else None,
+                )
+                for criterion_votes, item in zip(votes, rubrics, strict=True)
+            )
+            return replace(chair, verdicts=verdicts, explanations=_panel_explanations(members, labels))
+
+        return panel_sample
 
     def _pages(self, page_size: int) -> Iterator[list[_StoredItem]]:
         """Every (item id, conversation, repeat, sample or None, that page's verdicts) of the run in
@@ -292,3 +386,21 @@ def _graded(
         prompt_messages=tuple(sample.messages or ()) if sample else None,
         usage=sample.usage if sample else None,
     )
+
+
+def _panel_explanations(members: Mapping[str, GradedSample], labels: Sequence[str]) -> tuple[str | None, ...]:
+    """A panel's explanation of each criterion: every member's verdict and explanation, one line each
+    (``[openai/gpt-4.1: met] The answer ...``); None when no member explained it."""
+    n = len(members[labels[0]].verdicts)
+    out: list[str | None] = []
+    for index in range(n):
+        lines = []
+        for label in labels:
+            member = members[label]
+            explanation = member.explanations[index] if member.explanations else None
+            if explanation is not None or member.verdicts[index] is not Verdict.UNGRADED:
+                lines.append(
+                    f"[{label}: {VERDICT_NAMES[member.verdicts[index]]}] {explanation or ''}".rstrip()
+                )
+        out.append("\n".join(lines) if lines else None)
+    return tuple(out)

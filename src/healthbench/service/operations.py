@@ -25,8 +25,9 @@ from healthbench.executors.ray import require_ray
 from healthbench.grading.template import GraderTemplate
 from healthbench.results.aggregate import aggregate_scores
 from healthbench.results.meta_results import score_meta_run
-from healthbench.results.metrics_out import metrics_document, usage_metrics
+from healthbench.results.metrics_out import metrics_document
 from healthbench.results.rows import iter_row_scores
+from healthbench.results.run_results import run_metrics, scored_run
 from healthbench.results.simple_evals import write_allresults
 from healthbench.results.views import RunView
 from healthbench.runner.run import check_models, regrade_config
@@ -458,22 +459,18 @@ class JobService:
         if record.spec.get("kind") == "meta-eval":
             return metrics_document(score_meta_run(self.store, run).metrics, provenance=view.provenance())
         # the figures `healthbench results NAME` shows and the run's cost and tokens (as `--metrics-out`)
-        usage = view.usage_totals()
-        return metrics_document(
-            view.score().metrics(),
-            usage_metrics(usage.candidate, usage.judge),
-            provenance=view.provenance(),
-        )
+        return run_metrics(view, scored_run(view, with_samples=False))
 
     def allresults_file(self, workspace: str, name: str, folder: Path) -> Path:
         """The simple-evals ``_allresults.json`` of the job, written into ``folder``."""
         view = RunView.of(self.store, self._finished_run(workspace, name, "allresults"))
-        samples = view.graded_samples()
+        scored = scored_run(view)
         return write_allresults(
             folder / f"{name}_allresults.json",
-            samples,
-            view.score_samples(samples),
+            scored.samples,
+            scored.score,
             provenance=view.provenance(),
+            members=scored.members,
         )
 
     def aggregate_scores(self, workspace: str, name: str) -> dict[str, Any]:

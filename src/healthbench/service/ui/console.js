@@ -320,11 +320,13 @@
 
   async function fillResults(job) {
     $("job-results").dataset.job = job.name;
+    $("job-judges").hidden = true;
     const hasReport = REPORT_KINDS.has(job.spec.kind || "eval");
     $("job-report-link").hidden = !hasReport;
     $("job-report-link").href = `#/job/${encodeURIComponent(job.name)}/report`;
     $("compare-form").hidden = !hasReport;
     const results = await (await api(jobsPath(job.name, "/results"))).json();
+    await fillJudges(job, results.data.some((r) => r.name === "metrics"));
     $("job-downloads").replaceChildren(...results.data.map((r) => el("button", {
       type: "button", "data-result": r.name, text: `Download ${r.name}`,
       onclick: async () => {
@@ -346,6 +348,23 @@
     $("c-count").textContent = choices.length ? `${count(choices.length)} completed jobs, newest first` : "";
     $("c-submit").disabled = choices.length === 0;
     $("compare-none").hidden = choices.length > 0;
+  }
+
+  // a panel of judges' job: its members' own scores and how much they agree (from its metrics)
+  async function fillJudges(job, hasMetrics) {
+    if (!hasMetrics || (job.spec.kind || "eval").startsWith("meta-eval")) return;
+    let metrics;
+    try {
+      metrics = await (await api(jobsPath(job.name, "/results/metrics/download"))).json();
+    } catch (e) { return; }
+    const members = Object.keys(metrics).map((k) => k.match(/^judge:(.+):overall_score$/)).filter(Boolean);
+    if (!members.length) return;
+    const num = (x) => (x === null || x === undefined ? "–" : Number(x).toFixed(3));
+    $("judges-table").tBodies[0].replaceChildren(...members.map((m) => el("tr", {},
+      el("th", { scope: "row", text: m[1] }), el("td", { "data-value": metrics[m[0]], text: num(metrics[m[0]]) }))));
+    $("judges-line").textContent = `${members.length} judges · rule ${metrics.panel_rule} · panel score ${num(metrics.overall_score)} · ` +
+      `judge_agreement ${num(metrics.judge_agreement)} · judge_fleiss_kappa ${num(metrics.judge_fleiss_kappa)}`;
+    $("job-judges").hidden = false;
   }
 
   $("job-cancel").addEventListener("click", async () => { await cancelJob($("job-name").textContent); refresh(); });
