@@ -37,6 +37,12 @@ ConversationFactory = Callable[..., Conversation]
 SampleFactory = Callable[..., GradedSample]
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked `slow` run first (in their order), the rest after them: on several workers the
+    suite does not wait at its end for one long test that started last."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     """``../shared/data/healthbench`` next to the repository; skips the test when it is absent."""

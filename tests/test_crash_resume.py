@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from support.fake_runs import fake_run_config
 from support.process import fake_server_process
 
@@ -76,6 +77,7 @@ def command(url: str, data: Path, store: Path | str) -> list[str]:
     ]
 
 
+@pytest.mark.slow
 def test_kill_9_five_times_then_resume(tmp_path: Path, store_target: str) -> None:
     """On both back ends (`store_target`: a SQLite file, then a PostgreSQL database)."""
     data = tmp_path / "synthetic.jsonl"

@@ -40,6 +40,7 @@ from healthbench.testing.fake_vllm import fake_vllm_engine
 
 HAS_RAY = importlib.util.find_spec("ray") is not None
 needs_ray = pytest.mark.skipif(not HAS_RAY, reason="Ray is not installed (pip install 'healthbench[ray]')")
+pytestmark = pytest.mark.xdist_group("ray")  # every test here on one worker: one local Ray, not two
 
 
 @pytest.fixture(scope="session")

@@ -45,6 +45,7 @@ def test_job_over_http_to_completion(store_target: str) -> None:
     check_stored_against_core(store_target, "default/http1", aggregate, rows)
 
 
+@pytest.mark.slow
 def test_kill_9_mid_job_then_restart_gives_the_same_numbers(tmp_path: Path) -> None:
     concurrency = 4
     store_path = str(tmp_path / "s.db")
@@ -101,6 +102,7 @@ def jobs_status(store_path: str, name: str) -> str:
         store.close()
 
 
+@pytest.mark.slow
 def test_two_service_processes_on_one_postgresql_run_each_job_once(pg_url: str) -> None:
     token = token_for(pg_url, ["*"])
     with (

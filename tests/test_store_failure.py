@@ -90,6 +90,7 @@ def _wait_for_requests(url: str, process: subprocess.Popen[str], n: int) -> None
         time.sleep(0.01)
 
 
+@pytest.mark.slow
 def test_a_postgresql_server_stopped_mid_run_ends_with_a_continue_line_that_runs(tmp_path: Path) -> None:
     reason = unavailable()
     if reason is not None:

@@ -35,7 +35,7 @@ from healthbench.runner.estimate import RoleEstimate, estimate
 from healthbench.runner.loop import run_async
 from healthbench.runner.work import eval_work, samples_answers, stored_plan
 from healthbench.store.batches import BatchLedger
-from healthbench.store.lease import RunLease
+from healthbench.store.lease import LEASE_TTL, RunLease
 from healthbench.store.runs import INTERRUPTED, RunRecord, RunStatus, Store
 
 
@@ -179,14 +179,16 @@ async def execute(
     with_candidate: bool = True,
     pool: ConnectionPool | None = None,
     observer: CallObserver | None = None,
+    lease: float = LEASE_TTL,
 ) -> RunCounters:
     """Run the engine over what is left of ``run`` (`stored_plan`) and record the run's status.
     Models are created (and closed) here. Only one process executes a run at a time: the others get
-    a RunError naming the holder.
+    a RunError naming the holder (``lease``: seconds without a renewal after which the run's lease
+    may be taken over).
     ``pool`` shares one connection budget per endpoint with other runs on the same event loop;
     ``observer`` is told of every model call (service/metrics.py, telemetry.py)."""
     x = _Execution(store, run, config, progress, environ, with_candidate, pool, observer)
-    async with RunLease(store, run.id, run.name).held():
+    async with RunLease(store, run.id, run.name, ttl=lease).held():
         return await _execute(x)
 
 

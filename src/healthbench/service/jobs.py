@@ -369,9 +369,9 @@ class JobWorkers:
 
     async def _execute_when_free(self, job: JobRecord, pool: ConnectionPool, sink: StatusSink) -> None:
         """`_execute`, waiting while another process still holds the job's run (a worker killed with
-        its service lets go of the run when its pid ends, or at most `LEASE_TTL` after its last
-        heartbeat): such a job is retried, not failed."""
-        deadline = time.monotonic() + LEASE_TTL + 5 * POLL
+        its service lets go of the run when its pid ends, or at most the holder's lease (`LEASE_TTL`
+        for a command, `--lease` for a job) after its last heartbeat): such a job is retried, not failed."""
+        deadline = time.monotonic() + max(LEASE_TTL, self.settings.lease) + 5 * POLL
         said = False
         while True:
             try:
@@ -420,6 +420,7 @@ class JobWorkers:
                     pool=pool,
                     with_candidate=samples_answers(run, config),
                     observer=self.seen.observer,
+                    lease=self.settings.lease,  # a job and its run are let go of together
                 )
         finally:
             if on_ray:  # finished, failed or cancelled: a local Ray stops with its last job

@@ -122,3 +122,4 @@ def configure_logging(log_format: str = "text", environ: Mapping[str, str] | Non
     # the database driver's own warnings ("error ignored terminating ..." when the server goes away)
     # repeat the store's one line: not printed (as in the CLI)
     logging.getLogger("psycopg").propagate = False
+    logging.getLogger("psycopg").addHandler(logging.NullHandler())  # else Python's last resort prints them
