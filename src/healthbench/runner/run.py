@@ -92,13 +92,19 @@ def dataset_record(config: RunConfig, source: DatasetFile, **counts: Any) -> dic
     }
 
 
+def panel_labels(config: RunConfig) -> tuple[str, ...]:
+    """The labels of the run's judges, the chair first (a single judge: a panel of one)."""
+    return tuple(member.label for member in config.panel)
+
+
 def judge_estimate(todo: Iterable[Todo], config: RunConfig) -> list[RoleEstimate]:
-    """The judge calls, tokens and cost ``todo`` still needs when its answers are given (no candidate)."""
+    """The judge calls, tokens and cost ``todo`` still needs when its answers are given (no candidate):
+    a row per member of the panel."""
     return estimate(
         todo,
         candidate=None,
         answer_tokens=None,
-        judge=config.judge.parsed(),
+        judges={member.label: member.parsed() for member in config.panel},
         template=load_template(config.grader_template, config.cache_dir),
         prices=PriceTable.load(config.prices),
     )
@@ -127,7 +133,7 @@ def check_models(
     """Fail (ConfigError) before anything is stored when a model cannot be created: a missing API
     key or optional extra leaves no run behind."""
     roles = [config.model] if with_candidate and config.model is not None else []
-    specs = [role.parsed() for role in [*roles, config.judge]]  # every spec parses before any check
+    specs = [role.parsed() for role in [*roles, *config.panel]]  # every spec parses before any check
     for spec in specs:
         if not (spec.provider == "vllm" and config.executor == "ray"):  # checked by the Ray executor
             check_model(spec, environ)
@@ -239,18 +245,18 @@ def _engine_options(config: RunConfig) -> EngineOptions:
         structured_judge=config.structured_judge,
         judge_sees_system=judge_sees_system(config),
         batch_open_items=config.batch_open_items,
-        judge=config.judge.label,
+        judges=panel_labels(config),
     )
 
 
-def warms_first(config: RunConfig, template: GraderTemplate) -> bool:
-    """Warm-first judging (`EngineOptions.warm_first`): asked for (``warm_first``, the default), with a
-    cache-first grader template, a judge whose provider caches prompt prefixes (OpenAI and any
-    OpenAI-compatible server, Anthropic) and judge calls made online (a batch would wait for a second
-    round of batches)."""
-    judge = config.judge.parsed()
-    online = config.batch == "none"
-    return config.warm_first and template.cache_first and judge.provider in CACHING_PROVIDERS and online
+def warms_first(config: RunConfig, template: GraderTemplate) -> frozenset[str]:
+    """The members that warm first (`EngineOptions.warm_first`): asked for (``warm_first``, the
+    default), with a cache-first grader template, judge calls made online (a batch would wait for a
+    second round of batches), each member whose provider caches prompt prefixes (OpenAI and any
+    OpenAI-compatible server, Anthropic)."""
+    if not (config.warm_first and template.cache_first and config.batch == "none"):
+        return frozenset()
+    return frozenset(m.label for m in config.panel if m.parsed().provider in CACHING_PROVIDERS)
 
 
 async def _on_engine(x: _Execution, work_plan: Plan) -> RunCounters:
@@ -262,47 +268,65 @@ async def _on_engine(x: _Execution, work_plan: Plan) -> RunCounters:
             tokens_per_minute=config.tokens_per_minute,
         )
     )
-    judge = create_model(
-        config.judge.parsed(), config.judge.settings, pool=pool, policy=config.retry, environ=environ
-    )
-    candidate = None
-    if x.with_candidate and config.model is not None:
-        candidate = create_model(
-            config.model.parsed(), config.model.settings, pool=pool, policy=config.retry, environ=environ
-        )
+    judges, candidate = _models(config, pool, environ, with_candidate=x.with_candidate)
     template = _template(x)
     engine = Engine(
         x.store,
         x.run.id,
-        batcher=_batcher(x, judge, candidate),
+        batcher=_batcher(x, judges, candidate),
         candidate=candidate,
-        judge=judge,
+        judges=judges,
         template=template,
         options=dataclasses.replace(_engine_options(config), warm_first=warms_first(config, template)),
         prices=PriceTable.load(config.prices),
         progress=x.progress or NoProgress(),
         pool=pool,
-        observer=_observe_retries(x.observer, judge=judge, candidate=candidate),
+        observer=_observe_retries(x.observer, judges=list(judges.values()), candidate=candidate),
     )
     try:
         return await engine.run(work_plan, interrupted_before=x.run.status in INTERRUPTED)
     finally:
-        for model in (candidate, judge):
-            if model is not None:
-                await model.aclose()
+        await _close(judges, candidate)
 
 
-def _observe_retries(observer: CallObserver | None, **models: ManagedModel | None) -> CallObserver | None:
+def _models(
+    config: RunConfig, pool: ConnectionPool, environ: Mapping[str, str] | None, *, with_candidate: bool
+) -> tuple[dict[str, ManagedModel], ManagedModel | None]:
+    """The run's models: each member of the judge panel's (by label, the chair first), each with its own
+    limits, retries and settings on the shared connection ``pool``; and the candidate's (None: not
+    sampled)."""
+    judges = {
+        m.label: create_model(m.parsed(), m.settings, pool=pool, policy=config.retry, environ=environ)
+        for m in config.panel
+    }
+    candidate = None
+    if with_candidate and config.model is not None:
+        candidate = create_model(
+            config.model.parsed(), config.model.settings, pool=pool, policy=config.retry, environ=environ
+        )
+    return judges, candidate
+
+
+async def _close(judges: Mapping[str, ManagedModel], candidate: ManagedModel | None) -> None:
+    for model in (candidate, *judges.values()):
+        if model is not None:
+            await model.aclose()
+
+
+def _observe_retries(
+    observer: CallObserver | None, *, judges: list[ManagedModel], candidate: ManagedModel | None
+) -> CallObserver | None:
     """``observer``, also told of the models' retries (counted by `ManagedModel`)."""
     if observer is not None:
-        for role, model in models.items():
+        roles = [("judge", model) for model in judges] + [("candidate", candidate)]
+        for role, model in roles:
             if model is not None:
                 model.on_retry = functools.partial(observer.call_retried, role, model.spec)
     return observer
 
 
 def _batcher(
-    x: _Execution, judge: ManagedModel, candidate: ManagedModel | None
+    x: _Execution, judges: Mapping[str, ManagedModel], candidate: ManagedModel | None
 ) -> Callable[[RunCounters], BatchCaller] | None:
     """With ``--batch``, or when the run has provider batches of an earlier session (resumed with
     another ``--batch``: those are polled and their answers used, see `BatchOptions.poll_roles`): how
@@ -313,10 +337,14 @@ def _batcher(
     recorded = ledger.batches()
     if not roles and not recorded:
         return None
-    models = {"judge": judge, **({"candidate": candidate} if candidate is not None else {})}
+    models = {("judge", label): model for label, model in judges.items()}
+    if candidate is not None:
+        models["candidate", ""] = candidate
+    present = {role for role, _ in models}
     options = BatchOptions(
         roles=frozenset(roles),
-        poll_roles=frozenset(b.role for b in recorded if b.batch_id is not None and b.role in models) - roles,
+        poll_roles=frozenset(b.role for b in recorded if b.batch_id is not None and b.role in present)
+        - roles,
         fallback=config.batch_fallback,
         poll_interval=config.batch_poll_interval,
         linger=config.batch_linger,
@@ -337,23 +365,15 @@ async def cancel_batches(store: Store, name: str, *, environ: Mapping[str, str] 
     if not any(b.batch_id for b in BatchLedger(store, run.id).batches()):
         return 0
     pool = ConnectionPool(ConnectionLimits(max_connections=config.max_connections))
-    judge = create_model(
-        config.judge.parsed(), config.judge.settings, pool=pool, policy=config.retry, environ=environ
-    )
-    candidate = None
-    if config.model is not None and samples_answers(run, config):
-        candidate = create_model(
-            config.model.parsed(), config.model.settings, pool=pool, policy=config.retry, environ=environ
-        )
+    with_candidate = config.model is not None and samples_answers(run, config)
+    judges, candidate = _models(config, pool, environ, with_candidate=with_candidate)
     x = _Execution(store, run, config, None, environ, candidate is not None, pool)
-    make = _batcher(x, judge, candidate)
+    make = _batcher(x, judges, candidate)
     assert make is not None
     try:
         return await make(RunCounters()).cancel_provider_batches()
     finally:
-        for model in (candidate, judge):
-            if model is not None:
-                await model.aclose()
+        await _close(judges, candidate)
 
 
 async def _on_ray(x: _Execution, work_plan: Plan) -> RunCounters:
@@ -545,7 +565,7 @@ def regrade_dry_run(
         dataclasses.replace(w, fixed_completion=answers.get((w.item_id, w.repeat), ""))
         for w in eval_work(conversations, range(config.n_repeats))
     ]
-    return config, len(conversations), judge_estimate(fresh_todo(work), config)
+    return config, len(conversations), judge_estimate(fresh_todo(work, panel_labels(config)), config)
 
 
 def regrade(
@@ -606,14 +626,14 @@ def dry_run(store: Store, config: RunConfig, name: str | None) -> tuple[int, lis
         conversations = select(loaded, limit=config.limit, ids=config.ids, themes=config.themes)
         n_conversations, todo = (
             len(conversations),
-            fresh_todo(eval_work(conversations, range(config.n_repeats))),
+            fresh_todo(eval_work(conversations, range(config.n_repeats)), panel_labels(config)),
         )
     model = config.model
     rows = estimate(
         todo,
         candidate=model.parsed() if model else None,
         answer_tokens=model.settings.max_tokens if model else None,
-        judge=config.judge.parsed(),
+        judges={member.label: member.parsed() for member in config.panel},
         template=load_template(config.grader_template, config.cache_dir),
         prices=PriceTable.load(config.prices),
     )
