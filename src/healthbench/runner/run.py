@@ -9,7 +9,7 @@ import asyncio
 import dataclasses
 import functools
 import secrets
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -525,66 +525,126 @@ def check_answers(store: Store, parent: RunRecord) -> None:
         )
 
 
+Member = ModelConfig | Mapping[str, Any]  # a judge as given: its config, or a config layer
+
+
 def regrade_config(
     store: Store,
     source: str,
-    judge: ModelConfig | Mapping[str, Any] | None,
+    judge: Member | Sequence[Member] | None,
     overrides: Mapping[str, Any] | None = None,
+    *,
+    add_judges: Sequence[Member] = (),
+    drop_judges: Sequence[str] = (),
 ) -> tuple[RunRecord, RunConfig]:
-    """The run to regrade and the new run's settings: the parent's, with another judge (see `regrade`)."""
+    """The run to regrade and the new run's settings: the parent's, with another judge or panel
+    (``judge``: one, or a list: a new panel graded anew), or the parent's panel grown by ``add_judges``
+    and shrunk by ``drop_judges`` (labels), whose kept members' grades are copied (see `regrade`)."""
     parent = store.require_run(source)
     if parent.kind != "eval":
         raise RunError(f"run {source!r} is {a_kind(parent.kind)} run; only eval runs can be regraded")
     base = dict(parent.config["run"])
-    if (overrides or {}).get("profile") is not None:
-        for key in ("judge", "grader_template", "judge_sees_system_message"):
-            base.pop(key, None)  # the new profile's, unless overridden below
-    elif judge is None:
-        raise RunError("regrade needs a judge (--judge) or a profile (--profile)")
-    base.update(overrides or {})
-    if isinstance(judge, ModelConfig):
-        base["judge"] = judge.model_dump(mode="json", exclude_unset=True)
+    overrides = dict(overrides or {})
+    changes = bool(add_judges or drop_judges)
+    profile = overrides.get("profile") is not None
+    if changes and (judge is not None or profile):
+        raise RunError(
+            "--add-judge/--drop-judge change the parent run's panel; --judge and --profile name a new one: "
+            "give one or the other"
+        )
+    members: list[Member] | None = None
+    if changes:
+        members = _changed_panel(RunConfig.model_validate(base).panel, add_judges, drop_judges)
     elif judge is not None:
-        base["judge"] = dict(judge)
+        members = [judge] if isinstance(judge, ModelConfig | Mapping) else list(judge)
+    if profile:
+        for key in ("judge", "judges", "grader_template", "judge_sees_system_message"):
+            base.pop(key, None)  # the new profile's, unless overridden below
+    elif members is None:
+        raise RunError("regrade needs a judge (--judge), a profile (--profile) or --add-judge/--drop-judge")
+    base.update(overrides)
+    if members is not None:
+        given = [
+            m.model_dump(mode="json", exclude_unset=True) if isinstance(m, ModelConfig) else dict(m)
+            for m in members
+        ]
+        base.pop("judges", None)
+        base["judge"] = given[0]
+        if len(given) > 1:
+            base["judges"] = given
     return parent, validate_config(base)
+
+
+def _changed_panel(panel: Sequence[ModelConfig], add: Sequence[Member], drop: Sequence[str]) -> list[Member]:
+    """A parent's panel with ``add`` appended and the members labelled ``drop`` left out."""
+    labels = [m.label for m in panel]
+    unknown = [label for label in drop if label not in labels]
+    if unknown:
+        raise RunError(f"--drop-judge {unknown[0]}: not a judge of the run (its judges: {', '.join(labels)})")
+    kept: list[Member] = [m for m in panel if m.label not in drop]
+    kept.extend(add)
+    if not kept:
+        raise RunError("--drop-judge would leave the run without a judge")
+    return kept
+
+
+def kept_members(parent: RunRecord, config: RunConfig) -> list[str]:
+    """The members of ``config``'s panel that are members of ``parent``'s with the same settings:
+    whose grades a regrade that grows or shrinks the panel copies."""
+    before = {m.label: m.identity() for m in RunConfig.model_validate(parent.config["run"]).panel}
+    return [m.label for m in config.panel if before.get(m.label) == m.identity()]
 
 
 def regrade_dry_run(
     store: Store,
     source: str,
-    judge: ModelConfig | Mapping[str, Any] | None,
+    judge: Member | Sequence[Member] | None,
     overrides: Mapping[str, Any] | None = None,
+    *,
+    add_judges: Sequence[Member] = (),
+    drop_judges: Sequence[str] = (),
 ) -> tuple[RunConfig, int, list[RoleEstimate]]:
     """The new run's settings, the conversations regraded and the judge calls, tokens and cost the
     regrade of ``source`` needs (no call is made): every criterion of every stored answer, the
-    answers' real lengths included."""
-    parent, config = regrade_config(store, source, judge, overrides)
+    answers' real lengths included, by each member whose grades are not copied (see `regrade`)."""
+    parent, config = regrade_config(
+        store, source, judge, overrides, add_judges=add_judges, drop_judges=drop_judges
+    )
+    kept = set(kept_members(parent, config)) if add_judges or drop_judges else set()
     answers = store.sample_progress(parent.id)
     conversations = RunView.of(store, parent).conversations()
     work = [
         dataclasses.replace(w, fixed_completion=answers.get((w.item_id, w.repeat), ""))
         for w in eval_work(conversations, range(config.n_repeats))
     ]
-    return config, len(conversations), judge_estimate(fresh_todo(work, panel_labels(config)), config)
+    asked = [label for label in panel_labels(config) if label not in kept]
+    return config, len(conversations), judge_estimate(fresh_todo(work, asked), config)
 
 
 def regrade(
     source: str,
-    judge: ModelConfig | Mapping[str, Any] | None,
+    judge: Member | Sequence[Member] | None,
     *,
     store: Store,
     name: str | None = None,
     overrides: Mapping[str, Any] | None = None,
+    add_judges: Sequence[Member] = (),
+    drop_judges: Sequence[str] = (),
     **hooks: Unpack[RunHooks],
 ) -> RunOutcome:
-    """Grade another run's samples with another judge (or template) without re-sampling.
+    """Grade another run's samples with another judge (or template, or panel) without re-sampling.
 
-    ``judge`` is a `ModelConfig` or a config layer (None: the judge of the ``profile`` override). A
-    ``profile`` override sets the judge's side of that profile; the candidate's stays the parent's."""
-    parent, config = regrade_config(store, source, judge, overrides)
+    ``judge`` is a `ModelConfig` or a config layer, or a list of them (a new panel, the chair first;
+    None: the judge of the ``profile`` override). A ``profile`` override sets the judge's side of that
+    profile; the candidate's stays the parent's. ``add_judges``/``drop_judges`` (labels) instead grow
+    or shrink the parent's panel: its kept members' grades are copied, only the new members are asked."""
+    parent, config = regrade_config(
+        store, source, judge, overrides, add_judges=add_judges, drop_judges=drop_judges
+    )
+    keep = kept_members(parent, config) if add_judges or drop_judges else []
     with on_cluster(config):
         run = prepare_regrade(
-            store, parent, config, name or new_run_name("regrade"), environ=hooks.get("environ")
+            store, parent, config, name or new_run_name("regrade"), environ=hooks.get("environ"), keep=keep
         )
         return finish(store, run, config, **hooks)
 
@@ -596,9 +656,10 @@ def prepare_regrade(
     name: str,
     *,
     environ: Mapping[str, str] | None = None,
+    keep: Sequence[str] = (),
 ) -> RunRecord:
-    """The regrade run ``name`` of ``parent`` (see `regrade_config`): made with the parent's answers,
-    or the existing one when its settings are the same."""
+    """The regrade run ``name`` of ``parent`` (see `regrade_config`): made with the parent's answers
+    (and the grades of its members ``keep``, labels), or the existing one when its settings are the same."""
     existing = store.get_run(name)
     if existing is not None:
         if existing.parent_run != parent.name:
@@ -611,7 +672,9 @@ def prepare_regrade(
     record = stored_record(
         config, kind="eval", dataset=parent.config["dataset"], template_sha=template.sha256
     )
-    return store.create_run(name, "eval", record, (), parent_run=parent.name, copy_of=parent.id)
+    return store.create_run(
+        name, "eval", record, (), parent_run=parent.name, copy_of=parent.id, copy_grades_of=keep
+    )
 
 
 def dry_run(store: Store, config: RunConfig, name: str | None) -> tuple[int, list[RoleEstimate]]:
