@@ -168,3 +168,34 @@ def test_per_judge_flags_apply_to_every_member_or_to_each_in_order() -> None:
 def test_a_panel_refuses_the_ray_executor() -> None:
     with pytest.raises(ConfigError, match="a panel of judges runs on the local engine"):
         build_config({"judges": [{"spec": "openai/a"}, {"spec": "openai/b"}], "executor": "ray"})
+
+
+def test_a_job_body_with_judges_makes_the_run_config_of_the_cli(server: str, tmp_path: Path) -> None:
+    from service_helpers import completed_job
+
+    from healthbench.client import Client
+    from healthbench.service.operations import job_config
+
+    members = [{"spec": m, "base_url": server, "settings": {"temperature": 0.25}} for m in PANEL]
+    body = {"model": {"spec": "cand", "base_url": server}, "judges": members, "limit": 2}
+    flags = {
+        "model": "cand",
+        "base_url": server,
+        "judge": PANEL,
+        "judge_base_url": [server],
+        "judge_temperature": 0.25,
+        "limit": 2,
+    }
+    cli = build_config(config_layer(flags))
+    assert job_config(body, None, tmp_path) == cli
+    with Client.local(tmp_path / "s.db") as client:
+        jobs = client.evaluation.benchmark_jobs
+        reset_stats(server)
+        jobs.create(name="panel", **body)
+        completed_job(client, "panel")
+    stored = Store(tmp_path / "s.db")
+    run = next(r for r in stored.list_runs() if r.name.endswith("panel"))
+    rows = stored.load_grades(run.id)
+    n = sum(len(record["rubrics"]) for _, record in stored.load_items(run.id))
+    assert fetch_stats(server)["judge"] == 3 * n and {k[3] for k in rows} == set(PANEL) and len(rows) == 3 * n
+    assert [u.judge for u in stored.iter_usage(run.id) if u.role == "judge"].count("judge-two") == n
