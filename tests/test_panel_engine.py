@@ -199,3 +199,23 @@ def test_a_job_body_with_judges_makes_the_run_config_of_the_cli(server: str, tmp
     n = sum(len(record["rubrics"]) for _, record in stored.load_items(run.id))
     assert fetch_stats(server)["judge"] == 3 * n and {k[3] for k in rows} == set(PANEL) and len(rows) == 3 * n
     assert [u.judge for u in stored.iter_usage(run.id) if u.role == "judge"].count("judge-two") == n
+
+
+def test_dry_run_estimates_each_member_and_regrade_add_judge_only_the_new_one(
+    server: str, store: Store
+) -> None:
+    from healthbench.runner.run import dry_run, regrade_dry_run
+
+    config = panel_config(server, PANEL[:2])
+    _, rows = dry_run(store, config, None)
+    single = dry_run(store, fake_run_config(server, limit=4), None)[1]
+    judged = [r for r in rows if r.role == "judge"]
+    assert [r.model for r in judged] == [f"openai/{FAKE_JUDGE}", "openai/judge-two"]
+    # each member is estimated as the single judge would be
+    one = next(r for r in single if r.role == "judge")
+    assert all((r.calls, r.input_tokens) == (one.calls, one.input_tokens) for r in judged)
+    run_eval(config, store=store, name="d")
+    add = [{"spec": "judge-three", "base_url": server}]
+    _, _, estimate = regrade_dry_run(store, "d", None, add_judges=add)
+    calls = {r.model: r.calls for r in estimate if r.role == "judge"}
+    assert calls == {f"openai/{m}": n for m, n in zip(PANEL, (0, 0, one.calls), strict=True)}
