@@ -136,11 +136,11 @@ def test_the_plan_reads_one_page_at_a_time_in_repeat_then_item_order(
     for r in range(2):
         for i in ids:
             completion = f"answer {i} {r}" if (i, r) in done_samples else None
-            missing = [(k, 0) for k in range(n_criteria[i])]
+            missing = [(k, 0, FAKE_JUDGE) for k in range(n_criteria[i])]
             if (i, r) == (ids[0], 0) or (i, r) == (ids[4], 1):
                 missing = []
             elif (i, r) == (ids[1], 0):
-                missing = [(1, 2), *missing[2:]]  # the ungraded one starts after its 2 attempts
+                missing = [(1, 2, FAKE_JUDGE), *missing[2:]]  # the ungraded one starts after its 2 attempts
             if completion is None or missing:
                 want.append((i, r, completion, missing))
     assert [(w.item_id, w.repeat, c, m) for w, c, m in todo] == want

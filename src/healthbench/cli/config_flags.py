@@ -20,6 +20,9 @@ RESUMABLE = HOW_FIELDS - {"scoring"}
 REPORT_FLAGS = frozenset({"seed", "n_resamples"})
 # parameters that are no config setting but name or define the run: never with --resume
 DEFINING = frozenset({"name", "config"})
+# per-member judge flags (repeatable like --judge): given once, every member's; given once per member,
+# each member's in the order of the --judge flags
+PER_MEMBER = ("judge_base_url", "judge_api_key_env")
 
 
 def _text(value: Any) -> str:
@@ -111,6 +114,11 @@ def config_layer(
     endpoints resolved as the SDKs do (`base_urls`). ``candidate`` False: a command with no candidate
     (regrade, meta-eval; its --timeout is the judge's); ``only``: just these top-level settings."""
     values = dict(params)
+    specs = _listed(values.get("judge"))
+    members = _per_member(values, len(specs))
+    values["judge"] = specs[0] if specs else None
+    for param in PER_MEMBER:
+        values[param] = members[0][param] if members else _listed(values.get(param), one=True)
     if "judge" in values or "base_url" in values:
         values["base_url"], values["judge_base_url"] = base_urls(
             values.get("model"), values.get("base_url"), values.get("judge"), values.get("judge_base_url")
@@ -125,7 +133,57 @@ def config_layer(
             wanted = only is None or path[0] in only
             if value is not None and wanted and (candidate or path[0] != "model"):
                 _put(layer, path, value)
+    if len(specs) > 1 and "judge" in layer:  # a panel: the chair first, each with its own endpoint
+        common = layer.pop("judge")
+        layer["judges"] = [
+            _member(common, spec, given, values.get("model"), values.get("base_url"))
+            for spec, given in zip(specs, members, strict=True)
+        ]
     return layer
+
+
+def _listed(value: Any, *, one: bool = False) -> Any:
+    """A repeatable flag's values as a list (``one``: the single value, None when not given)."""
+    items = [] if value is None else list(value) if isinstance(value, list | tuple) else [value]
+    if one:
+        return items[0] if items else None
+    return items
+
+
+def _per_member(values: Mapping[str, Any], n: int) -> list[dict[str, Any]]:
+    """Each member's per-member flags (`PER_MEMBER`) for a panel of ``n`` judges (none for one): a flag
+    given once is every member's, given ``n`` times each member's in order; any other count is an error."""
+    if n < 2:
+        for param in PER_MEMBER:
+            given = _listed(values.get(param))
+            if len(given) > 1:
+                raise ConfigError(f"--{param.replace('_', '-')} given {len(given)} times for one --judge")
+        return []
+    out: list[dict[str, Any]] = [{} for _ in range(n)]
+    for param in PER_MEMBER:
+        given = _listed(values.get(param))
+        if len(given) not in (0, 1, n):
+            raise ConfigError(
+                f"--{param.replace('_', '-')} given {len(given)} times for {n} judges: give it once (for "
+                f"every judge) or {n} times (one per --judge, in order)"
+            )
+        for member, value in zip(out, given * n if len(given) == 1 else given or [None] * n, strict=True):
+            member[param] = value
+    return out
+
+
+def _member(
+    common: Mapping[str, Any], spec: str, given: Mapping[str, Any], model: Any, base_url: Any
+) -> dict[str, Any]:
+    """One member's config: the judge settings every member shares, its spec and its own endpoint."""
+    member = {k: v for k, v in common.items() if k not in ("spec", "base_url", "api_key_env")}
+    member["spec"] = spec
+    _, url = base_urls(model, base_url, spec, given.get("judge_base_url"))
+    if url is not None:
+        member["base_url"] = url
+    if given.get("judge_api_key_env") is not None:
+        member["api_key_env"] = given["judge_api_key_env"]
+    return member
 
 
 def resume_overrides(params: Mapping[str, Any]) -> dict[str, Any]:

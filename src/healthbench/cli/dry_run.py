@@ -29,13 +29,12 @@ def print_estimate(title: str, rows: list[RoleEstimate]) -> None:
     total = total_cost(rows)
     cost = "unknown (a model has no price; see --prices)" if total is None else f"${total:,.2f}"
     say(f"estimated total: {cost} — tokens estimated at 4 characters each; cached calls cost nothing")
-    judged = next((r for r in rows if r.role == "judge"), None)
-    if judged is not None and judged.cached_input_tokens:
+    for judged in (r for r in rows if r.role == "judge" and r.cached_input_tokens):  # each member's
         say(
             f"judge input read from the provider's prompt cache: {judged.cached_share or 0:.0%} "
-            f"({judged.cached_input_tokens:,} tokens, priced so above); this assumes its provider caches "
-            "prompt prefixes and that each conversation's first criterion answers before the others "
-            "(warm-first; see docs/cost.md); the batch prices assume the same share"
+            f"({judged.cached_input_tokens:,} tokens of {judged.model}, priced so above); this assumes its "
+            "provider caches prompt prefixes and that each conversation's first criterion answers before "
+            "the others (warm-first; see docs/cost.md); the batch prices assume the same share"
         )
     if total is not None:
         judge, every = total_cost(rows, {"judge"}), total_cost(rows, {"judge", "candidate"})

@@ -87,8 +87,14 @@ def meta_eval_command(
     ctx: typer.Context,
     *,
     judge: Annotated[
-        str | None,
-        typer.Option("--judge", "-j", show_default=False, help=f"Judge model spec. Default {OFFLINE_MODEL}."),
+        list[str] | None,
+        typer.Option(
+            "--judge",
+            "-j",
+            show_default=False,
+            help=f"Judge model spec. Default {OFFLINE_MODEL}. Repeat it for a panel: every judge grades "
+            "every row.",
+        ),
     ] = None,
     judging: JudgeOptions,
     dataset: Annotated[

@@ -123,8 +123,17 @@ def _opt(kind: type, *flags: str, help: str, **kw: Any) -> Any:
     return Annotated[kind | None, typer.Option(*flags, help=help, **kw)]
 
 
-JudgeBaseUrl = _opt(str, "--judge-base-url", help="OpenAI-compatible endpoint of the judge.")
-JudgeKeyEnv = _opt(str, "--judge-api-key-env", help="Environment variable holding the judge's API key.")
+# per member of a panel (several --judge): given once, every member's; once per --judge, each member's in order
+JudgeBaseUrl = _opt(
+    list[str],
+    "--judge-base-url",
+    help="OpenAI-compatible endpoint of the judge (with several --judge: once for all, or once per judge in order).",
+)
+JudgeKeyEnv = _opt(
+    list[str],
+    "--judge-api-key-env",
+    help="Environment variable holding the judge's API key (with several --judge: once for all, or once per judge).",
+)
 JudgeTemperature = _opt(float, "--judge-temperature", help="Judge sampling temperature.")
 JudgeMaxTokens = _opt(int, "--judge-max-tokens", help="Judge max output tokens.")
 JudgeReasoning = _opt(str, "--judge-reasoning-effort", help="Judge reasoning effort.")

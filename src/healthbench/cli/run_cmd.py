@@ -67,12 +67,13 @@ def run_command(
     *,
     candidate: CandidateOptions,
     judge: Annotated[
-        str | None,
+        list[str] | None,
         typer.Option(
             "--judge",
             "-j",
             show_default=False,
-            help=f"Judge model spec (same syntax). Default {OFFLINE_MODEL}.",
+            help=f"Judge model spec (same syntax). Default {OFFLINE_MODEL}. Repeat it for a panel of "
+            "judges (the first is the chair): every judge grades every criterion.",
         ),
     ] = None,
     judging: JudgeOptions,
@@ -264,9 +265,31 @@ def regrade_command(
     source: Annotated[str, typer.Argument(help="The run whose samples are graded again.")],
     *,
     judge: Annotated[
-        str | None,
+        list[str] | None,
         typer.Option(
-            "--judge", "-j", show_default=False, help="Judge model spec (required without --profile)."
+            "--judge",
+            "-j",
+            show_default=False,
+            help="Judge model spec (required without --profile or --add-judge/--drop-judge); repeat it "
+            "for a panel of judges: every criterion is graded anew by each.",
+        ),
+    ] = None,
+    add_judge: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--add-judge",
+            show_default=False,
+            help="Grow the run's panel by this judge (repeatable; the per-judge flags apply to the new "
+            "judges): the members' grades are copied, only the new judges are asked.",
+        ),
+    ] = None,
+    drop_judge: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--drop-judge",
+            show_default=False,
+            help="Leave this judge (its spec) out of the run's panel (repeatable): the others' grades are "
+            "copied, no call is made.",
         ),
     ] = None,
     judging: JudgeOptions,
@@ -296,10 +319,19 @@ def regrade_command(
     if mlflow and not control.dry_run:  # before any model call
         require_mlflow()
     s = Store(store, create=False)  # the run regraded is in it: a store that does not exist is refused
-    overrides = config_layer(ctx.params, candidate=False)  # the candidate's settings stay the parent's
-    layer = overrides.pop("judge", {})
+    from healthbench.errors import ConfigError
+
+    if add_judge and judge:
+        raise ConfigError("--judge names a new panel, --add-judge grows the run's: give one or the other")
+    # --add-judge's judges take the per-judge flags as --judge's would (the candidate's settings stay
+    # the parent's)
+    overrides = config_layer({**ctx.params, "judge": add_judge or judge}, candidate=False)
+    one, panel = overrides.pop("judge", None), overrides.pop("judges", None)
+    given = panel or ([one] if one else [])
+    judges: Any = None if add_judge else given or None
+    changes: dict[str, Any] = {"add_judges": given if add_judge else [], "drop_judges": drop_judge or []}
     if control.dry_run:
-        config, n_conversations, rows = runner.regrade_dry_run(s, source, layer or None, overrides)
+        config, n_conversations, rows = runner.regrade_dry_run(s, source, judges, overrides, **changes)
         print_estimate(
             f"dry run: {n_conversations} conversations × {config.n_repeats} repeats (no call made)", rows
         )
@@ -312,12 +344,13 @@ def regrade_command(
         def step(progress: ProgressSink) -> runner.RunOutcome:
             return runner.regrade(
                 source,
-                layer or None,
+                judges,
                 store=s,
                 name=new_name,
                 overrides=overrides,
                 progress=progress,
                 observer=observer,
+                **changes,
             )
 
         outcome = carry_out(

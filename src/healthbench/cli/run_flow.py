@@ -125,6 +125,12 @@ def judge_cost_line(judge: CallTally) -> str | None:
     return line
 
 
+def member_line(label: str, tally: CallTally) -> str:
+    """``judge openai/gpt-4.1: 120 calls (40 from cache) · $0.0412``: one panel member's calls and cost."""
+    cost = f"${tally.cost:.4f}" + (" + unknown (unpriced)" if tally.unpriced_calls else "")
+    return f"judge {label}: {tally.made} calls ({tally.cached_calls} answered from cache) · {cost}"
+
+
 def calls_line(counters: RunCounters, *, calls: str = "model calls") -> str:
     """What the run's calls took: calls (from cache), time, tokens, cost, failures; the batches on a
     second line when the run used any."""
@@ -141,5 +147,7 @@ def calls_line(counters: RunCounters, *, calls: str = "model calls") -> str:
         line += f" · {note}"
     if (judge := judge_cost_line(counters.judge)) is not None:
         line += f"\n{judge}"
+    if len(counters.members) > 1:  # a panel of judges: each member's calls and cost
+        line += "".join(f"\n{member_line(label, t)}" for label, t in counters.members.items())
     batches = batch_summary(counters)
     return f"{line}\n{batches}" if batches else line

@@ -67,6 +67,7 @@ class CallTag:
     repeat: int
     criterion: int
     attempt: int
+    judge: str = ""  # the panel member asked (its label); '': the candidate
 
 
 @dataclass(frozen=True)
@@ -88,11 +89,17 @@ class _Pending:
     size: int  # bytes of its batch line
 
 
+# a queue of requests to batch: (role, member); member '' for the candidate. A provider batch holds the
+# requests of one model, so each member of a judge panel has its own queue and batches
+QueueKey = tuple[str, str]
+
+
 @dataclass
 class _Queue:
-    """The requests of one role waiting to be put in a batch."""
+    """The requests of one role (of one member of the judge panel) waiting to be put in a batch."""
 
     role: Role
+    member: str  # the judge's label ('' for the candidate)
     model: ManagedModel
     api: BatchApi
     items: list[_Pending] = field(default_factory=list)
@@ -109,15 +116,16 @@ class BatchCaller:
         ledger: BatchLedger,
         options: BatchOptions,
         counters: RunCounters,
-        models: dict[str, ManagedModel],
+        models: dict[QueueKey, ManagedModel],
     ) -> None:
+        """``models``: the candidate's (``("candidate", "")``) and each judge's (``("judge", label)``,
+        the chair first)."""
         self.ledger = ledger
         self.options = options
         self.counters = counters
-        self.queues: dict[str, _Queue] = {}
-        for role in options.roles | options.poll_roles:
-            model = models.get(role)
-            if model is None:
+        self.queues: dict[QueueKey, _Queue] = {}
+        for (role, member), model in models.items():
+            if role not in options.roles | options.poll_roles:
                 continue
             api = batch_api(model.provider)
             if api is None:
@@ -125,7 +133,11 @@ class BatchCaller:
                     f"--batch: {model.spec.name} has no batch API; batches need an OpenAI, Anthropic or "
                     "OpenAI-compatible (/v1/files + /v1/batches) model"
                 )
-            self.queues[role] = _Queue(role, model, api)  # type: ignore[arg-type]
+            self.queues[role, member] = _Queue(role, member, model, api)  # type: ignore[arg-type]
+        # the chair: whose queue polls a judge batch stored before panels (its requests name no member)
+        members = [member for role, member in models if role == "judge"]
+        self._chair = members[0] if members else ""
+        self._panel = len(members) > 1
         self._waiters: dict[str, list[asyncio.Future[BatchAnswer]]] = {}
         self._requests: dict[str, _Pending] = {}
         self._ready: dict[str, Completion | RequestFailure] = {}
@@ -140,7 +152,18 @@ class BatchCaller:
         whose request waits in (or was answered by) a batch of an earlier session."""
         if role in self.options.roles:
             return True
-        return role in self.queues and (key in self._in_batch or key in self._ready)
+        known = any(queue_role == role for queue_role, _ in self.queues)
+        return known and (key in self._in_batch or key in self._ready)
+
+    def _named(self, queue: _Queue) -> str:
+        """How a queue's batches are named in lines: its role, and its member in a panel of judges."""
+        return f"{queue.role} {queue.member}" if self._panel and queue.role == "judge" else queue.role
+
+    def _queue_of(self, role: str, member: str) -> _Queue | None:
+        """The queue of ``role``'s calls to ``member`` (a judge batch of before panels: the chair's)."""
+        if role == "judge" and not member:
+            member = self._chair
+        return self.queues.get((role, member))
 
     @property
     def submits(self) -> bool:
@@ -170,14 +193,16 @@ class BatchCaller:
             )
         self._tries = self.ledger.submissions()
         latest: dict[str, int] = {}
+        member: dict[int, str] = {}  # batch -> the judge its requests ask (one model per batch)
         records = [b for b in self.ledger.batches() if b.batch_id is not None]
         for record in records:
             for row in self.ledger.requests(record.id):
                 latest[row.custom_id] = record.id
+                member[record.id] = row.judge
         answered = cached(latest) if latest else set()  # this run's batch requests only
         waiting: dict[str, int] = {}  # role not batched this session -> its requests waiting in batches
         for record in records:
-            queue = self.queues.get(record.role)
+            queue = self._queue_of(record.role, member.get(record.id, ""))
             outstanding = [k for k, local in latest.items() if local == record.id and k not in answered]
             if queue is None or not outstanding or record.state == "lost":  # lost: asked again as new
                 continue
@@ -207,8 +232,9 @@ class BatchCaller:
     async def cancel_provider_batches(self) -> int:
         """Cancel this run's provider batches still running (a cancelled service job); how many."""
         cancelled = 0
+        members = self.ledger.members()
         for record in self.ledger.batches():
-            queue = self.queues.get(record.role)
+            queue = self._queue_of(record.role, members.get(record.id, ""))
             if (
                 queue is None
                 or record.batch_id is None
@@ -257,7 +283,8 @@ class BatchCaller:
         """The answer to one call, from a batch (or online after failing in batches)."""
         if self._error is not None:
             raise self._error
-        queue = self.queues[role]
+        queue = self._queue_of(role, tag.judge)
+        assert queue is not None, f"no batch queue for {role} {tag.judge!r}"
         future: asyncio.Future[BatchAnswer] = asyncio.get_running_loop().create_future()
         waiters = self._waiters.setdefault(key, [])
         waiters.append(future)
@@ -364,7 +391,8 @@ class BatchCaller:
 
     async def _submit(self, queue: _Queue, chunk: list[_Pending], resubmit_of: int | None = None) -> None:
         rows = [
-            BatchRequestRow(p.key, p.tag.item_id, p.tag.repeat, p.tag.criterion, p.tag.attempt) for p in chunk
+            BatchRequestRow(p.key, p.tag.item_id, p.tag.repeat, p.tag.criterion, p.tag.attempt, p.tag.judge)
+            for p in chunk
         ]
         local = self.ledger.add(queue.role, queue.model.spec.provider, rows, resubmit_of=resubmit_of)
         for p in chunk:
@@ -399,7 +427,7 @@ class BatchCaller:
                 self.ledger.lose(local, status.error)
             else:
                 self.ledger.update(local, status.state, status.done, status.failed, status.error)
-            self._status[local] = (queue.role, status)
+            self._status[local] = (self._named(queue), status)
             self._show()
             if status.terminal:
                 break
@@ -426,7 +454,7 @@ class BatchCaller:
                 else "it was already a resubmission: its requests fail"
             )
             self.note(
-                f"{queue.role} batch {batch_id} ({len(keys)} requests) {status.state}"
+                f"{self._named(queue)} batch {batch_id} ({len(keys)} requests) {status.state}"
                 f"{': ' + status.error if status.error else ''}; {what}"
             )
             for key in keys:
@@ -458,7 +486,7 @@ class BatchCaller:
         or online), once each like an errored request (within ``max_retries``)."""
         online = self.options.fallback == "online" or not self._batched(queue)
         self.note(
-            f"{queue.role} batch {batch_id} is lost ({status.error}); its {len(keys)} unanswered "
+            f"{self._named(queue)} batch {batch_id} is lost ({status.error}); its {len(keys)} unanswered "
             f"request(s) are {'asked online' if online else 'submitted in a new batch'}"
         )
         failure = RequestFailure("lost", status.error or f"batch {batch_id} lost")

@@ -24,6 +24,8 @@ from healthbench.models.pricing import PriceTable
 from healthbench.store.runs import CacheEntry, GradeRow, GradeStatus, Rows, SampleRow, Store
 
 Messages = list[dict[str, str]]
+# whose call a call is, as counted: False the candidate's; a judge's, True or (a panel member's) its label
+Caller = bool | str
 
 
 @dataclass(frozen=True)
@@ -52,10 +54,11 @@ class EngineOptions:
     # warm-first judging (decided by the runner: `runner.run.warms_first`): one criterion of each
     # (conversation, repeat) is asked first, its siblings once it has answered, so that they find the
     # prefix they share in the provider's prompt cache
-    warm_first: bool = False
-    # the label of the judge whose grades the engine writes and reads (`ModelConfig.label`; set by the
-    # runner from the run's config)
-    judge: str = ""
+    # (the labels of the members that warm first: their provider caches prompt prefixes)
+    warm_first: frozenset[str] = frozenset()
+    # the panel: the labels of the judges that grade every criterion (`ModelConfig.label`), the chair
+    # first; set by the runner from the run's config (a single judge is a panel of one)
+    judges: tuple[str, ...] = ("",)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +69,9 @@ class CallResult:
     cached: bool
 
 
-Todo = tuple[WorkItem, str | None, list[tuple[int, int]]]  # a work item, its completion, criteria to grade
+# a criterion to grade: its index, the attempt to start from and the member (label) to ask
+Ask = tuple[int, int, str]
+Todo = tuple[WorkItem, str | None, list[Ask]]  # a work item, its completion, the criteria to grade
 
 
 @dataclass(frozen=True)
@@ -74,7 +79,8 @@ class Plan:
     """What is left to do in a run: its counts (what is done of what, counted by the store), and its
     pending work read lazily, a page at a time (`pages`, `todo`): per work item, its completion (if
     known) and the criteria still to grade with the attempt to start from (an ungraded criterion is
-    asked anew, not answered from the cached answers that left it ungraded). Nothing of the run's
+    asked anew, not answered from the cached answers that left it ungraded), member by member of the
+    panel (``judges``: each member's own grades say what it has left). Nothing of the run's
     work is held by the plan itself: an executor keeps only the pages it has taken and not finished.
 
     ``work`` gives the run's work items a page at a time, in (repeat, item) order, each time it is
@@ -86,8 +92,8 @@ class Plan:
     samples_total: int
     samples_done: int
     criteria_total: int
-    criteria_done: int
-    judge: str  # the label of the judge whose grades count as done
+    criteria_done: int  # criteria x members
+    judges: tuple[str, ...]  # the panel: the labels of the members whose grades count as done
 
     @property
     def empty(self) -> bool:
@@ -98,7 +104,7 @@ class Plan:
         """The pending work, one page of work items at a time (pages with nothing left are skipped);
         a page is read when the previous one has been taken."""
         for work in self.work():
-            todo = page_todo(self.store, self.run_id, work, self.judge)
+            todo = page_todo(self.store, self.run_id, work, self.judges)
             if todo:
                 yield todo
 
@@ -108,11 +114,12 @@ class Plan:
             yield from page
 
 
-def fresh_todo(work: Iterable[WorkItem]) -> Iterator[Todo]:
+def fresh_todo(work: Iterable[WorkItem], judges: Sequence[str]) -> Iterator[Todo]:
     """The pending work of work items nothing is stored for yet (a dry run of a run not made yet):
-    each with its given completion, if any, and every criterion from its first attempt."""
+    each with its given completion, if any, and every criterion from its first attempt, for every
+    member of the panel ``judges``."""
     for w in work:
-        yield w, w.fixed_completion, [(i, 0) for i in range(len(w.criteria))]
+        yield w, w.fixed_completion, [(i, 0, judge) for judge in judges for i in range(len(w.criteria))]
 
 
 # -- requests: built here once, for both executors ------------------------------------------------
@@ -171,9 +178,10 @@ def cache_entry(key: str, spec: ModelSpec, result: CallResult) -> CacheEntry:
     return CacheEntry(key, spec.provider, spec.model, result.text, result.usage.as_dict())
 
 
-def page_todo(store: Store, run_id: int, work: Sequence[WorkItem], judge: str) -> list[Todo]:
-    """What is left of ``work`` (one page of a plan): compared with the samples and the grades of
-    ``judge`` (a label) the store holds for these items only."""
+def page_todo(store: Store, run_id: int, work: Sequence[WorkItem], judges: Sequence[str]) -> list[Todo]:
+    """What is left of ``work`` (one page of a plan): compared with the samples and the grades of each
+    member of ``judges`` (labels) the store holds for these items only; member by member, criterion by
+    criterion."""
     ids = list(dict.fromkeys(w.item_id for w in work))
     repeats = {w.repeat for w in work}
     repeat = next(iter(repeats)) if len(repeats) == 1 else None
@@ -186,11 +194,12 @@ def page_todo(store: Store, run_id: int, work: Sequence[WorkItem], judge: str) -
         completion = w.fixed_completion
         if completion is None:
             completion = samples.get((w.item_id, w.repeat))
-        missing = []
-        for i in range(len(w.criteria)):
-            status, attempts = grades.get((w.item_id, w.repeat, i, judge), (GradeStatus.UNGRADED, 0))
-            if status == GradeStatus.UNGRADED:  # never graded, or ungraded: asked (again)
-                missing.append((i, attempts))
+        missing: list[Ask] = []
+        for judge in judges:
+            for i in range(len(w.criteria)):
+                status, attempts = grades.get((w.item_id, w.repeat, i, judge), (GradeStatus.UNGRADED, 0))
+                if status == GradeStatus.UNGRADED:  # never graded, or ungraded: asked (again)
+                    missing.append((i, attempts, judge))
         if completion is None or missing:
             todo.append((w, completion, missing))
     return todo
@@ -210,7 +219,7 @@ class Grading:
     index: int
     attempt: int
     last: int
-    judge: str  # the label of the judge asked (`EngineOptions.judge`)
+    judge: str  # the label of the member asked
     usage: Usage = field(default_factory=Usage)
     cost: float | None = 0.0
     cached: bool = True
@@ -218,8 +227,19 @@ class Grading:
     error: str | None = None
 
     @classmethod
-    def start(cls, w: WorkItem, completion: str, index: int, first: int, options: EngineOptions) -> Grading:
-        return cls(w, completion, index, first, first + options.judge_retries, options.judge)
+    def start(
+        cls,
+        w: WorkItem,
+        completion: str,
+        index: int,
+        first: int,
+        options: EngineOptions,
+        judge: str | None = None,
+    ) -> Grading:
+        """Criterion ``index`` of ``w`` to be graded by member ``judge`` (None: the chair) from attempt
+        ``first``."""
+        member = options.judges[0] if judge is None else judge
+        return cls(w, completion, index, first, first + options.judge_retries, member)
 
     def request(
         self, spec: ModelSpec, settings: ModelSettings, template: GraderTemplate, options: EngineOptions
@@ -291,12 +311,14 @@ class Ledger:
         c.repeat_bound = repeat_bound
         return c
 
-    def lookup(self, keys: Sequence[str], judge: bool | Sequence[bool] = False) -> list[CallResult | None]:
+    def lookup(
+        self, keys: Sequence[str], judge: Caller | Sequence[Caller] = False
+    ) -> list[CallResult | None]:
         """The call cache's answer to each of ``keys`` (None: not in the cache), each answer counted as a
-        cache hit (of the judge: ``judge``, for all keys or key by key). One read for all of them (in
-        chunks), whatever the cache holds besides."""
+        cache hit (of the judge, or of a member by its label: ``judge``, for all keys or key by key).
+        One read for all of them (in chunks), whatever the cache holds besides."""
         found = self.store.cache_lookup(keys)
-        roles = [judge] * len(keys) if isinstance(judge, bool) else judge
+        roles = [judge] * len(keys) if isinstance(judge, bool | str) else judge
         out: list[CallResult | None] = []
         for key, of_judge in zip(keys, roles, strict=True):
             hit = found.get(key)
@@ -307,17 +329,17 @@ class Ledger:
             out.append(self.shared(hit.text, usage, judge=of_judge))
         return out
 
-    def shared(self, text: str, usage: Usage, *, judge: bool = False) -> CallResult:
+    def shared(self, text: str, usage: Usage, *, judge: Caller = False) -> CallResult:
         """An answer another call already paid for (the cache, or a provider batch's answer to the
         same request), counted as a cache hit."""
         self.counters.count_cache_hit(usage, judge=judge)
         return CallResult(text, usage, 0.0, True)
 
     def real(
-        self, spec: ModelSpec, completion: Completion, *, batch: bool = False, judge: bool = False
+        self, spec: ModelSpec, completion: Completion, *, batch: bool = False, judge: Caller = False
     ) -> CallResult:
         """A real call's answer, priced (at the provider's batch rate for a batch answer) and counted
-        (calls, tokens, cost; the judge's apart too)."""
+        (calls, tokens, cost; the judge's apart too, and each member's of a panel)."""
         parts = self.prices.cost_parts(spec.provider, spec.model, completion.usage, batch=batch)
         cost = None if parts is None else sum(parts.values())
         self.counters.count_call(completion.usage, cost, judge=judge, parts=parts)

@@ -6,7 +6,9 @@ when it can, and otherwise calls the models with bounded concurrency. Every fini
 (call cache + sample or grade row, one transaction) before its concurrency slot is released, so a
 ``kill -9`` loses at most ``max_connections`` calls; so does a store failure (a full disk, a stopped
 PostgreSQL server), after which no further call starts while the run stops. Verdicts are stored under their
-(run, item, repeat, criterion) key, never matched up by arrival order.
+(run, item, repeat, criterion, judge) key, never matched up by arrival order. A panel of judges is graded
+by the same path: every member is asked every criterion with its own model (a single judge is a panel of
+one).
 """
 
 from __future__ import annotations
@@ -14,12 +16,14 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from healthbench.errors import FatalModelError, HealthBenchError, ModelError, StoreError
 from healthbench.executors.batching import BatchCaller, CallTag
 from healthbench.executors.grading import (
+    Ask,
+    Caller,
     CallResult,
     EngineOptions,
     Grading,
@@ -47,7 +51,7 @@ class Engine:
         run_id: int,
         *,
         candidate: ChatModel | None,
-        judge: ChatModel,
+        judges: Mapping[str, ChatModel],
         template: GraderTemplate,
         options: EngineOptions | None = None,
         prices: PriceTable | None = None,
@@ -61,7 +65,7 @@ class Engine:
         self.pool = pool  # the models' endpoints: outages for the progress line, and whether they answer
         self.run_id = run_id
         self.candidate = candidate
-        self.judge = judge
+        self.judges = dict(judges)  # the panel: each member's model by its label, the chair first
         self.template = template
         self.options = options or EngineOptions()
         self.progress = progress or NoProgress()
@@ -132,31 +136,49 @@ class Engine:
             self.progress.update(self.counters)
 
     # -- one work item -------------------------------------------------------------------------
-    async def _item(self, w: WorkItem, completion: str | None, missing: list[tuple[int, int]]) -> None:
+    async def _item(self, w: WorkItem, completion: str | None, missing: list[Ask]) -> None:
         """One open item (its `_open_items` place taken by `run`), released when it is done."""
         try:
             await self._sample_and_grade(w, completion, missing)
         finally:
             self._open_items.release()
 
-    async def _sample_and_grade(
-        self, w: WorkItem, completion: str | None, missing: list[tuple[int, int]]
-    ) -> None:
+    async def _sample_and_grade(self, w: WorkItem, completion: str | None, missing: list[Ask]) -> None:
         if completion is None:
             completion = await self._sample(w)
             if completion is None:
                 return
         # a task group, not gather: when one grade stops the run, its siblings are cancelled instead
         # of running on (and reopening the model's HTTP session) after the models are closed
-        gradings = [Grading.start(w, completion, i, first, self.options) for i, first in missing]
-        if self.options.warm_first and len(gradings) > 1:
-            # warm-first: the first criterion's call writes the shared prefix to the provider's cache
-            # before its siblings are sent (other items fill the connection slots meanwhile); it is
-            # admitted alone, so that items waiting on it do not hold their siblings' places
-            if self._open_grades is not None:
-                await self._open_grades.enter(1)
-            await self._open_grade(gradings.pop(0))
-        if self._open_grades is not None:  # an item's criteria are admitted (and asked) together
+        gradings = [Grading.start(w, completion, i, n, self.options, judge) for i, n, judge in missing]
+        warm, gradings = self._warmers(gradings)
+        if warm:
+            # warm-first: each member's first criterion call writes the shared prefix to its provider's
+            # cache before its siblings are sent (other items fill the connection slots meanwhile);
+            # they are admitted alone, so that items waiting on them do not hold their siblings' places
+            await self._grade_together(warm)
+        await self._grade_together(gradings)
+
+    def _warmers(self, gradings: list[Grading]) -> tuple[list[Grading], list[Grading]]:
+        """Warm-first (`EngineOptions.warm_first`): the first criterion of each member that warms first
+        and has siblings to grade here, and the rest (with ``--batch``, the first ones go in batches of
+        their own and the rest once those have answered)."""
+        by_member: dict[str, list[int]] = {}
+        for n, g in enumerate(gradings):
+            if g.judge in self.options.warm_first:
+                by_member.setdefault(g.judge, []).append(n)
+        first = {ns[0] for ns in by_member.values() if len(ns) > 1}
+        return (
+            [g for n, g in enumerate(gradings) if n in first],
+            [g for n, g in enumerate(gradings) if n not in first],
+        )
+
+    async def _grade_together(self, gradings: list[Grading]) -> None:
+        """Grade these criteria at once: admitted together (asked together, as identical requests of one
+        conversation always were), each committed as it ends."""
+        if not gradings:
+            return
+        if self._open_grades is not None:
             await self._open_grades.enter(len(gradings))
         async with asyncio.TaskGroup() as group:
             for g in gradings:
@@ -175,7 +197,8 @@ class Engine:
             raise no_candidate(w)
         messages, key = sample_request(model.spec, model.settings, w)
         try:
-            async with self._call(model, key, messages, None, CallTag(w.item_id, w.repeat, -1, 0)) as result:
+            tag = CallTag(w.item_id, w.repeat, -1, 0)
+            async with self._call(model, key, messages, None, tag) as result:
                 rows, text = self.ledger.sampled(w, model.settings, result)
                 await self._commit(result, key, model, rows)
         except FatalModelError:
@@ -187,25 +210,24 @@ class Engine:
         return text
 
     async def _grade(self, g: Grading) -> None:
-        """Ask the judge until `Grading` has a final row (re-asks: no usable verdict), then commit it."""
+        """Ask the member until `Grading` has a final row (re-asks: no usable verdict), then commit it."""
+        judge = self.judges[g.judge]
         while True:
-            messages, schema, key = g.request(
-                self.judge.spec, self.judge.settings, self.template, self.options
-            )
+            messages, schema, key = g.request(judge.spec, judge.settings, self.template, self.options)
             try:
-                tag = CallTag(g.w.item_id, g.w.repeat, g.index, g.attempt)
-                call = self._call(self.judge, key, messages, schema, tag)
+                tag = CallTag(g.w.item_id, g.w.repeat, g.index, g.attempt, g.judge)
+                call = self._call(judge, key, messages, schema, tag)
                 async with call as result:
                     row = g.answered(result)
                     call.verdict = None if row is None else str(row.status)
-                    await self._commit(result, key, self.judge, self.ledger.graded(row))
+                    await self._commit(result, key, judge, self.ledger.graded(row))
                     if row is not None:
                         return
             except FatalModelError:
                 raise
             except ModelError as exc:
-                self._check_alive(self.judge, exc)
-                await self._commit(None, key, self.judge, self.ledger.graded(g.failed(str(exc))))
+                self._check_alive(judge, exc)
+                await self._commit(None, key, judge, self.ledger.graded(g.failed(str(exc))))
                 return
 
     def _check_alive(self, model: ChatModel, exc: ModelError) -> None:
@@ -279,10 +301,10 @@ class _CacheLookups:
 
     def __init__(self, ledger: Ledger) -> None:
         self._ledger = ledger
-        self._pending: list[tuple[str, bool, asyncio.Future[CallResult | None]]] = []
+        self._pending: list[tuple[str, Caller, asyncio.Future[CallResult | None]]] = []
         self._scheduled = False
 
-    async def get(self, key: str, judge: bool) -> CallResult | None:
+    async def get(self, key: str, judge: Caller) -> CallResult | None:
         future: asyncio.Future[CallResult | None] = asyncio.get_running_loop().create_future()
         self._pending.append((key, judge, future))
         if not self._scheduled:
@@ -336,10 +358,20 @@ class _Call:
         self.verdict: str | None = None
         self._report: tuple[CallResult, float, float | None, str | None] | None = None
 
+    @property
+    def role(self) -> str:
+        """``judge`` (a call of a panel member, named by the tag) or ``candidate``."""
+        return "candidate" if self.tag.criterion < 0 else "judge"
+
+    @property
+    def caller(self) -> Caller:
+        """Whose call this is, as counted (`Ledger`): False the candidate's, else the member's label."""
+        return self.tag.judge if self.role == "judge" else False
+
     async def __aenter__(self) -> CallResult:
         e = self.engine
-        role = "judge" if self.model is e.judge else "candidate"
-        hit = await e._lookups.get(self.key, role == "judge")
+        role = self.role
+        hit = await e._lookups.get(self.key, self.caller)
         if hit is not None:
             return self._observed(hit, None, None)
         if e.batcher is not None and e.batcher.handles(role, self.key):
@@ -357,7 +389,7 @@ class _Call:
             if e.observer is not None and isinstance(exc, ModelError):
                 self._tell(None, started, time.time() - started, None, type(exc).__name__)
             raise
-        result = e.ledger.real(self.model.spec, completion, judge=role == "judge")
+        result = e.ledger.real(self.model.spec, completion, judge=self.caller)
         if e.observer is not None:
             self._report = (result, started, time.time() - started, completion.model)
         return result
@@ -381,7 +413,7 @@ class _Call:
         outcome = "failed" if result is None else "cached" if result.cached else "ok"
         e.observer.call_ended(
             CallReport(
-                role="judge" if self.model is e.judge else "candidate",
+                role=self.role,
                 spec=self.model.spec,
                 outcome=outcome,
                 usage=None if result is None else result.usage,
@@ -402,7 +434,7 @@ class _Call:
         e = self.engine
         assert e.batcher is not None
         answer = await e.batcher.generate(role, self.key, self.tag, self.messages, self.schema)
-        judge = role == "judge"
+        judge = self.caller
         if answer.shared:
             return e.ledger.shared(answer.completion.text, answer.completion.usage, judge=judge)
         return e.ledger.real(self.model.spec, answer.completion, batch=answer.batch, judge=judge)

@@ -23,6 +23,7 @@ class RunCounters:
     ungraded: int = 0
     tally: CallTally = field(default_factory=CallTally)  # answered calls, real or from the cache
     judge: CallTally = field(default_factory=CallTally)  # the judge's calls among them
+    members: dict[str, CallTally] = field(default_factory=dict)  # ... each panel member's, by label
     retrying: str | None = None  # an endpoint outage in progress (see ConnectionPool.outage_note)
     criteria_at_start: int = 0  # criteria already done when this session started (for the ETA)
     # resuming a session that died (killed driver): at most this many of this session's calls repeat
@@ -45,21 +46,28 @@ class RunCounters:
         usage: Usage,
         cost: float | None,
         *,
-        judge: bool = False,
+        judge: bool | str = False,
         parts: Mapping[str, float] | None = None,
     ) -> None:
         """One model call that answered: its tokens, and its cost (by kind of token: ``parts``) when
-        the model has a price."""
+        the model has a price. ``judge``: a judge's call (True), or a panel member's (its label)."""
         tokens = usage.as_dict()
-        for tally in (self.tally, self.judge) if judge else (self.tally,):
+        for tally in self._tallies(judge):
             tally.count(tokens, cost, parts=parts)
 
-    def count_cache_hit(self, usage: Usage, *, judge: bool = False) -> None:
+    def count_cache_hit(self, usage: Usage, *, judge: bool | str = False) -> None:
         """One call answered from the call cache: its tokens (those of the call that made the answer)
         count, as in the stored run's usage (`RunView.usage_totals`); nothing is paid."""
         tokens = usage.as_dict()
-        for tally in (self.tally, self.judge) if judge else (self.tally,):
+        for tally in self._tallies(judge):
             tally.count(tokens, 0.0, cached=True)
+
+    def _tallies(self, judge: bool | str) -> tuple[CallTally, ...]:
+        if not judge:
+            return (self.tally,)
+        if isinstance(judge, str):
+            return (self.tally, self.judge, self.members.setdefault(judge, CallTally()))
+        return (self.tally, self.judge)
 
     @property
     def elapsed(self) -> float:

@@ -149,7 +149,7 @@ class RayExecutor:
             Grading.start(w, completion, index, first, self.options)
             for (w, _, missing), completion in zip(page, completions, strict=True)
             if completion is not None
-            for index, first in missing
+            for index, first, _ in missing  # (a panel of one: config refuses several judges on Ray)
         ]
         while grading:
             grading = self._grade_round(grading)

@@ -35,6 +35,7 @@ from healthbench.runner.run import (
     judge_estimate,
     new_run_name,
     on_cluster,
+    panel_labels,
     stored_record,
 )
 from healthbench.runner.work import eval_work, stored_plan
@@ -284,10 +285,11 @@ def estimate_baselines(store: Store, config: RunConfig, name: str | None) -> lis
                 range(config.n_repeats),
                 item_ids=[r.item_id for r in chosen],
             )
-            todo = fresh_todo(
+            given = (
                 replace(w, fixed_completion=row.completion)
                 for w, row in zip(items, list(chosen) * config.n_repeats, strict=True)
             )
+            todo = fresh_todo(given, panel_labels(config))
         estimates = judge_estimate(todo, config)
         out.append(BaselineEstimate(run_name, len(chosen), estimates))
     return out

@@ -4,7 +4,8 @@ Token counts are estimated from characters (about 4 per token); the candidate's 
 ``max_tokens`` when set, else an assumed 600 tokens (a stored or given answer counts with its own
 length); a judge answer is assumed to be 80 tokens. Calls already in the run's store are not counted: an
 existing run is estimated from its `Plan`, as it runs. Each role's cost is given online and at its
-provider's batch price (``--batch``, `PriceTable.cost`).
+provider's batch price (``--batch``, `PriceTable.cost`). A panel of judges is estimated member by member
+(a judge row each: every member grades every criterion).
 
 The judge's prompt-cache share assumes its provider caches prompt prefixes as OpenAI and Anthropic do
 (`healthbench.models.prompt_cache.cacheable_tokens`) and that a conversation's first criterion is
@@ -17,7 +18,7 @@ Anthropic's 1-hour cache (at its price). Other providers cache nothing.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from healthbench.executors.grading import Todo
@@ -72,45 +73,47 @@ def estimate(
     *,
     candidate: ModelSpec | None,
     answer_tokens: int | None,
-    judge: ModelSpec,
+    judges: Mapping[str, ModelSpec],
     template: GraderTemplate,
     prices: PriceTable,
 ) -> list[RoleEstimate]:
     """The calls ``todo`` still needs (a `Plan`'s pending work, or `fresh_todo` of work not yet stored):
-    a candidate call per item without a completion, a judge call per criterion left to grade; a known
+    a candidate call per item without a completion, a judge call per criterion left to grade by each
+    member of the panel ``judges`` (label -> spec, the chair first; a row per member); a known
     completion counts with its real length."""
     answer = answer_tokens or ASSUMED_ANSWER_TOKENS
     c_calls = c_in = 0
-    j_calls = j_in = j_cached = j_written = 0
+    calls = dict.fromkeys(judges, 0)
+    inputs, cached, written = dict.fromkeys(judges, 0), dict.fromkeys(judges, 0), dict.fromkeys(judges, 0)
     for w, completion, missing in todo:
         convo_chars = sum(len(m["content"]) + len(m["role"]) + 4 for m in w.messages)
         if candidate is not None and completion is None:
             c_calls += 1
             c_in += _tokens(convo_chars)
         answer_chars = len(completion) if completion is not None else answer * CHARS_PER_TOKEN
-        shared = cacheable_tokens(
-            judge.provider,
-            judge.model,
-            _tokens(template.prefix_chars + convo_chars + answer_chars),
-            breakpoint=template.cache_first,
-        )
-        for n, (index, _) in enumerate(missing):
-            j_calls += 1
-            j_in += _tokens(len(template.text) + convo_chars + answer_chars + len(w.criteria[index]))
-            if n == 0:
-                j_written += shared if judge.provider == "anthropic" else 0
+        prompt = _tokens(template.prefix_chars + convo_chars + answer_chars)
+        first: set[str] = set()
+        for index, _, label in missing:
+            judge = judges[label]
+            shared = cacheable_tokens(judge.provider, judge.model, prompt, breakpoint=template.cache_first)
+            calls[label] += 1
+            inputs[label] += _tokens(len(template.text) + convo_chars + answer_chars + len(w.criteria[index]))
+            if label not in first:  # the member's first criterion of the conversation writes the prefix
+                first.add(label)
+                written[label] += shared if judge.provider == "anthropic" else 0
             else:
-                j_cached += shared
+                cached[label] += shared
     out: list[RoleEstimate] = []
     if candidate is not None:
         out.append(RoleEstimate.of("candidate", candidate, c_calls, Usage(c_in, c_calls * answer), prices))
-    judged = Usage(
-        j_in,
-        j_calls * ASSUMED_VERDICT_TOKENS,
-        cached_input_tokens=j_cached,
-        cache_write_input_tokens=j_written,
-    )
-    out.append(RoleEstimate.of("judge", judge, j_calls, judged, prices))
+    for label, judge in judges.items():
+        judged = Usage(
+            inputs[label],
+            calls[label] * ASSUMED_VERDICT_TOKENS,
+            cached_input_tokens=cached[label],
+            cache_write_input_tokens=written[label],
+        )
+        out.append(RoleEstimate.of("judge", judge, calls[label], judged, prices))
     return out
 
 

@@ -22,6 +22,7 @@ from healthbench.runner.run import (
     check_same_settings,
     dataset_record,
     judge_estimate,
+    panel_labels,
     stored_record,
 )
 from healthbench.runner.work import meta_work
@@ -57,7 +58,8 @@ def meta_dry_run(config: RunConfig) -> tuple[int, list[RoleEstimate]]:
     """Rows and the judge calls, tokens and cost a meta-eval run needs (no call is made)."""
     _, records = load_meta_eval(config.dataset, data=config.data, cache=config.cache_dir)
     chosen = select(records, limit=config.limit, ids=config.ids, categories=config.categories)
-    rows = judge_estimate(fresh_todo(meta_work(chosen, range(config.n_repeats))), config)
+    work = meta_work(chosen, range(config.n_repeats))
+    rows = judge_estimate(fresh_todo(work, panel_labels(config)), config)
     return len(chosen), rows
 
 

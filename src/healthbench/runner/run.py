@@ -9,7 +9,7 @@ import asyncio
 import dataclasses
 import functools
 import secrets
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -92,13 +92,19 @@ def dataset_record(config: RunConfig, source: DatasetFile, **counts: Any) -> dic
     }
 
 
+def panel_labels(config: RunConfig) -> tuple[str, ...]:
+    """The labels of the run's judges, the chair first (a single judge: a panel of one)."""
+    return tuple(member.label for member in config.panel)
+
+
 def judge_estimate(todo: Iterable[Todo], config: RunConfig) -> list[RoleEstimate]:
-    """The judge calls, tokens and cost ``todo`` still needs when its answers are given (no candidate)."""
+    """The judge calls, tokens and cost ``todo`` still needs when its answers are given (no candidate):
+    a row per member of the panel."""
     return estimate(
         todo,
         candidate=None,
         answer_tokens=None,
-        judge=config.judge.parsed(),
+        judges={member.label: member.parsed() for member in config.panel},
         template=load_template(config.grader_template, config.cache_dir),
         prices=PriceTable.load(config.prices),
     )
@@ -127,7 +133,7 @@ def check_models(
     """Fail (ConfigError) before anything is stored when a model cannot be created: a missing API
     key or optional extra leaves no run behind."""
     roles = [config.model] if with_candidate and config.model is not None else []
-    specs = [role.parsed() for role in [*roles, config.judge]]  # every spec parses before any check
+    specs = [role.parsed() for role in [*roles, *config.panel]]  # every spec parses before any check
     for spec in specs:
         if not (spec.provider == "vllm" and config.executor == "ray"):  # checked by the Ray executor
             check_model(spec, environ)
@@ -241,17 +247,18 @@ def _engine_options(config: RunConfig) -> EngineOptions:
         structured_judge=config.structured_judge,
         judge_sees_system=judge_sees_system(config),
         batch_open_items=config.batch_open_items,
-        judge=config.judge.label,
+        judges=panel_labels(config),
     )
 
 
-def warms_first(config: RunConfig, template: GraderTemplate) -> bool:
-    """Warm-first judging (`EngineOptions.warm_first`): asked for (``warm_first``, the default), with a
-    cache-first grader template and a judge whose provider caches prompt prefixes (OpenAI and any
-    OpenAI-compatible server, Anthropic), online or with ``--batch`` (then the first criteria go in
-    batches of their own, and the rest once those have answered: docs/cost.md)."""
-    judge = config.judge.parsed()
-    return config.warm_first and template.cache_first and judge.provider in CACHING_PROVIDERS
+def warms_first(config: RunConfig, template: GraderTemplate) -> frozenset[str]:
+    """The members that warm first (`EngineOptions.warm_first`): asked for (``warm_first``, the
+    default), with a cache-first grader template, each member whose provider caches prompt prefixes
+    (OpenAI and any OpenAI-compatible server, Anthropic), online or with ``--batch`` (then the first
+    criteria go in batches of their own, and the rest once those have answered: docs/cost.md)."""
+    if not (config.warm_first and template.cache_first):
+        return frozenset()
+    return frozenset(m.label for m in config.panel if m.parsed().provider in CACHING_PROVIDERS)
 
 
 async def _on_engine(x: _Execution, work_plan: Plan) -> RunCounters:
@@ -263,47 +270,65 @@ async def _on_engine(x: _Execution, work_plan: Plan) -> RunCounters:
             tokens_per_minute=config.tokens_per_minute,
         )
     )
-    judge = create_model(
-        config.judge.parsed(), config.judge.settings, pool=pool, policy=config.retry, environ=environ
-    )
-    candidate = None
-    if x.with_candidate and config.model is not None:
-        candidate = create_model(
-            config.model.parsed(), config.model.settings, pool=pool, policy=config.retry, environ=environ
-        )
+    judges, candidate = _models(config, pool, environ, with_candidate=x.with_candidate)
     template = _template(x)
     engine = Engine(
         x.store,
         x.run.id,
-        batcher=_batcher(x, judge, candidate),
+        batcher=_batcher(x, judges, candidate),
         candidate=candidate,
-        judge=judge,
+        judges=judges,
         template=template,
         options=dataclasses.replace(_engine_options(config), warm_first=warms_first(config, template)),
         prices=PriceTable.load(config.prices),
         progress=x.progress or NoProgress(),
         pool=pool,
-        observer=_observe_retries(x.observer, judge=judge, candidate=candidate),
+        observer=_observe_retries(x.observer, judges=list(judges.values()), candidate=candidate),
     )
     try:
         return await engine.run(work_plan, interrupted_before=x.run.status in INTERRUPTED)
     finally:
-        for model in (candidate, judge):
-            if model is not None:
-                await model.aclose()
+        await _close(judges, candidate)
 
 
-def _observe_retries(observer: CallObserver | None, **models: ManagedModel | None) -> CallObserver | None:
+def _models(
+    config: RunConfig, pool: ConnectionPool, environ: Mapping[str, str] | None, *, with_candidate: bool
+) -> tuple[dict[str, ManagedModel], ManagedModel | None]:
+    """The run's models: each member of the judge panel's (by label, the chair first), each with its own
+    limits, retries and settings on the shared connection ``pool``; and the candidate's (None: not
+    sampled)."""
+    judges = {
+        m.label: create_model(m.parsed(), m.settings, pool=pool, policy=config.retry, environ=environ)
+        for m in config.panel
+    }
+    candidate = None
+    if with_candidate and config.model is not None:
+        candidate = create_model(
+            config.model.parsed(), config.model.settings, pool=pool, policy=config.retry, environ=environ
+        )
+    return judges, candidate
+
+
+async def _close(judges: Mapping[str, ManagedModel], candidate: ManagedModel | None) -> None:
+    for model in (candidate, *judges.values()):
+        if model is not None:
+            await model.aclose()
+
+
+def _observe_retries(
+    observer: CallObserver | None, *, judges: list[ManagedModel], candidate: ManagedModel | None
+) -> CallObserver | None:
     """``observer``, also told of the models' retries (counted by `ManagedModel`)."""
     if observer is not None:
-        for role, model in models.items():
+        roles = [("judge", model) for model in judges] + [("candidate", candidate)]
+        for role, model in roles:
             if model is not None:
                 model.on_retry = functools.partial(observer.call_retried, role, model.spec)
     return observer
 
 
 def _batcher(
-    x: _Execution, judge: ManagedModel, candidate: ManagedModel | None
+    x: _Execution, judges: Mapping[str, ManagedModel], candidate: ManagedModel | None
 ) -> Callable[[RunCounters], BatchCaller] | None:
     """With ``--batch``, or when the run has provider batches of an earlier session (resumed with
     another ``--batch``: those are polled and their answers used, see `BatchOptions.poll_roles`): how
@@ -314,10 +339,14 @@ def _batcher(
     recorded = ledger.batches()
     if not roles and not recorded:
         return None
-    models = {"judge": judge, **({"candidate": candidate} if candidate is not None else {})}
+    models = {("judge", label): model for label, model in judges.items()}
+    if candidate is not None:
+        models["candidate", ""] = candidate
+    present = {role for role, _ in models}
     options = BatchOptions(
         roles=frozenset(roles),
-        poll_roles=frozenset(b.role for b in recorded if b.batch_id is not None and b.role in models) - roles,
+        poll_roles=frozenset(b.role for b in recorded if b.batch_id is not None and b.role in present)
+        - roles,
         fallback=config.batch_fallback,
         poll_interval=config.batch_poll_interval,
         linger=config.batch_linger,
@@ -338,23 +367,15 @@ async def cancel_batches(store: Store, name: str, *, environ: Mapping[str, str] 
     if not any(b.batch_id for b in BatchLedger(store, run.id).batches()):
         return 0
     pool = ConnectionPool(ConnectionLimits(max_connections=config.max_connections))
-    judge = create_model(
-        config.judge.parsed(), config.judge.settings, pool=pool, policy=config.retry, environ=environ
-    )
-    candidate = None
-    if config.model is not None and samples_answers(run, config):
-        candidate = create_model(
-            config.model.parsed(), config.model.settings, pool=pool, policy=config.retry, environ=environ
-        )
+    with_candidate = config.model is not None and samples_answers(run, config)
+    judges, candidate = _models(config, pool, environ, with_candidate=with_candidate)
     x = _Execution(store, run, config, None, environ, candidate is not None, pool)
-    make = _batcher(x, judge, candidate)
+    make = _batcher(x, judges, candidate)
     assert make is not None
     try:
         return await make(RunCounters()).cancel_provider_batches()
     finally:
-        for model in (candidate, judge):
-            if model is not None:
-                await model.aclose()
+        await _close(judges, candidate)
 
 
 async def _on_ray(x: _Execution, work_plan: Plan) -> RunCounters:
@@ -507,66 +528,126 @@ def check_answers(store: Store, parent: RunRecord) -> None:
         )
 
 
+Member = ModelConfig | Mapping[str, Any]  # a judge as given: its config, or a config layer
+
+
 def regrade_config(
     store: Store,
     source: str,
-    judge: ModelConfig | Mapping[str, Any] | None,
+    judge: Member | Sequence[Member] | None,
     overrides: Mapping[str, Any] | None = None,
+    *,
+    add_judges: Sequence[Member] = (),
+    drop_judges: Sequence[str] = (),
 ) -> tuple[RunRecord, RunConfig]:
-    """The run to regrade and the new run's settings: the parent's, with another judge (see `regrade`)."""
+    """The run to regrade and the new run's settings: the parent's, with another judge or panel
+    (``judge``: one, or a list: a new panel graded anew), or the parent's panel grown by ``add_judges``
+    and shrunk by ``drop_judges`` (labels), whose kept members' grades are copied (see `regrade`)."""
     parent = store.require_run(source)
     if parent.kind != "eval":
         raise RunError(f"run {source!r} is {a_kind(parent.kind)} run; only eval runs can be regraded")
     base = dict(parent.config["run"])
-    if (overrides or {}).get("profile") is not None:
-        for key in ("judge", "grader_template", "judge_sees_system_message"):
-            base.pop(key, None)  # the new profile's, unless overridden below
-    elif judge is None:
-        raise RunError("regrade needs a judge (--judge) or a profile (--profile)")
-    base.update(overrides or {})
-    if isinstance(judge, ModelConfig):
-        base["judge"] = judge.model_dump(mode="json", exclude_unset=True)
+    overrides = dict(overrides or {})
+    changes = bool(add_judges or drop_judges)
+    profile = overrides.get("profile") is not None
+    if changes and (judge is not None or profile):
+        raise RunError(
+            "--add-judge/--drop-judge change the parent run's panel; --judge and --profile name a new one: "
+            "give one or the other"
+        )
+    members: list[Member] | None = None
+    if changes:
+        members = _changed_panel(RunConfig.model_validate(base).panel, add_judges, drop_judges)
     elif judge is not None:
-        base["judge"] = dict(judge)
+        members = [judge] if isinstance(judge, ModelConfig | Mapping) else list(judge)
+    if profile:
+        for key in ("judge", "judges", "grader_template", "judge_sees_system_message"):
+            base.pop(key, None)  # the new profile's, unless overridden below
+    elif members is None:
+        raise RunError("regrade needs a judge (--judge), a profile (--profile) or --add-judge/--drop-judge")
+    base.update(overrides)
+    if members is not None:
+        given = [
+            m.model_dump(mode="json", exclude_unset=True) if isinstance(m, ModelConfig) else dict(m)
+            for m in members
+        ]
+        base.pop("judges", None)
+        base["judge"] = given[0]
+        if len(given) > 1:
+            base["judges"] = given
     return parent, validate_config(base)
+
+
+def _changed_panel(panel: Sequence[ModelConfig], add: Sequence[Member], drop: Sequence[str]) -> list[Member]:
+    """A parent's panel with ``add`` appended and the members labelled ``drop`` left out."""
+    labels = [m.label for m in panel]
+    unknown = [label for label in drop if label not in labels]
+    if unknown:
+        raise RunError(f"--drop-judge {unknown[0]}: not a judge of the run (its judges: {', '.join(labels)})")
+    kept: list[Member] = [m for m in panel if m.label not in drop]
+    kept.extend(add)
+    if not kept:
+        raise RunError("--drop-judge would leave the run without a judge")
+    return kept
+
+
+def kept_members(parent: RunRecord, config: RunConfig) -> list[str]:
+    """The members of ``config``'s panel that are members of ``parent``'s with the same settings:
+    whose grades a regrade that grows or shrinks the panel copies."""
+    before = {m.label: m.identity() for m in RunConfig.model_validate(parent.config["run"]).panel}
+    return [m.label for m in config.panel if before.get(m.label) == m.identity()]
 
 
 def regrade_dry_run(
     store: Store,
     source: str,
-    judge: ModelConfig | Mapping[str, Any] | None,
+    judge: Member | Sequence[Member] | None,
     overrides: Mapping[str, Any] | None = None,
+    *,
+    add_judges: Sequence[Member] = (),
+    drop_judges: Sequence[str] = (),
 ) -> tuple[RunConfig, int, list[RoleEstimate]]:
     """The new run's settings, the conversations regraded and the judge calls, tokens and cost the
     regrade of ``source`` needs (no call is made): every criterion of every stored answer, the
-    answers' real lengths included."""
-    parent, config = regrade_config(store, source, judge, overrides)
+    answers' real lengths included, by each member whose grades are not copied (see `regrade`)."""
+    parent, config = regrade_config(
+        store, source, judge, overrides, add_judges=add_judges, drop_judges=drop_judges
+    )
+    kept = set(kept_members(parent, config)) if add_judges or drop_judges else set()
     answers = store.sample_progress(parent.id)
     conversations = RunView.of(store, parent).conversations()
     work = [
         dataclasses.replace(w, fixed_completion=answers.get((w.item_id, w.repeat), ""))
         for w in eval_work(conversations, range(config.n_repeats))
     ]
-    return config, len(conversations), judge_estimate(fresh_todo(work), config)
+    asked = [label for label in panel_labels(config) if label not in kept]
+    return config, len(conversations), judge_estimate(fresh_todo(work, asked), config)
 
 
 def regrade(
     source: str,
-    judge: ModelConfig | Mapping[str, Any] | None,
+    judge: Member | Sequence[Member] | None,
     *,
     store: Store,
     name: str | None = None,
     overrides: Mapping[str, Any] | None = None,
+    add_judges: Sequence[Member] = (),
+    drop_judges: Sequence[str] = (),
     **hooks: Unpack[RunHooks],
 ) -> RunOutcome:
-    """Grade another run's samples with another judge (or template) without re-sampling.
+    """Grade another run's samples with another judge (or template, or panel) without re-sampling.
 
-    ``judge`` is a `ModelConfig` or a config layer (None: the judge of the ``profile`` override). A
-    ``profile`` override sets the judge's side of that profile; the candidate's stays the parent's."""
-    parent, config = regrade_config(store, source, judge, overrides)
+    ``judge`` is a `ModelConfig` or a config layer, or a list of them (a new panel, the chair first;
+    None: the judge of the ``profile`` override). A ``profile`` override sets the judge's side of that
+    profile; the candidate's stays the parent's. ``add_judges``/``drop_judges`` (labels) instead grow
+    or shrink the parent's panel: its kept members' grades are copied, only the new members are asked."""
+    parent, config = regrade_config(
+        store, source, judge, overrides, add_judges=add_judges, drop_judges=drop_judges
+    )
+    keep = kept_members(parent, config) if add_judges or drop_judges else []
     with on_cluster(config):
         run = prepare_regrade(
-            store, parent, config, name or new_run_name("regrade"), environ=hooks.get("environ")
+            store, parent, config, name or new_run_name("regrade"), environ=hooks.get("environ"), keep=keep
         )
         return finish(store, run, config, **hooks)
 
@@ -578,9 +659,10 @@ def prepare_regrade(
     name: str,
     *,
     environ: Mapping[str, str] | None = None,
+    keep: Sequence[str] = (),
 ) -> RunRecord:
-    """The regrade run ``name`` of ``parent`` (see `regrade_config`): made with the parent's answers,
-    or the existing one when its settings are the same."""
+    """The regrade run ``name`` of ``parent`` (see `regrade_config`): made with the parent's answers
+    (and the grades of its members ``keep``, labels), or the existing one when its settings are the same."""
     existing = store.get_run(name)
     if existing is not None:
         if existing.parent_run != parent.name:
@@ -593,7 +675,9 @@ def prepare_regrade(
     record = stored_record(
         config, kind="eval", dataset=parent.config["dataset"], template_sha=template.sha256
     )
-    return store.create_run(name, "eval", record, (), parent_run=parent.name, copy_of=parent.id)
+    return store.create_run(
+        name, "eval", record, (), parent_run=parent.name, copy_of=parent.id, copy_grades_of=keep
+    )
 
 
 def dry_run(store: Store, config: RunConfig, name: str | None) -> tuple[int, list[RoleEstimate]]:
@@ -608,14 +692,14 @@ def dry_run(store: Store, config: RunConfig, name: str | None) -> tuple[int, lis
         conversations = select(loaded, limit=config.limit, ids=config.ids, themes=config.themes)
         n_conversations, todo = (
             len(conversations),
-            fresh_todo(eval_work(conversations, range(config.n_repeats))),
+            fresh_todo(eval_work(conversations, range(config.n_repeats)), panel_labels(config)),
         )
     model = config.model
     rows = estimate(
         todo,
         candidate=model.parsed() if model else None,
         answer_tokens=model.settings.max_tokens if model else None,
-        judge=config.judge.parsed(),
+        judges={member.label: member.parsed() for member in config.panel},
         template=load_template(config.grader_template, config.cache_dir),
         prices=PriceTable.load(config.prices),
     )

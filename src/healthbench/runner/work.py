@@ -78,9 +78,9 @@ def stored_plan(store: Store, run: RunRecord, config: RunConfig) -> Plan:
         work,
         samples_total=progress.items * n,
         samples_done=progress.items * n if fixed else progress.samples_done,
-        criteria_total=progress.criteria * n,
+        criteria_total=progress.criteria * n * len(config.panel),  # every member grades every criterion
         criteria_done=progress.grades_done,
-        judge=config.judge.label,
+        judges=tuple(member.label for member in config.panel),
     )
 
 

@@ -126,13 +126,21 @@ def regrade_job_config(
     `healthbench regrade` resolves them (the job's judge, else its profile's)."""
     overrides = regrade_overrides(spec, uploads, folder)
     source = run_name_of(workspace, spec["source"])
-    return regrade_config(store, source, overrides.pop("judge", None), overrides)
+    judge, panel = overrides.pop("judge", None), overrides.pop("judges", None)
+    return regrade_config(store, source, panel or judge, overrides)
+
+
+def _members(config: RunConfig) -> list[tuple[str, ModelConfig]]:
+    """The run's judges as a job body names them: ``judge``, or each of ``judges``."""
+    if not config.judges:
+        return [("judge", config.judge)]
+    return [(f"judges[{i}]", member) for i, member in enumerate(config.judges)]
 
 
 def _validate(config: RunConfig, body: JobCreate) -> None:
     """Fail at creation, not later in a worker: models must parse, uploaded data must read (from the
     upload's bytes, so that errors name the upload field, never a server path)."""
-    for field, role in (("model", config.model), ("judge", config.judge)):
+    for field, role in (("model", config.model), *_members(config)):
         if role is not None:
             _parsed(field, role)
     if body.data_jsonl is None:
@@ -225,7 +233,8 @@ class JobService:
         name = body.name or f"job-{secrets.token_hex(6)}"
         body = body.model_copy(update={"name": name})
         uploads = {f: getattr(body, f) for f in UPLOAD_FIELDS if getattr(body, f) is not None}
-        for field, ref in (("model", body.model), ("judge", body.judge)):
+        panel = [(f"judges[{i}]", ref) for i, ref in enumerate(body.judges or [])]
+        for field, ref in (("model", body.model), ("judge", body.judge), *panel):
             if ref is not None and ref.base_url is not None:
                 try:  # the rule of every entry point (a flag, a config file), before the allow list
                     checked_base_url(ref.base_url)
@@ -279,7 +288,8 @@ class JobService:
             )
             _validate(config, body)
             self._usable("model", config.model, body.executor)
-            self._usable("judge", config.judge, body.executor)
+            for field, member in _members(config):
+                self._usable(field, member, body.executor)
         elif body.kind == "regrade":
             self._check_source(workspace, body)
             spec = body.model_dump(mode="json", exclude=set(UPLOAD_FIELDS))
@@ -289,9 +299,9 @@ class JobService:
                 raise  # the store did not answer: a 503 (app.py), not the job's fault
             except HealthBenchError as exc:
                 raise ServiceError(422, f"judge: {without_flags(str(exc))}") from None
-            assert config.judge is not None  # the job's or its profile's (JobCreate checks one is given)
-            _parsed("judge", config.judge)
-            self._usable("judge", config.judge, body.executor)
+            for field, member in _members(config):  # the job's or its profile's (JobCreate checks)
+                _parsed(field, member)
+                self._usable(field, member, body.executor)
         else:
             try:
                 check_offline(body)

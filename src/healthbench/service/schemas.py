@@ -113,6 +113,13 @@ class JobCreate(BaseModel):
     )
     model: ModelRef | None = Field(default=None, description="eval: the candidate model")
     judge: ModelRef | None = Field(default=None, description="eval: the judge model")
+    judges: list[ModelRef] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=16,
+        description="a panel of judges instead of judge (the first is the chair): every judge grades every "
+        "criterion (see docs/runs.md)",
+    )
     limit: int | None = Field(default=None, ge=1, le=1_000_000)
     n_repeats: int = Field(default=1, ge=1, le=100, alias="repeats")
     max_connections: int = Field(
@@ -155,8 +162,8 @@ class JobCreate(BaseModel):
         needed, unused = KIND_FIELDS[self.kind]
         for field in needed:
             public = PUBLIC_NAMES.get(field, field)
-            if field == PROFILE_GIVES and self.profile is not None:
-                continue  # the profile names the judge
+            if field == PROFILE_GIVES and (self.profile is not None or self.judges):
+                continue  # the profile names the judge, or the panel's first member is it
             if getattr(self, field) is None:
                 raise _field_error(public, f"a job of kind {self.kind!r} needs {public}")
         for field in unused:
@@ -183,6 +190,7 @@ def _field_error(field: str, message: str) -> ValidationError:
 _ONLINE = (
     "model",
     "judge",
+    "judges",
     "n_repeats",
     "max_connections",
     "grader_template",
@@ -246,6 +254,7 @@ def _union_by_kind(schema: dict[str, Any]) -> None:
             judge = properties[PROFILE_GIVES]
             alternative["anyOf"] = [
                 {"required": [PROFILE_GIVES], "properties": {PROFILE_GIVES: _not_null(judge)}},
+                {"required": ["judges"], "properties": {"judges": _not_null(properties["judges"])}},
                 {"required": ["profile"], "properties": {"profile": {"type": "string"}}},
             ]
         alternatives.append(alternative)

@@ -26,6 +26,7 @@ class BatchRequestRow:
     repeat: int
     criterion: int  # -1: the candidate's answer
     attempt: int
+    judge: str = ""  # the panel member asked (its label); '': the candidate
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,7 @@ class BatchLedger:
                         "repeat": r.repeat,
                         "criterion": r.criterion,
                         "attempt": r.attempt,
+                        "judge": r.judge,
                     }
                     for r in requests
                 ],
@@ -172,9 +174,24 @@ class BatchLedger:
                     batch_requests.c.repeat,
                     batch_requests.c.criterion,
                     batch_requests.c.attempt,
+                    batch_requests.c.judge,
                 ).where(batch_requests.c.batch == local_id)
             ).all()
-        return [BatchRequestRow(r.custom_id, r.item_id, r.repeat, r.criterion, r.attempt) for r in rows]
+        return [
+            BatchRequestRow(r.custom_id, r.item_id, r.repeat, r.criterion, r.attempt, r.judge) for r in rows
+        ]
+
+    def members(self) -> dict[int, str]:
+        """The judge each batch of the run asks (its requests' member: a provider batch holds the
+        requests of one model); '' for the candidate's batches and those stored before panels."""
+        query = (
+            select(batch_requests.c.batch, func.max(batch_requests.c.judge))
+            .join(provider_batches, provider_batches.c.id == batch_requests.c.batch)
+            .where(provider_batches.c.run_id == self.run_id)
+            .group_by(batch_requests.c.batch)
+        )
+        with self.engine.connect() as conn:
+            return {int(batch): str(judge or "") for batch, judge in conn.execute(query).all()}
 
     def submissions(self) -> dict[str, int]:
         """How many submitted batches of the run held each custom_id (bounds its retries across restarts)."""

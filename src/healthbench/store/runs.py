@@ -126,6 +126,7 @@ class UsageRow:
     cost: float | None
     cached: bool
     failed: bool
+    judge: str = ""  # a grade's: the label of the panel member that made it ('' for a sample)
 
 
 @dataclass(frozen=True)
@@ -166,13 +167,15 @@ class Store:
         *,
         parent_run: str | None = None,
         copy_of: int | None = None,
+        copy_grades_of: Collection[str] = (),
     ) -> RunRecord:
         """Store a new run with its items in one transaction; ``records`` may be a generator: they are
         inserted ``INSERT_CHUNK`` at a time, never all held at once, and an exception it raises
         leaves no run. An item is stored at its place in ``records``, or at the position given as
         its third element (records read in file order, stored in the order a sample chose them).
         ``copy_of`` (a regrade, with no ``records``): the items and successful samples of that run
-        are copied by the database in the same transaction, none of them read into memory."""
+        are copied by the database in the same transaction, none of them read into memory; and the
+        grades of its judges ``copy_grades_of`` (labels: a regrade that grows or shrinks a panel)."""
         stamp = db.now()
         try:
             with self.engine.begin() as conn:
@@ -205,6 +208,8 @@ class Store:
                 if copy_of is not None:
                     _copy_rows(conn, items, copy_of, run_id)
                     _copy_rows(conn, samples, copy_of, run_id, samples.c.error.is_(None))
+                    if copy_grades_of:
+                        _copy_rows(conn, grades, copy_of, run_id, grades.c.judge.in_(list(copy_grades_of)))
         except IntegrityError:  # another process created it between our check and our insert
             raise RunExistsError(f"a run named {name!r} already exists") from None
         run = self.get_run(name)
@@ -323,14 +328,16 @@ class Store:
     def iter_usage(self, run_id: int) -> Iterator[UsageRow]:
         """Usage, cost and cache flag of every stored sample and grade of a run (streamed)."""
         for role, table in (("candidate", samples), ("judge", grades)):
+            judge = grades.c.judge if table is grades else literal("").label("judge")
             with self.engine.connect() as conn:
                 result = conn.execution_options(yield_per=1000).execute(
-                    select(table.c.usage, table.c.cost, table.c.cached, table.c.error).where(
+                    select(table.c.usage, table.c.cost, table.c.cached, table.c.error, judge).where(
                         table.c.run_id == run_id
                     )
                 )
                 for row in result:
-                    yield UsageRow(role, row.usage, row.cost, bool(row.cached), row.error is not None)
+                    failed = row.error is not None
+                    yield UsageRow(role, row.usage, row.cost, bool(row.cached), failed, row.judge)
 
     def sample_progress(
         self, run_id: int, *, item_ids: Collection[str] | None = None, repeat: int | None = None
