@@ -24,8 +24,8 @@ from healthbench.errors import HealthBenchError, StoreError
 from healthbench.executors.ray import require_ray
 from healthbench.grading.template import GraderTemplate
 from healthbench.results.aggregate import aggregate_scores
-from healthbench.results.meta_results import score_meta_run
 from healthbench.results.metrics_out import metrics_document, usage_metrics
+from healthbench.results.panel_meta_results import meta_run_metrics
 from healthbench.results.rows import iter_row_scores
 from healthbench.results.simple_evals import write_allresults
 from healthbench.results.views import RunView
@@ -456,7 +456,7 @@ class JobService:
         run = self._finished_run(workspace, name, "metrics")
         view = RunView.of(self.store, run)
         if record.spec.get("kind") == "meta-eval":
-            return metrics_document(score_meta_run(self.store, run).metrics, provenance=view.provenance())
+            return metrics_document(meta_run_metrics(self.store, run), provenance=view.provenance())
         # the figures `healthbench results NAME` shows and the run's cost and tokens (as `--metrics-out`)
         usage = view.usage_totals()
         return metrics_document(
