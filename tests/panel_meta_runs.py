@@ -10,6 +10,7 @@ from pathlib import Path
 
 from healthbench.config import build_config
 from healthbench.runner.meta_eval import prepare_meta_eval, row_id
+from healthbench.scoring.meta import MetaRow
 from healthbench.scoring.verdict import Verdict
 from healthbench.store.runs import GradeRow, GradeStatus, RunStatus, Store
 
@@ -102,3 +103,10 @@ def row_id_of(record: dict) -> str:
     from healthbench.data.schema import MetaEvalRecord
 
     return row_id(MetaEvalRecord.model_validate(record))
+
+
+def as_meta_rows(rows: Sequence[dict]) -> list[MetaRow]:
+    """What the metrics take of each row: its category and physicians' labels."""
+    return [
+        MetaRow(r["category"], tuple(r["binary_labels"]), tuple(r["anonymized_physician_ids"])) for r in rows
+    ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -18,7 +19,11 @@ from healthbench.errors import ConfigError, RunError
 
 if TYPE_CHECKING:  # the rest is imported when the command runs (`meta-eval --help` stays light)
     from healthbench.models.tally import CallTally
+    from healthbench.results.panel_meta_results import PanelMetaRun
+    from healthbench.results.views import RunView
     from healthbench.scoring.meta import GroupSummary, MetaEvalResult
+    from healthbench.scoring.panel import Calibration
+    from healthbench.store.runs import RunRecord, Store
 
 
 def _fmt(value: float | None, digits: int = 3) -> str:
@@ -156,8 +161,22 @@ def meta_eval_command(
     control: RunControl,
     metrics_out: MetricsOutOpt = None,
     traces: TraceOptions,
+    judges_out: Annotated[
+        Path | None,
+        typer.Option(
+            "--judges-out",
+            help="Write a CSV with one row per judge and per panel rule: F1s, $ per 1,000 criteria, n.",
+        ),
+    ] = None,
+    calibrate_with: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--calibrate-with",
+            help="Meta-eval run(s) whose judges' error rates weigh the calibrated panel rule (repeatable; default: cross-fitted on this run's rows).",
+        ),
+    ] = None,
 ) -> None:
-    """Grade the meta-eval rows with a judge and measure its agreement with physicians."""
+    """Grade the meta-eval rows with a judge (or several) and measure their agreement with physicians."""
     from healthbench.cli.config_flags import config_layer, given_flags, refuse_with_resume
     from healthbench.cli.continuable import resume_command
     from healthbench.cli.dry_run import print_estimate
@@ -173,7 +192,9 @@ def meta_eval_command(
         raise ConfigError(f"--min-physician-ratings must be 0 or more, not {min_physician_ratings}")
     check_one_data_source(dataset, data)
     variant = dataset or DEFAULT_META_EVAL_VARIANT
-    refuse_overwriting_inputs({"--metrics-out": metrics_out}, [labels, data, config, store_file(store)])
+    refuse_overwriting_inputs(
+        {"--metrics-out": metrics_out, "--judges-out": judges_out}, [labels, data, config, store_file(store)]
+    )
     if labels is not None:
         # nothing is graded, stored or resumed: any other flag would be silently ignored
         given = given_flags(ctx, lambda param: param not in LABEL_FLAGS)
@@ -193,6 +214,7 @@ def meta_eval_command(
         _output(result, f"meta-eval of labels in {labels.name}", metrics_out, min_physician_ratings)
         return
     s = Store(store, create=resume is None)  # a run is resumed from a store that exists
+    reports = JudgeReports.of(s, judges_out, split_list(calibrate_with) or [])  # checked before any call
     if resume is not None:
         refuse_with_resume(ctx, also=("dry_run",))
         with traces.tracing() as tracing:
@@ -209,24 +231,140 @@ def meta_eval_command(
             return
         with traces.tracing() as tracing:
             outcome = start_to_end(s, cfg, name, META_EVAL, store_flag=store, tracing=tracing)
-    result = score_meta_run(s, outcome.run, min_physician_ratings=min_physician_ratings)
     say(calls_line(outcome.counters, calls="judge calls"))
     view = RunView.of(s, outcome.run)
     judge_spec = view.judge_spec
-    title = f"meta-eval run {outcome.run.name} · judge {judge_spec} · {view.describe_provenance()}"
-    _output(result, title, metrics_out, min_physician_ratings, view.provenance(), view.usage_totals().judge)
+    judge_usage = view.usage_totals().judge
+    if len(view.config.panel) > 1:
+        title = f"meta-eval run {outcome.run.name} · {len(view.config.panel)} judges · {view.describe_provenance()}"
+        measured = _output_panel(
+            s, outcome.run, title, metrics_out, reports, min_physician_ratings, view, judge_usage
+        )
+        ungraded = max(int(e.result.metrics.get("ungraded_rows") or 0) for e in measured.members)
+    else:
+        result = score_meta_run(s, outcome.run, min_physician_ratings=min_physician_ratings)
+        title = f"meta-eval run {outcome.run.name} · judge {judge_spec} · {view.describe_provenance()}"
+        _output(result, title, metrics_out, min_physician_ratings, view.provenance(), judge_usage)
+        if judges_out is not None:
+            _write_judges(s, outcome.run, reports, min_physician_ratings)
+        ungraded = int(result.metrics.get("ungraded_rows") or 0)
     if judge_spec.startswith("local/"):
         say(
             "note: a 135M local judge is a smoke test of the pipeline, not a judge.",
             style="yellow",
             stderr=True,
         )
-    ungraded = result.metrics.get("ungraded_rows") or 0
     if control.strict and ungraded:
         raise RunError(
             f"--strict: {ungraded} rows ungraded; continue with: "
             f"{resume_command(outcome.run.name, kind='meta_eval', store=store)}"
         )
+
+
+@dataclass(frozen=True)
+class JudgeReports:
+    """What a meta-eval writes about its judges beside the metrics: ``--judges-out`` and the runs that
+    calibrate the calibrated rule (``--calibrate-with``)."""
+
+    judges_out: Path | None
+    calibrate_with: list[str]
+    calibration: Calibration | None  # None: the calibrated rule is cross-fitted on the run's rows
+
+    @classmethod
+    def of(cls, store: Store, judges_out: Path | None, calibrate_with: list[str]) -> JudgeReports:
+        """The reports asked for, the calibration read (a wrong run name fails before any call)."""
+        from healthbench.results.calibration import load_calibration
+
+        calibration = load_calibration(store, calibrate_with) if calibrate_with else None
+        return cls(judges_out, calibrate_with, calibration)
+
+
+def render_judges(measured: PanelMetaRun, *, title: str) -> None:
+    """The side-by-side table (each member, then the panel under each rule) and the paper's Table 5
+    (balanced F1 by theme, beside the physicians' own agreement)."""
+    from healthbench.results.panel_meta_results import judges_table, theme_table
+
+    table = Table(title=Text(title))
+    table.add_column("judge / panel rule", overflow="fold", ratio=1)
+    for header in ("F1\nbalanced", "F1\nmet", "F1\nnot met", "$ per 1,000\ncriteria", "n pairs", "rows"):
+        table.add_column(header, justify="right", no_wrap=True)
+    for row in judges_table(measured):
+        table.add_row(
+            Text(row["name"]),
+            _fmt(row["f1_balanced"]),
+            _fmt(row["f1_pos"]),
+            _fmt(row["f1_neg"]),
+            _fmt(row["dollars_per_1000_criteria"], 4),
+            str(row["n_pairs"]),
+            str(row["graded_rows"]),
+        )
+    console.print(table)
+    themes = Table(title=Text("pairwise balanced F1 by theme (physicians: their own agreement)"))
+    themes.add_column("theme", no_wrap=True)
+    names = ["physicians", *(entry.name for entry in measured.result.entries)]
+    for name in names:  # a rule's column by its rule's name: the first table names it in full
+        themes.add_column(Text(name.removeprefix("panel:")), justify="right", overflow="fold")
+    for row in theme_table(measured):
+        themes.add_row(Text(row["scope"].removeprefix("theme:")), *(_fmt(row[name]) for name in names))
+    console.print(themes)
+    console.print(Text(measured.calibration_line()), soft_wrap=True)
+    for entry in measured.members:
+        ungraded = entry.result.metrics.get("ungraded_rows") or 0
+        if ungraded:
+            say(
+                f"warning: {entry.name}: {ungraded} rows ungraded (left out of its numbers)",
+                style="yellow",
+                stderr=True,
+            )
+
+
+def _output_panel(
+    store: Store,
+    run: RunRecord,
+    title: str,
+    metrics_out: Path | None,
+    reports: JudgeReports,
+    min_physician_ratings: int,
+    view: RunView,
+    judge: CallTally,
+) -> PanelMetaRun:
+    """A meta-eval of several judges: the judges' table, then the files asked for (``--metrics-out``
+    with the members' cost and tokens together, as a single judge's)."""
+    from healthbench.results.metrics_out import usage_metrics, write_metrics
+    from healthbench.results.panel_meta_results import panel_meta_keys, score_panel_meta_run
+
+    measured = score_panel_meta_run(
+        store,
+        run,
+        calibration=reports.calibration,
+        calibrate_with=reports.calibrate_with,
+        min_physician_ratings=min_physician_ratings,
+    )
+    render_judges(measured, title=title)
+    if metrics_out is not None:
+        write_metrics(
+            metrics_out, panel_meta_keys(measured), usage_metrics(None, judge), provenance=view.provenance()
+        )
+        say(f"metrics written to {metrics_out}")
+    if reports.judges_out is not None:
+        _write_judges_file(reports.judges_out, measured)
+    return measured
+
+
+def _write_judges(store: Store, run: RunRecord, reports: JudgeReports, min_physician_ratings: int) -> None:
+    """``--judges-out`` of a single judge's run: its one row."""
+    from healthbench.results.panel_meta_results import score_panel_meta_run
+
+    measured = score_panel_meta_run(store, run, min_physician_ratings=min_physician_ratings)
+    assert reports.judges_out is not None
+    _write_judges_file(reports.judges_out, measured)
+
+
+def _write_judges_file(path: Path, measured: PanelMetaRun) -> None:
+    from healthbench.results.panel_meta_results import write_judges_csv
+
+    write_judges_csv(path, measured)
+    say(f"judges written to {path}")
 
 
 def _output(

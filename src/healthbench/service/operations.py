@@ -24,8 +24,8 @@ from healthbench.errors import HealthBenchError, StoreError
 from healthbench.executors.ray import require_ray
 from healthbench.grading.template import GraderTemplate
 from healthbench.results.aggregate import aggregate_scores
-from healthbench.results.meta_results import score_meta_run
-from healthbench.results.metrics_out import metrics_document
+from healthbench.results.metrics_out import metrics_document, usage_metrics
+from healthbench.results.panel_meta_results import meta_run_metrics
 from healthbench.results.rows import iter_row_scores
 from healthbench.results.run_results import run_metrics, scored_run
 from healthbench.results.simple_evals import write_allresults
@@ -467,7 +467,12 @@ class JobService:
         run = self._finished_run(workspace, name, "metrics")
         view = RunView.of(self.store, run)
         if record.spec.get("kind") == "meta-eval":
-            return metrics_document(score_meta_run(self.store, run).metrics, provenance=view.provenance())
+            # as `meta-eval --metrics-out`: the judges' figures, then their cost and tokens
+            return metrics_document(
+                meta_run_metrics(self.store, run),
+                usage_metrics(None, view.usage_totals().judge),
+                provenance=view.provenance(),
+            )
         # the figures `healthbench results NAME` shows and the run's cost and tokens (as `--metrics-out`)
         return run_metrics(view, scored_run(view, with_samples=False))
 
