@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -14,6 +15,10 @@ import pytest
 # the CLI's rich consoles are made at import and keep a COLUMNS found then (pytest-xdist's workers
 # set 80), while tests give each command its own COLUMNS
 os.environ.pop("COLUMNS", None)
+# a command run without --store uses the user's default store: the tests' default stores live in a
+# folder of their own (subprocesses inherit it), never in the store of the machine's user
+os.environ["XDG_DATA_HOME"] = tempfile.mkdtemp(prefix="healthbench-tests-data-")
+os.environ.pop("HEALTHBENCH_STORE", None)
 REPO_ROOT = Path(__file__).resolve().parents[1]
 if importlib.util.find_spec("healthbench") is None:  # a checkout without `pip install -e .`
     sys.path.insert(0, str(REPO_ROOT / "src"))
