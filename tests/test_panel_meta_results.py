@@ -40,6 +40,7 @@ PANEL = {
 }
 # each member's cost per row: judge-a $0.002 a criterion, judge-b $0.0005 with every third answer from
 # the call cache (stored at $0), judge-c unpriced on one row
+USAGE_KEYS = ("cost_usd", "tokens:judge:")  # --metrics-out's cost and tokens of the judges' calls
 COSTS = {
     "judge-a": [0.002] * len(ROWS),
     "judge-b": [0.0 if i % 3 == 0 else 0.0005 + 0.0001 * (i % 2) for i in range(len(ROWS))],
@@ -229,7 +230,9 @@ def test_cli_prints_the_side_by_side_table_and_writes_both_files(graded_store: P
     assert judges.read_text().splitlines()[4].split(",")[-4] == "6.0"  # the panel: the sum
     written = json.loads(metrics.read_text())
     provenance = {"profile", "grader_template_sha256"}
-    assert {k: v for k, v in written.items() if k not in provenance} == panel_meta_keys(measured)
+    usage = {k for k in written if k.startswith(USAGE_KEYS)}  # the members' calls, as one judge's
+    assert {k: v for k, v in written.items() if k not in provenance | usage} == panel_meta_keys(measured)
+    assert written["cost_usd:judge"] == written["cost_usd"] == pytest.approx(40 * (0.001 + 0.002 + 0.003))
 
 
 def test_a_single_judge_writes_what_it_did(tmp_path: Path) -> None:
@@ -243,11 +246,13 @@ def test_a_single_judge_writes_what_it_did(tmp_path: Path) -> None:
     assert "judge judge-a" in result.output and "panel:" not in result.output
     expected = meta_metrics(as_meta_rows(ROWS), [v.criteria_met for v in one]).metrics
     written = json.loads(metrics.read_text())
-    assert {k: written[k] for k in expected} == expected and set(written) == {
+    usage = {k for k in written if k.startswith(USAGE_KEYS)}
+    assert {k: written[k] for k in expected} == expected and set(written) - usage == {
         *expected,
         "profile",
         "grader_template_sha256",
     }
+    assert written["cost_usd:judge"] == pytest.approx(sum(COSTS["judge-a"]))
     lines = judges.read_text().splitlines()
     assert len(lines) == 2 and lines[1].startswith("judge-a,member,")
     assert float(lines[1].split(",")[-4]) == pytest.approx(2.0)

@@ -29,7 +29,7 @@ COMMANDS: dict[str, LazyCommand] = {
     ),
     "meta-eval": LazyCommand(
         "healthbench.cli.meta_eval_cmd",
-        "Grade the meta-eval rows with a judge and measure its agreement with physicians.",
+        "Grade the meta-eval rows with a judge (or several) and measure their agreement with physicians.",
     ),
     "regrade": LazyCommand(
         "healthbench.cli.run_cmd",
