@@ -104,7 +104,10 @@ def test_meta_eval_job_grades_the_meta_eval_rows(store_target: str, fake: str) -
             jobs.results.row_scores.download(name="meta")
         assert refused.value.status == 404
     expected = meta_metrics(records, expected_labels(records)).metrics
-    assert metrics == json_safe({**expected, **provenance})
+    usage = {k: v for k, v in metrics.items() if k.startswith(("cost_usd", "tokens:judge:"))}
+    # as meta-eval --metrics-out: the judge's figures, its calls' cost and tokens, the provenance
+    assert metrics == json_safe({**expected, **usage, **provenance})
+    assert usage["tokens:judge:input"] > 0 and "cost_usd:judge" in usage
     assert set(provenance) == {"profile", "grader_template_sha256"}
 
 
