@@ -366,8 +366,6 @@ def test_the_calibrated_rule_without_a_calibration_is_one_line(store: Store, tmp
     assert "--calibrate-with" in result.output and len(result.output.strip().splitlines()) == 1
     result = results_cli(tmp_path, "panel", "--panel", "best")
     assert result.exit_code != 0 and "--panel 'best'" in result.output
-    result = results_cli(tmp_path, "panel", "--panel", "any", "--correct-with", "meta")
-    assert result.exit_code != 0 and "drop --panel" in result.output
 
 
 def test_each_stored_sample_carries_every_members_verdicts(store: Store) -> None:

@@ -76,8 +76,8 @@ def results_command(
         str | None,
         typer.Option(
             "--correct-with",
-            help="A stored meta-eval run of the same judge: also report scores corrected for the judge's "
-            "measured errors (docs/correction.md).",
+            help="A stored meta-eval run of the same judge (of the same panel for a panel's run): also "
+            "report scores corrected for its measured errors (a panel's under its rule; docs/correction.md).",
         ),
     ] = None,
     aggregate_out: Annotated[
@@ -144,17 +144,19 @@ def results_command(
 
         require_mlflow()
     rule, calibration = _panel_choice(s, panel, calibrate_with or [])
-    if correct_with is not None and rule is not None:
-        raise ConfigError(
-            "--correct-with corrects the run's stored panel rule: drop --panel/--calibrate-with"
-        )
     correction = None
+    title = f"run {name} corrected with meta-eval run {correct_with}"
     if correct_with is not None:  # before any output: a refused meta-eval run leaves no partial file
         from healthbench.results.correction import corrected_scores
         from healthbench.results.views import RunView
 
-        options = RunView.of(s, run).scoring_options(seed=bootstrap.seed, n_resamples=bootstrap.n_resamples)
-        correction = corrected_scores(s, name, correct_with, options=options)
+        view = RunView.of(s, run).with_panel(rule, calibration)
+        options = view.scoring_options(seed=bootstrap.seed, n_resamples=bootstrap.n_resamples)
+        correction = corrected_scores(
+            s, name, correct_with, options=options, panel_rule=rule, calibration=calibration
+        )
+        if view.is_panel:
+            title += f" (the panel's error rates, rule {view.panel_rule})"
     report_eval_run(
         s,
         run,
@@ -172,9 +174,7 @@ def results_command(
     if correction is not None:
         from healthbench.cli.correction_view import render_correction
 
-        render_correction(
-            correction, title=f"run {name} corrected with meta-eval run {correct_with}", console=console
-        )
+        render_correction(correction, title=title, console=console)
 
 
 def _panel_choice(store: Any, panel: str | None, calibrate_with: list[str]) -> tuple[Any, Any]:

@@ -3,15 +3,20 @@
 `corrected_scores(store, run_name, meta_run_name)` is the one entry point (CLI ``healthbench results
 RUN --correct-with META_RUN``, and any other reader). The method and its limits: docs/correction.md;
 the math: `healthbench.scoring.correction`.
+
+A run graded by a panel of judges is corrected with a meta-eval run of the same panel: its error rates
+are the panel's, its verdict on each meta-eval row combined from the members' under the rule the run's
+scores use (`judge_labels`; `healthbench.scoring.panel_meta.panel_verdicts`, as the panel's meta-eval
+measures each rule), then counted against the physicians exactly as a single judge's verdicts are.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from healthbench.errors import RunError, a_kind
-from healthbench.results.meta_results import stored_labels
+from healthbench.results.meta_results import stored_labels, stored_verdicts
 from healthbench.results.views import RunView
 from healthbench.scoring.correction import (
     DEFAULT_EPSILON,
@@ -24,9 +29,14 @@ from healthbench.scoring.correction import (
     key_tables,
     pooled_uses,
 )
+from healthbench.scoring.panel import Calibration, PanelRule
+from healthbench.scoring.panel_meta import panel_verdicts
 from healthbench.scoring.rubric import OVERALL
 from healthbench.scoring.stats import BootstrapOptions, conversation_clusters
 from healthbench.store.runs import RunRecord, Store
+
+if TYPE_CHECKING:
+    from healthbench.data.schema import MetaEvalRecord
 
 
 def corrected_scores(
@@ -37,12 +47,16 @@ def corrected_scores(
     options: BootstrapOptions | None = None,
     min_rows: int = DEFAULT_MIN_ROWS,
     epsilon: float = DEFAULT_EPSILON,
+    panel_rule: PanelRule | None = None,
+    calibration: Calibration | None = None,
 ) -> CorrectionResult:
     """The run's raw and corrected overall, example-tag and rubric-tag scores with joint bootstrap CIs.
 
-    ``options`` (resamples, seed, CI level) default to the run's own scoring settings. Raises `RunError` (one
-    line) when the meta-eval run is of another judge, settings or grader prompt, or when the correction
-    is undefined or unstable for these rows.
+    ``options`` (resamples, seed, CI level) default to the run's own scoring settings. A panel's run is
+    scored, and its error rates measured, under ``panel_rule`` (None: the run's stored rule) with, for
+    the calibrated rule, ``calibration`` (None: the run's stored ``calibrate_with`` runs'), as
+    `RunView.with_panel`. Raises `RunError` (one line) when the meta-eval run is of another judge or
+    panel, settings or grader prompt, or when the correction is undefined or unstable for these rows.
     """
     run, meta = store.require_run(run_name), store.require_run(meta_run_name)
     if run.kind != "eval":
@@ -50,9 +64,9 @@ def corrected_scores(
     if meta.kind != "meta_eval":
         raise RunError(f"--correct-with needs a meta-eval run; {meta_run_name!r} is {a_kind(meta.kind)} run")
     check_same_judge(run, meta)
-    view = RunView.of(store, run)
+    view = RunView.of(store, run).with_panel(panel_rule, calibration)
     options = options or view.scoring_options()
-    rows, labels = stored_labels(store, meta)
+    rows, labels = judge_labels(store, meta, view)
     cells = judge_cells([r.category for r in rows], [r.binary_labels for r in rows], labels)
     samples = view.graded_samples()
     try:
@@ -74,6 +88,21 @@ def corrected_scores(
         return replace(result, pooled=pooled_uses(graded, model))
     except CorrectionError as exc:
         raise RunError(f"{run_name!r} corrected with {meta_run_name!r}: {exc}") from None
+
+
+def judge_labels(
+    store: Store, meta: RunRecord, view: RunView
+) -> tuple[list[MetaEvalRecord], list[bool | None]]:
+    """The meta-eval rows (repeated ``n_repeats`` times) and, on each, the verdict of what graded the
+    run of ``view`` (None = ungraded): a single judge's own; a panel's combined from its members' votes
+    (in the run's panel order) by the run's rule in force (`panel_verdicts`; the calibrated rule weighs
+    them by the run's calibration, the rates its own verdicts were combined with)."""
+    if not view.is_panel:
+        return stored_labels(store, meta)
+    rows, verdicts = stored_verdicts(store, meta)
+    members = {label: verdicts[label] for label in view.members}
+    combined = panel_verdicts(rows, members, view.panel_rule, calibration=view.calibration)
+    return rows, [verdict.criteria_met for verdict in combined]
 
 
 def judge_identity(run: RunRecord) -> dict[str, Any]:
@@ -106,8 +135,20 @@ def setup_differences(first: dict[str, Any], second: dict[str, Any]) -> list[str
     return out
 
 
+def judge_members(run: RunRecord) -> dict[str, Any]:
+    """Each judge that graded ``run`` by label (its spec text), the chair first, with its identity
+    (model, endpoint, settings); a single judge is a panel of one."""
+    stored, identity = run.config.get("run", {}), run.config.get("identity", {})
+    labels = [str(judge.get("spec")) for judge in stored.get("judges") or [stored.get("judge") or {}]]
+    return dict(zip(labels, identity.get("judges") or [identity.get("judge")], strict=True))
+
+
 def check_same_judge(run: RunRecord, meta: RunRecord) -> None:
-    """Refuse a meta-eval run whose judge differs from the run's in any way that changes verdicts."""
+    """Refuse a meta-eval run whose judge (or panel) differs from the run's in any way that changes
+    verdicts."""
+    if len(judge_members(run)) > 1 or len(judge_members(meta)) > 1:
+        check_same_panel(run, meta)
+        return
     ours, theirs = judge_identity(run), judge_identity(meta)
     changed = [name for name in ours if ours[name] != theirs[name]]
     if changed:
@@ -117,3 +158,41 @@ def check_same_judge(run: RunRecord, meta: RunRecord) -> None:
             f"(differs in {', '.join(changed)}: {spec[0]} vs {spec[1]}); correct with a meta-eval run of "
             "the same judge, settings and grader prompt"
         )
+
+
+def check_same_panel(run: RunRecord, meta: RunRecord) -> None:
+    """Refuse a meta-eval run whose judges are not the run's panel (the same labels, whatever their
+    order: the run's order is the one the votes are combined in), or whose members' endpoint or
+    settings, structured output or grader prompt differ from the run's."""
+    ours, theirs = judge_members(run), judge_members(meta)
+    if set(ours) != set(theirs):
+        raise RunError(
+            f"meta-eval run {meta.name!r} measured {_judges(theirs)}, run {run.name!r} is graded by "
+            f"{_judges(ours)}; correct with a meta-eval run of the same judges, settings and grader prompt"
+        )
+    names = {"spec": "model", "url": "endpoint", "settings": "settings"}
+    changed = [
+        f"{label}'s {names.get(key, key)}"
+        for label, identity in ours.items()
+        for key in dict.fromkeys([*(identity or {}), *(theirs[label] or {})])
+        if (identity or {}).get(key) != (theirs[label] or {}).get(key)
+    ]
+    setup, measured = judge_identity(run), judge_identity(meta)
+    changed += [
+        name.replace("_", " ")
+        for name in ("judge_structured_output", "grader prompt")
+        if setup[name] != measured[name]
+    ]
+    if changed:
+        raise RunError(
+            f"meta-eval run {meta.name!r} measured another panel than run {run.name!r} (differs in "
+            f"{', '.join(changed)}); correct with a meta-eval run of the same judges, settings and "
+            "grader prompt"
+        )
+
+
+def _judges(members: dict[str, Any]) -> str:
+    """``judge a alone`` or ``a panel of 3 judges (a, b, c)``."""
+    if len(members) == 1:
+        return f"judge {next(iter(members))} alone"
+    return f"a panel of {len(members)} judges ({', '.join(members)})"
