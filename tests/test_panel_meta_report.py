@@ -236,3 +236,34 @@ def test_the_consoles_page_of_a_meta_eval_job_shows_which_judge_to_pay_for(
         frame.locator("#judge-choice").screenshot(path=str(shots / "21-meta-eval-judge-choice-section.png"))
         assert outside == [] and errors == []
         page.close()
+
+
+def test_a_single_judges_meta_eval_shows_its_one_row_and_point(tmp_path: Path) -> None:
+    store = Store(tmp_path / "one.db")
+    one = {"judge-a": PANEL["judge-a"]}
+    stored_panel_meta(store, write_rows(tmp_path / "m.jsonl", ROWS), one, costs=COSTS)
+    store.close()
+    found = _elements(_report(tmp_path / "one.db", tmp_path / "one.html", "meta"))
+    rows = [n for n in found if n["tag"] == "tr" and "data-kind" in n["attrs"]]
+    assert [r["attrs"]["data-name"] for r in rows] == ["judge-a"]
+    assert [c["text"].strip() for c in _cells(found, rows[0])][3] == "2.0000"
+    points = [n for n in found if n["tag"] == "g" and "point" in n["attrs"].get("class", "").split()]
+    assert [p["attrs"]["data-name"] for p in points] == ["judge-a"]
+    assert not any("cross-fitted" in n["text"] for n in found if n["tag"] == "p")  # no rule to calibrate
+
+
+def test_a_point_without_an_f1_or_a_price_is_named_not_dropped() -> None:
+    from healthbench.analysis.report_judges import cost_f1_chart
+
+    rows = [
+        {"name": "a", "kind": "member", "f1_balanced": 0.7, "dollars_per_1000_criteria": 3.0},
+        {"name": "b", "kind": "member", "f1_balanced": 0.6, "dollars_per_1000_criteria": None},
+        {"name": "c", "kind": "member", "f1_balanced": None, "dollars_per_1000_criteria": 1.0},
+    ]
+    chart = cost_f1_chart(rows, physicians=0.65)
+    assert [p["name"] for p in chart["points"]] == ["a", "b"]
+    assert chart["unpriced"] == ["b"] and chart["unplotted"] == ["c"]
+    by_name = {p["name"]: p for p in chart["points"]}
+    assert by_name["b"]["x"] > chart["plot"]["right"] >= by_name["a"]["x"]  # off the dollar axis
+    assert chart["x_ticks"][-1]["value"] >= 3.0 and chart["x_ticks"][0]["value"] == 0
+    assert by_name["a"]["y"] < chart["physicians"]["y"] < by_name["b"]["y"]  # up is a higher F1
