@@ -168,16 +168,20 @@ def build_report(
     comparison: Comparison | None = None,
     gates: Sequence[GateDecision] = (),
     conversations: bool = True,
+    judge_choices: Sequence[Mapping[str, Any]] = (),
 ) -> Report:
     """Score ``runs`` (in the order given: the first is the baseline of the charts) for a report;
     ``comparison`` (`healthbench.analysis.compare.compare_runs` of two of them) adds its section,
     with the decisions of its release ``gates`` (`Comparison.gates`) when given.
-    Without ``conversations`` the page has no conversation browser (each full run adds ~11 MB)."""
-    if not runs:
+    Without ``conversations`` the page has no conversation browser (each full run adds ~11 MB).
+    ``judge_choices`` (`healthbench.analysis.report_judges.stored_meta_evals`: meta-eval runs) add the
+    "Which judge to pay for" section; a report of them alone has no eval run's sections."""
+    if not runs and not judge_choices:
         raise ValueError("a report needs at least one run")
     scored = score_inputs(runs, options)
     shown = comparison_summary(comparison, gates) if comparison is not None else None
-    return Report(scored, report_summary(scored, title=title, comparison=shown), conversations)
+    summary = report_summary(scored, title=title, comparison=shown) | {"judge_choices": list(judge_choices)}
+    return Report(scored, summary, conversations and bool(runs))
 
 
 def default_comparison(

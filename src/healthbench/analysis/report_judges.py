@@ -1,20 +1,37 @@
 """The report's "Judges" section of a run graded by a panel of judges (docs/panels.md, docs/report.md),
 as plain JSON-able data: each member's own scores, how much the members agree (``judge_agreement``,
 Fleiss' kappa, pairwise Cohen's kappa) and where they disagree most: by theme, by axis, and the
-criteria with the most split votes. Pure: the members' samples in, figures out (`scoring.panel`)."""
+criteria with the most split votes. Pure: the members' samples in, figures out (`scoring.panel`).
+
+And the "Which judge to pay for" section of a stored meta-eval run of several judges (docs/meta_eval.md):
+each member's and each panel rule's agreement with physicians and dollars per 1,000 criteria, by theme,
+and on a cost-vs-F1 chart, all from `healthbench.results.panel_meta_results` (`stored_meta_evals` is the
+one part that reads the store, through it)."""
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from healthbench.analysis.report_data import stat_entry
 from healthbench.data.shapes import themes_of
+from healthbench.results.panel_meta_results import (
+    DOLLARS_KEY,
+    PanelMetaRun,
+    judges_table,
+    stored_panel_meta_run,
+    theme_table,
+)
 from healthbench.scoring.panel import agreement, fleiss_kappa, pairwise_cohen_kappa
 from healthbench.scoring.rubric import OVERALL
 from healthbench.scoring.run_score import GradedSample, ScoringOptions, score_run
 from healthbench.scoring.verdict import Verdict
+
+if TYPE_CHECKING:
+    from healthbench.store.runs import RunRecord, Store
 
 MAX_SPLITS_SHOWN = 200  # the criteria with the most split votes listed in the report
 _CODES = {Verdict.MET: "m", Verdict.NOT_MET: "n", Verdict.UNGRADED: "u"}
@@ -101,3 +118,133 @@ def _disagreement(groups: Mapping[str, Sequence[tuple[Verdict, ...]]]) -> list[d
         {"name": name, "disagreement": None if share < 0 else share, "n": graded}
         for share, name, graded in rows
     ]
+
+
+# ---------------------------------------------------------------- which judge to pay for (a meta-eval)
+
+# the cost-vs-F1 chart's frame (SVG user units): the plot, then a strip right of it for the points
+# whose cost is unknown (drawn at their F1, not on the dollar axis)
+CHART_WIDTH, CHART_HEIGHT = 760, 340
+PLOT_LEFT, PLOT_TOP, PLOT_BOTTOM, PLOT_RIGHT = 56, 16, 292, 530
+UNPRICED_X = 640
+LABEL_GAP = 13  # the least vertical distance between two labels that would overlap
+
+
+def judge_choice_summary(name: str, measured: PanelMetaRun) -> dict[str, Any]:
+    """The report's "Which judge to pay for" of one stored meta-eval run (``name``): the side-by-side
+    rows (`judges_table`), the by-theme rows beside the physicians' agreement (`theme_table`), what
+    the calibrated rule was weighed with, and the cost-vs-F1 chart (`cost_f1_chart`)."""
+    rows = judges_table(measured)
+    return {
+        "name": name,
+        "rule": measured.rule,
+        "calibration": measured.calibration_line() if measured.rules else None,
+        "rows": rows,
+        "entries": [row["name"] for row in rows],
+        "themes": theme_table(measured),
+        "chart": cost_f1_chart(rows, physicians=theme_table(measured)[0]["physicians"]),
+    }
+
+
+def cost_f1_chart(rows: Sequence[Mapping[str, Any]], *, physicians: float | None = None) -> dict[str, Any]:
+    """Where each member and rule goes on the chart: x its dollars per 1,000 criteria, y its balanced
+    F1 (the physicians' own agreement as a dashed line). A point whose cost is unknown is drawn in a
+    strip right of the axis, at its F1 ("no price"); one without an F1 cannot be drawn and is listed
+    (``unplotted``). Plain numbers in SVG user units, laid out by the template."""
+    scores = [row["f1_balanced"] for row in rows if row["f1_balanced"] is not None]
+    lo, hi = _f1_range([*scores, *([physicians] if physicians is not None else [])])
+    dollars = [row[DOLLARS_KEY] for row in rows if row[DOLLARS_KEY] is not None]
+    x_ticks = _dollar_ticks(max(dollars, default=0.0))
+    x_max = x_ticks[-1]
+
+    def y_of(f1: float) -> float:
+        return PLOT_BOTTOM - (f1 - lo) / (hi - lo) * (PLOT_BOTTOM - PLOT_TOP)
+
+    def x_of(cost: float) -> float:
+        return PLOT_LEFT + cost / x_max * (PLOT_RIGHT - PLOT_LEFT)
+
+    points = [
+        {
+            "name": row["name"],
+            "kind": row["kind"],
+            "f1": row["f1_balanced"],
+            "dollars": row[DOLLARS_KEY],
+            "x": UNPRICED_X if row[DOLLARS_KEY] is None else x_of(row[DOLLARS_KEY]),
+            "y": y_of(row["f1_balanced"]),
+        }
+        for row in rows
+        if row["f1_balanced"] is not None
+    ]
+    _place_labels(points)
+    return {
+        "width": CHART_WIDTH,
+        "height": CHART_HEIGHT,
+        "plot": {"left": PLOT_LEFT, "right": PLOT_RIGHT, "top": PLOT_TOP, "bottom": PLOT_BOTTOM},
+        "unpriced_x": UNPRICED_X,
+        "x_ticks": [{"value": t, "x": x_of(t)} for t in x_ticks],
+        "y_ticks": [{"value": t, "y": y_of(t)} for t in _f1_ticks(lo, hi)],
+        "physicians": None if physicians is None else {"value": physicians, "y": y_of(physicians)},
+        "points": points,
+        "unpriced": [p["name"] for p in points if p["dollars"] is None],
+        "unplotted": [row["name"] for row in rows if row["f1_balanced"] is None],
+    }
+
+
+def _f1_range(values: Sequence[float]) -> tuple[float, float]:
+    """The y axis: the tenths around ``values`` (0 to 1 when there are none)."""
+    if not values:
+        return 0.0, 1.0
+    lo = max(0.0, math.floor(min(values) * 10 - 0.5) / 10)
+    hi = min(1.0, math.ceil(max(values) * 10 + 0.5) / 10)
+    return lo, hi if hi > lo else lo + 0.1
+
+
+def _f1_ticks(lo: float, hi: float) -> list[float]:
+    return [round(lo + 0.1 * i, 1) for i in range(round((hi - lo) * 10) + 1)]
+
+
+def _dollar_ticks(most: float) -> list[float]:
+    """0 and round steps (1, 2 or 5 × a power of ten) up to at least ``most``; 0 to 1 when it is 0."""
+    if most <= 0:
+        return [0.0, 1.0]
+    raw = most / 4
+    power = 10 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+    return [round(step * i, 10) for i in range(math.ceil(most / step - 1e-9) + 1)]
+
+
+def _place_labels(points: list[dict[str, Any]]) -> None:
+    """Each point's label beside it (``lx``, ``ly``, ``anchor``): right of it, or left of a priced point
+    near the right end of the axis (the unpriced strip is there); moved down where it would overlap a
+    label on the same side close by."""
+    placed: list[dict[str, Any]] = []
+    for point in sorted(points, key=lambda p: (p["y"], p["x"])):
+        left = point["dollars"] is not None and point["x"] > PLOT_RIGHT - 110
+        point["anchor"], point["lx"] = ("end", point["x"] - 9) if left else ("start", point["x"] + 9)
+        y = point["y"] + 4
+        for other in placed:
+            near = other["anchor"] == point["anchor"] and abs(other["lx"] - point["lx"]) < 120
+            if near and abs(other["ly"] - y) < LABEL_GAP:
+                y = other["ly"] + LABEL_GAP
+        point["ly"] = y
+        placed.append(point)
+
+
+def stored_judge_choice(store: Store, run: RunRecord) -> dict[str, Any]:
+    """`judge_choice_summary` of a stored meta-eval run, measured as it was made (`stored_panel_meta_run`)."""
+    return judge_choice_summary(run.name, stored_panel_meta_run(store, run))
+
+
+def stored_meta_evals(specs: Sequence[str], store: Store | None) -> tuple[list[str], list[dict[str, Any]]]:
+    """Split a report's inputs: the specs that name a stored meta-eval run become its "Which judge to pay
+    for" (`judge_choice_summary`, measured by `stored_panel_meta_run`), the rest are left for
+    `healthbench.analysis.inputs.load_inputs` (files, eval runs, patterns) in their order."""
+    rest: list[str] = []
+    choices: list[dict[str, Any]] = []
+    for spec in specs:
+        run = None if store is None or Path(spec).exists() else store.get_run(spec)
+        if store is not None and run is not None and run.kind == "meta_eval":
+            choices.append(stored_judge_choice(store, run))
+        else:
+            rest.append(spec)
+    return rest, choices

@@ -2,7 +2,7 @@
 with physicians side by side (`healthbench.scoring.panel_meta.panel_meta_metrics`, which measures each
 through the one `meta_metrics`), each member's dollars per 1,000 criteria from its stored grades, and
 every output shape of it: the ``--metrics-out`` keys, the ``--judges-out`` CSV, the rows of the
-terminal table, the report's section and the console's page (docs/meta_eval.md, "Choosing a judge").
+terminal table, the report's section and the console's page (docs/meta_eval.md, "Which judge to pay for").
 
 The calibrated rule: cross-fitted on the run's own rows by default (no row is combined with rates measured
 on itself, so its F1 is an out-of-sample figure, comparable with the other rules', and needs no other
@@ -239,9 +239,16 @@ def meta_run_metrics(
     view = RunView.of(store, run).require_kind("meta_eval")
     if len(view.config.panel) == 1:
         return dict(score_meta_run(store, run, min_physician_ratings=min_physician_ratings).metrics)
-    names = view.config.scoring.calibrate_with
+    return panel_meta_keys(stored_panel_meta_run(store, run, min_physician_ratings=min_physician_ratings))
+
+
+def stored_panel_meta_run(
+    store: Store, run: RunRecord, *, min_physician_ratings: int = DEFAULT_MIN_PHYSICIAN_RATINGS
+) -> PanelMetaRun:
+    """`score_panel_meta_run` of a stored meta-eval run as it was made: its calibrated rule weighed by
+    the run's stored ``calibrate_with`` runs, else cross-fitted (the service's metrics, the report)."""
+    names = RunView.of(store, run).require_kind("meta_eval").config.scoring.calibrate_with
     calibration = load_calibration(store, names) if names else None
-    measured = score_panel_meta_run(
+    return score_panel_meta_run(
         store, run, calibration=calibration, calibrate_with=names, min_physician_ratings=min_physician_ratings
     )
-    return panel_meta_keys(measured)

@@ -227,7 +227,7 @@ def create_app(
     @pages.get("/{name}/report", responses=HTML_PAGE)
     def job_report(workspace: Scoped, name: Name) -> FileResponse:
         """The HTML report of a completed eval, regrade or import job (`healthbench report`), built
-        once and kept."""
+        once and kept; a meta-eval job's shows which judge to pay for (each judge's F1 and cost)."""
         return FileResponse(
             service.report_file(workspace, name), media_type="text/html", headers=REPORT_HEADERS
         )

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from healthbench.analysis.compare import compare_runs, threshold_problem
 from healthbench.analysis.inputs import LoadedRun, load_stored
 from healthbench.analysis.report import build_report
+from healthbench.analysis.report_judges import stored_judge_choice
 from healthbench.config import ModelConfig, RunConfig, build_config, checked_base_url
 from healthbench.data.professional import read_conversations
 from healthbench.data.schema import MetaEvalRecord
@@ -523,11 +524,28 @@ class JobService:
     def report_file(self, workspace: str, name: str) -> Path:
         """The HTML report of a completed job (what `healthbench report` writes for its run): built
         on the first request and kept (`report_path`), not rebuilt per view."""
+        meta = self.jobs.get(workspace, name)
+        if meta is not None and meta.spec.get("kind") == "meta-eval" and meta.status == "completed":
+            return self._meta_eval_report(meta)
         record, run = self._loaded_run(workspace, name)
         path = report_path(self.folder, record.id, record.updated_at)
         if not path.exists():
             path.parent.mkdir(mode=0o700, exist_ok=True)
             build_report([run], title=f"HealthBench report: job {name}").write(path)
+        return path
+
+    def _meta_eval_report(self, record: JobRecord) -> Path:
+        """A completed meta-eval job's report: its judges' "Which judge to pay for" (as `healthbench
+        report META_RUN` writes it), kept as an eval job's is."""
+        path = report_path(self.folder, record.id, record.updated_at)
+        if not path.exists():
+            run = self.store.get_run(record.run_name)
+            if run is None:
+                raise ServiceError(404, f"job {record.name!r} has no stored run")
+            choices = [stored_judge_choice(self.store, run)]
+            path.parent.mkdir(mode=0o700, exist_ok=True)
+            title = f"HealthBench meta-eval: job {record.name}"
+            build_report([], title=title, judge_choices=choices).write(path)
         return path
 
     def comparison_html(

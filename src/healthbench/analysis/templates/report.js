@@ -163,7 +163,8 @@
     const node = document.getElementById(id);
     if (node && keys.length) barChart(node, keys, field);
   }
-  histogram(document.getElementById("chart-distribution"));
+  const distribution = document.getElementById("chart-distribution");
+  if (distribution) histogram(distribution); // (a report of meta-eval runs alone has none)
   const worstNode = document.getElementById("chart-worst");
   if (worstNode && summary.worst_at_k.length) worstCurve(worstNode);
 

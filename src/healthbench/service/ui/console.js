@@ -322,7 +322,9 @@
     $("job-results").dataset.job = job.name;
     $("job-judges").hidden = true;
     const hasReport = REPORT_KINDS.has(job.spec.kind || "eval");
-    $("job-report-link").hidden = !hasReport;
+    const isMeta = job.spec.kind === "meta-eval";  // its report: which judge to pay for (each judge's F1 and cost)
+    $("job-report-link").hidden = !hasReport && !isMeta;
+    $("job-report-link").textContent = isMeta ? "Which judge to pay for" : "Open the report";
     $("job-report-link").href = `#/job/${encodeURIComponent(job.name)}/report`;
     $("compare-form").hidden = !hasReport;
     const results = await (await api(jobsPath(job.name, "/results"))).json();
