@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from panel_meta_runs import stored_panel_meta
 from support.fake_runs import fake_run_config
+from support.panel_oracle import majority
 from typer.testing import CliRunner
 
 import healthbench.cli  # noqa: F401  (registers the commands)
@@ -39,17 +40,6 @@ PANEL = ["j-err10", "j-err20", "j-err30"]
 CATEGORY = "cluster:sleep_advice"  # one category: its own rates and the pooled ones are the same numbers
 N_ROWS = 150
 Rule = Callable[[Sequence[Verdict]], Verdict]
-
-
-def majority(votes: Sequence[Verdict]) -> Verdict:
-    """By hand: ungraded unless most members graded; more met than not met, a tie to the first graded."""
-    graded = [v for v in votes if v is not U]
-    if 2 * len(graded) <= len(votes):
-        return U
-    met = sum(v is M for v in graded)
-    if 2 * met == len(graded):
-        return graded[0]
-    return M if 2 * met > len(graded) else N
 
 
 def any_met(votes: Sequence[Verdict]) -> Verdict:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from panel_meta_runs import M, N, U, as_meta_rows, drawn_verdicts, meta_rows, stored_panel_meta, write_rows
+from support.panel_oracle import majority
 from typer.testing import CliRunner
 
 import healthbench.cli  # noqa: F401  (registers the commands)
@@ -47,18 +48,6 @@ COSTS = {
     "judge-c": [None if i == 5 else 0.001 for i in range(len(ROWS))],
 }
 CACHED = {"judge-b": [i % 3 == 0 for i in range(len(ROWS))]}
-
-
-def majority(votes: tuple[Verdict, ...]) -> Verdict:
-    """The panel rule by hand: ungraded unless most members graded; more met than not met, or the
-    first graded member's vote on a tie."""
-    graded = [v for v in votes if v is not U]
-    if 2 * len(graded) <= len(votes):
-        return U
-    met = sum(v is M for v in graded)
-    if 2 * met == len(graded):
-        return graded[0]
-    return M if 2 * met > len(graded) else N
 
 
 def pairwise(rows: list[dict], verdicts: list[Verdict], theme: str | None = None) -> dict[str, float | None]:
