@@ -183,6 +183,7 @@ def meta_eval_command(
     from healthbench.cli.run_flow import calls_line, resume_to_end, start_to_end
     from healthbench.config import build_config, check_one_data_source, load_config_file
     from healthbench.results.meta_results import score_label_file, score_meta_run
+    from healthbench.results.panel_meta_results import score_panel_meta_run
     from healthbench.results.views import RunView
     from healthbench.runner.meta_eval import META_EVAL, meta_dry_run
     from healthbench.store import Store
@@ -245,8 +246,9 @@ def meta_eval_command(
         result = score_meta_run(s, outcome.run, min_physician_ratings=min_physician_ratings)
         title = f"meta-eval run {outcome.run.name} · judge {judge_spec} · {view.describe_provenance()}"
         _output(result, title, metrics_out, min_physician_ratings, view.provenance(), judge_usage)
-        if judges_out is not None:
-            _write_judges(s, outcome.run, reports, min_physician_ratings)
+        if judges_out is not None:  # its one row
+            one = score_panel_meta_run(s, outcome.run, min_physician_ratings=min_physician_ratings)
+            _write_judges_file(judges_out, one)
         ungraded = int(result.metrics.get("ungraded_rows") or 0)
     if judge_spec.startswith("local/"):
         say(
@@ -349,15 +351,6 @@ def _output_panel(
     if reports.judges_out is not None:
         _write_judges_file(reports.judges_out, measured)
     return measured
-
-
-def _write_judges(store: Store, run: RunRecord, reports: JudgeReports, min_physician_ratings: int) -> None:
-    """``--judges-out`` of a single judge's run: its one row."""
-    from healthbench.results.panel_meta_results import score_panel_meta_run
-
-    measured = score_panel_meta_run(store, run, min_physician_ratings=min_physician_ratings)
-    assert reports.judges_out is not None
-    _write_judges_file(reports.judges_out, measured)
 
 
 def _write_judges_file(path: Path, measured: PanelMetaRun) -> None:
