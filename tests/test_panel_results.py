@@ -396,7 +396,7 @@ def test_the_summary_shows_each_member_and_the_agreement(store: Store, tmp_path:
     result = results_cli(tmp_path, "panel")
     assert result.exit_code == 0, result.output
     output = " ".join(result.output.split())  # (rich folds long lines)
-    assert "By judge" in output
+    assert "By judge" in output and "By judge and axis" in output
     for label in MEMBERS:
         assert label in output
     share, complete = _agreement()

@@ -48,8 +48,9 @@ def render_summary(summary: Summary, *, title: str, console: Console) -> None:
 
 
 def _render_judges(summary: Summary, level: str, console: Console) -> None:
-    """A panel's members, each with its own score, CI, n and axis scores; then the agreement line."""
-    axes = sorted({axis for judge in summary.judges for axis, _ in judge.axes})
+    """A panel's members, each with its own score, CI and n; then their axis scores (an axis a row, a
+    member a column: a table that fits a terminal's width, whatever the number of axes); then the
+    agreement line."""
     table = Table(
         title=Text("By judge (each member's own verdicts)"), title_justify="left", title_style="bold"
     )
@@ -57,19 +58,25 @@ def _render_judges(summary: Summary, level: str, console: Console) -> None:
     table.add_column("score", justify="right", no_wrap=True)
     table.add_column(level, justify="right", no_wrap=True)
     table.add_column("n", justify="right", no_wrap=True)
-    for axis in axes:
-        table.add_column(literal(axis), justify="right", no_wrap=True)
     for judge in summary.judges:
         row = judge.overall
-        scores = dict(judge.axes)
         table.add_row(
             Text(literal(judge.label)),
             f"{row.mean:.4f}" if row is not None else "-",
             _interval(row) if row is not None else "-",
             str(row.n_samples) if row is not None else "0",
-            *(f"{scores[axis]:.4f}" if axis in scores else "-" for axis in axes),
         )
     console.print(table)
+    axes = sorted({axis for judge in summary.judges for axis, _ in judge.axes})
+    if axes:
+        by_axis = Table(title=Text("By judge and axis"), title_justify="left", title_style="bold")
+        by_axis.add_column("axis", overflow="fold")
+        for judge in summary.judges:
+            by_axis.add_column(Text(literal(judge.label)), justify="right", overflow="fold", min_width=6)
+        scores = [dict(judge.axes) for judge in summary.judges]
+        for axis in axes:
+            by_axis.add_row(Text(literal(axis)), *(f"{s[axis]:.4f}" if axis in s else "-" for s in scores))
+        console.print(by_axis)
     for line in (summary.panel or "").splitlines():
         console.print(Text(literal(line)))
 
