@@ -267,3 +267,15 @@ def test_a_point_without_an_f1_or_a_price_is_named_not_dropped() -> None:
     assert by_name["b"]["x"] > chart["plot"]["right"] >= by_name["a"]["x"]  # off the dollar axis
     assert chart["x_ticks"][-1]["value"] >= 3.0 and chart["x_ticks"][0]["value"] == 0
     assert by_name["a"]["y"] < chart["physicians"]["y"] < by_name["b"]["y"]  # up is a higher F1
+
+
+def test_the_frame_holds_a_long_unpriced_judges_label_in_full() -> None:
+    from healthbench.analysis.report_judges import CHART_WIDTH, LABEL_CHAR_WIDTH, cost_f1_chart
+
+    name = "openai-compatible/a-judge-with-a-long-name"
+    rows = [{"name": name, "kind": "member", "f1_balanced": 0.7, "dollars_per_1000_criteria": None}]
+    chart = cost_f1_chart(rows)
+    (point,) = chart["points"]
+    assert point["anchor"] == "start"
+    assert chart["width"] >= point["lx"] + LABEL_CHAR_WIDTH * len(name) > CHART_WIDTH
+    assert cost_f1_chart([{**rows[0], "name": "a"}])["width"] == CHART_WIDTH  # short names: as before

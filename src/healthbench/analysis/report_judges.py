@@ -128,6 +128,7 @@ CHART_WIDTH, CHART_HEIGHT = 760, 340
 PLOT_LEFT, PLOT_TOP, PLOT_BOTTOM, PLOT_RIGHT = 56, 16, 292, 530
 UNPRICED_X = 640
 LABEL_GAP = 13  # the least vertical distance between two labels that would overlap
+LABEL_CHAR_WIDTH = 7  # a label character's width at the chart's 12px font, at most (user units)
 
 
 def judge_choice_summary(name: str, measured: PanelMetaRun) -> dict[str, Any]:
@@ -176,8 +177,10 @@ def cost_f1_chart(rows: Sequence[Mapping[str, Any]], *, physicians: float | None
         if row["f1_balanced"] is not None
     ]
     _place_labels(points)
+    # the frame is widened to hold the longest label right of its point (a judge's spec, in full)
+    label_ends = [p["lx"] + LABEL_CHAR_WIDTH * len(p["name"]) for p in points if p["anchor"] == "start"]
     return {
-        "width": CHART_WIDTH,
+        "width": max([CHART_WIDTH, *(end + 10 for end in label_ends)]),
         "height": CHART_HEIGHT,
         "plot": {"left": PLOT_LEFT, "right": PLOT_RIGHT, "top": PLOT_TOP, "bottom": PLOT_BOTTOM},
         "unpriced_x": UNPRICED_X,
