@@ -48,6 +48,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Under ``--dist loadgroup`` the tests marked ``xdist_group`` share one worker (one local Ray; one
+    PostgreSQL that the outage tests restart). pytest 9.2 with pytest-xdist 3.8 silently drops the group
+    (pytest-xdist issue 1386): those tests would start their servers once per worker, slow and flaky."""
+    if config.getoption("dist", default="no") == "loadgroup" and pytest.version_tuple[:2] >= (9, 2):
+        raise pytest.UsageError(
+            f"pytest {pytest.__version__} ignores xdist_group under --dist loadgroup: "
+            "install the tested versions, pip install -c constraints.txt -e '.[dev]'"
+        )
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     """``../shared/data/healthbench`` next to the repository; skips the test when it is absent."""
