@@ -295,6 +295,79 @@ def test_the_file_store_takes_every_metric(
     assert logged.data.metrics["overall_score.n_samples"] == metrics["overall_score:n_samples"]
 
 
+PANEL = [
+    "judge-a-err10",
+    "judge-b-err20",
+    "judge-c-err30",
+]  # fake judges of known error rates, the chair first
+
+
+def test_a_panels_mlflow_run_has_its_judges_rule_and_members_metrics(
+    server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A panel of judges' run in the ``./mlruns`` file store: a single judge's parameters (``judge`` is
+    the chair), then ``judges`` (the members' specs in panel order) and ``panel_rule`` (the rule in
+    force: ``results --panel`` changes it, and the scores with it); every numeric key of the metrics
+    document, the panel's agreement and each member's ``judge:<label>:*`` included."""
+    from mlflow.tracking import MlflowClient
+
+    store = tmp_path / "panel.db"
+    judges = [flag for label in PANEL for flag in ("--judge", label)]
+    run = [
+        "run", "--model", "cand", "--base-url", server, *judges, "--judge-base-url", server,
+        "--store", str(store), "--max-retries", "0", "--name", "panel", "--limit", "3",
+    ]  # fmt: skip
+    assert (made := runner.invoke(app, run)).exit_code == 0, made.output
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    env = {"MLFLOW_TRACKING_URI": "./mlruns"}
+    client = MlflowClient(tracking_uri=str(tmp_path / "mlruns"))
+    logged: dict[str, Any] = {}
+    for rule in ("majority", "unanimous"):
+        out = tmp_path / f"{rule}.json"
+        flags = ["--metrics-out", str(out), *(["--panel", rule] if rule != "majority" else [])]
+        result = runner.invoke(app, ["results", "panel", "--store", str(store), "--mlflow", *flags], env=env)
+        assert result.exit_code == 0, result.output
+        experiment = client.get_experiment_by_name("healthbench")
+        assert experiment is not None
+        (new,) = [r for r in client.search_runs([experiment.experiment_id]) if r.info.run_id not in logged]
+        logged[new.info.run_id] = (rule, new, json.loads(out.read_text()))
+    s = Store(store)
+    view = RunView.open(s, "panel")
+    sha = view.dataset["sha256"], view.grader_template_sha256
+    s.close()
+    for rule, mlflow_run, metrics in logged.values():
+        assert mlflow_run.info.status == "FINISHED" and mlflow_run.info.run_name == "panel"
+        assert mlflow_run.data.params == {
+            "model": "cand",
+            "judge": "judge-a-err10",
+            "dataset": "demo",
+            "dataset_sha256": sha[0],
+            "profile": "none",
+            "grader_template_sha256": sha[1],
+            "repeats": "1",
+            "seed": "0",
+            "n_resamples": "1000",
+            "judges": '["judge-a-err10", "judge-b-err20", "judge-c-err30"]',
+            "panel_rule": rule,
+        }
+        assert json.loads(mlflow_run.data.params["judges"]) == PANEL
+        assert metrics["panel_rule"] == rule
+        assert mlflow_run.data.metrics == mlflow_metrics(metrics)
+        members = {key: value for key, value in mlflow_run.data.metrics.items() if key.startswith("judge.")}
+        expected = {mlflow_metric_name(k): v for k, v in metrics.items() if k.startswith("judge:")}
+        assert members == expected and len(members) >= 3 * 2  # each member's overall score and axes
+        for label in PANEL:
+            assert members[f"judge.{label}.overall_score"] == metrics[f"judge:{label}:overall_score"]
+        assert mlflow_run.data.metrics["judge_agreement"] == metrics["judge_agreement"]
+    (majority, _, by_majority), (unanimous, _, by_unanimous) = logged.values()
+    assert (majority, unanimous) == ("majority", "unanimous")
+    # the members' own scores do not depend on the rule; the panel's overall score does
+    assert {k: v for k, v in by_majority.items() if k.startswith("judge:")} == {
+        k: v for k, v in by_unanimous.items() if k.startswith("judge:")
+    }
+    assert by_unanimous["overall_score"] != by_majority["overall_score"]
+
+
 def test_metric_names_are_flat_and_never_collide() -> None:
     assert mlflow_metric_name("axis:accuracy:ci_lower") == "axis.accuracy.ci_lower"
     assert mlflow_metric_name("overall_score") == "overall_score"

@@ -273,7 +273,7 @@ def stored_run(
         dataset_variant=dataset.get("variant"),
         dataset_sha256=dataset.get("sha256"),
         profile=view.config.profile,
-        grading_setup=json.dumps(grading_setup(view.record), sort_keys=True),
+        grading_setup=json.dumps(grading_setup(view.record, view.panel_rule), sort_keys=True),
         usage=view.usage_totals(),
         members=members,
         panel_rule=view.panel_rule if members is not None else None,
@@ -282,19 +282,23 @@ def stored_run(
 
 def grading_setup_warning(setups: Sequence[str | None], labels: Sequence[str]) -> str | None:
     """One line when runs that record their grading setup record different ones (what differs, and
-    which runs), else None; runs that record none are skipped."""
+    which runs; when a panel is one of them, who graded each: its members in order and its rule),
+    else None; runs that record none are skipped."""
     known = [(json.loads(s), label) for s, label in zip(setups, labels, strict=True) if s is not None]
     if not known:
         return None
-    from healthbench.results.correction import setup_differences  # (stored runs only: loads the store)
+    # (stored runs only: loads the store)
+    from healthbench.results.correction import setup_differences, setup_judges
 
     first, first_label = known[0]
     for setup, label in known[1:]:
         differs = setup_differences(first, setup)
         if differs:
+            panel = "judges" in first or "judges" in setup
+            who = f", graded by {setup_judges(first)} vs {setup_judges(setup)}" if panel else ""
             return (
                 f"the runs used different judge setups ({', '.join(differs)} differ: "
-                f"{first_label} vs {label}); their verdicts are not comparable"
+                f"{first_label} vs {label}{who}); their verdicts are not comparable"
             )
     return None
 

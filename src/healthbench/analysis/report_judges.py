@@ -127,8 +127,13 @@ def _disagreement(groups: Mapping[str, Sequence[tuple[Verdict, ...]]]) -> list[d
 CHART_WIDTH, CHART_HEIGHT = 760, 340
 PLOT_LEFT, PLOT_TOP, PLOT_BOTTOM, PLOT_RIGHT = 56, 16, 292, 530
 UNPRICED_X = 640
-LABEL_GAP = 13  # the least vertical distance between two labels that would overlap
+# a label's box: from LABEL_ASCENT above its baseline to LABEL_GAP - LABEL_ASCENT below, its line height
+# (12px text's box is 14.1 high in Chromium, 11.2 of it above the baseline: checked by a browser test)
+LABEL_GAP = 15
+LABEL_ASCENT = 12
 LABEL_CHAR_WIDTH = 7  # a label character's width at the chart's 12px font, at most (user units)
+LABEL_OFFSET = 9  # from a point's centre to its label's near end
+LABEL_BOTTOM = PLOT_BOTTOM + 3  # labels' boxes end above the dollar axis' tick labels
 
 
 def judge_choice_summary(name: str, measured: PanelMetaRun) -> dict[str, Any]:
@@ -177,11 +182,12 @@ def cost_f1_chart(rows: Sequence[Mapping[str, Any]], *, physicians: float | None
         if row["f1_balanced"] is not None
     ]
     _place_labels(points)
-    # the frame is widened to hold the longest label right of its point (a judge's spec, in full)
-    label_ends = [p["lx"] + LABEL_CHAR_WIDTH * len(p["name"]) for p in points if p["anchor"] == "start"]
+    # the frame is widened to hold the longest label right of its point (a judge's spec, in full), and
+    # made taller only when more labels are stacked at one place than the plot's height holds
+    boxes = [label_box(p) for p in points]
     return {
-        "width": max([CHART_WIDTH, *(end + 10 for end in label_ends)]),
-        "height": CHART_HEIGHT,
+        "width": max([CHART_WIDTH, *(right + 10 for _, _, right, _ in boxes)]),
+        "height": max([CHART_HEIGHT, *(bottom + 4 for _, _, _, bottom in boxes)]),
         "plot": {"left": PLOT_LEFT, "right": PLOT_RIGHT, "top": PLOT_TOP, "bottom": PLOT_BOTTOM},
         "unpriced_x": UNPRICED_X,
         "x_ticks": [{"value": t, "x": x_of(t)} for t in x_ticks],
@@ -216,21 +222,64 @@ def _dollar_ticks(most: float) -> list[float]:
     return [round(step * i, 10) for i in range(math.ceil(most / step - 1e-9) + 1)]
 
 
+def label_box(point: Mapping[str, Any]) -> tuple[float, float, float, float]:
+    """(left, top, right, bottom) of a point's label where `cost_f1_chart` put it (``lx``, ``ly``,
+    ``anchor``), in SVG user units: `LABEL_CHAR_WIDTH` a character, one line of `LABEL_GAP`."""
+    width = LABEL_CHAR_WIDTH * len(point["name"])
+    left = point["lx"] if point["anchor"] == "start" else point["lx"] - width
+    top = point["ly"] - LABEL_ASCENT
+    return left, top, left + width, top + LABEL_GAP
+
+
+def _overlap(a: tuple[float, float, float, float], b: tuple[float, float, float, float]) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
 def _place_labels(points: list[dict[str, Any]]) -> None:
-    """Each point's label beside it (``lx``, ``ly``, ``anchor``): right of it, or left of a priced point
-    near the right end of the axis (the unpriced strip is there); moved down where it would overlap a
-    label on the same side close by."""
-    placed: list[dict[str, Any]] = []
-    for point in sorted(points, key=lambda p: (p["y"], p["x"])):
+    """Each point's label (``lx``, ``ly``, ``anchor``, ``leader``), no two labels' boxes (`label_box`)
+    overlapping. A label goes beside its point, its baseline 4 below the point's centre: right of it,
+    or left of a priced point near the right end of the axis (the unpriced strip is there). Then,
+    taking the points from the top of the chart down, a label whose box overlaps one already placed
+    is moved down just below it (so labels keep their points' order); if that pushes some below
+    `LABEL_BOTTOM`, they are brought back up the same way from the bottom (when the plot's height
+    cannot hold them all, they stay pushed down and the frame grows). A label that was moved gets
+    a ``leader``: a thin line from its point's centre to the middle of the label's near end."""
+    for point in points:
         left = point["dollars"] is not None and point["x"] > PLOT_RIGHT - 110
-        point["anchor"], point["lx"] = ("end", point["x"] - 9) if left else ("start", point["x"] + 9)
-        y = point["y"] + 4
-        for other in placed:
-            near = other["anchor"] == point["anchor"] and abs(other["lx"] - point["lx"]) < 120
-            if near and abs(other["ly"] - y) < LABEL_GAP:
-                y = other["ly"] + LABEL_GAP
-        point["ly"] = y
-        placed.append(point)
+        offset = -LABEL_OFFSET if left else LABEL_OFFSET
+        point["anchor"], point["lx"], point["ly"] = (
+            "end" if left else "start",
+            point["x"] + offset,
+            point["y"] + 4,
+        )
+    order = sorted(points, key=lambda p: (p["y"], p["x"], p["name"]))
+    _push(order, down=True)
+    pushed = [p["ly"] for p in order]
+    if max((label_box(p)[3] for p in order), default=0.0) > LABEL_BOTTOM:
+        lowest = LABEL_BOTTOM - (LABEL_GAP - LABEL_ASCENT)
+        for point in order:
+            point["ly"] = min(point["ly"], lowest)
+        _push(order[::-1], down=False)
+        if min(label_box(p)[1] for p in order) < 0:  # more than the plot's height holds
+            for point, ly in zip(order, pushed, strict=True):
+                point["ly"] = ly
+    for point in points:
+        moved = abs(point["ly"] - (point["y"] + 4)) > 0.5
+        end = point["lx"] + (-2 if point["anchor"] == "start" else 2)
+        point["leader"] = {"x": end, "y": point["ly"] - 4} if moved else None
+
+
+def _push(order: Sequence[dict[str, Any]], *, down: bool) -> None:
+    """Place the labels of ``order`` one after the other, each moved (down, or up) just past the boxes
+    of the labels placed before it that it overlaps, until it overlaps none."""
+    placed: list[tuple[float, float, float, float]] = []
+    for point in order:
+        while hits := [box for box in placed if _overlap(label_box(point), box)]:
+            if down:
+                point["ly"] = max(box[3] for box in hits) + LABEL_ASCENT
+            else:
+                point["ly"] = min(box[1] for box in hits) - (LABEL_GAP - LABEL_ASCENT)
+        placed.append(label_box(point))
 
 
 def stored_judge_choice(store: Store, run: RunRecord) -> dict[str, Any]:

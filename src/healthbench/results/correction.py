@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from healthbench.defaults import DEFAULT_PANEL_RULE
 from healthbench.errors import RunError, a_kind
 from healthbench.results.meta_results import stored_labels, stored_verdicts
 from healthbench.results.views import RunView
@@ -115,24 +116,66 @@ def judge_identity(run: RunRecord) -> dict[str, Any]:
     }
 
 
-def grading_setup(run: RunRecord) -> dict[str, Any]:
+def grading_setup(run: RunRecord, rule: PanelRule | None = None) -> dict[str, Any]:
     """The full grading setup two runs must share for their scores to be comparable: the judge's
     identity (`judge_identity`: model, endpoint, settings, structured output, grader prompt) and the
-    run's profile."""
-    return {**judge_identity(run), "profile": run.config.get("run", {}).get("profile")}
+    run's profile. A panel's adds ``judges``, its members' identities in panel order (`judge_members`),
+    and ``panel_rule``, the rule its verdicts are combined by: ``rule`` (the one in force, e.g.
+    `RunView.panel_rule`), else the run's stored one. A single judge's setup has the first keys only,
+    as before panels (``rule`` is then ignored)."""
+    setup = {**judge_identity(run), "profile": run.config.get("run", {}).get("profile")}
+    members = judge_members(run)
+    if len(members) > 1:
+        stored = run.config.get("run", {}).get("scoring", {}).get("panel") or DEFAULT_PANEL_RULE
+        setup.update(judges=list(members.values()), panel_rule=rule or stored)
+    return setup
 
 
 def setup_differences(first: dict[str, Any], second: dict[str, Any]) -> list[str]:
-    """What differs between two `grading_setup` values, in words (judge model, endpoint, ...)."""
+    """What differs between two `grading_setup` values, in words (judge model, endpoint, ...; for
+    panels: ``panel members`` (another set of judges), ``panel order`` (the same judges in another
+    order: another chair, other ties), a member's ``<label>'s endpoint`` or ``settings``, and
+    ``panel rule``). Two panels' chairs are compared as members, not as the judge."""
     names = {"spec": "judge model", "url": "judge endpoint", "settings": "judge settings"}
+    panels = "judges" in first and "judges" in second
     out: list[str] = []
     for key in dict.fromkeys([*first, *second]):
         a, b = first.get(key), second.get(key)
+        if key == "judge" and panels:
+            continue
         if key == "judge" and isinstance(a, dict) and isinstance(b, dict):
             out += [names.get(k, f"judge {k}") for k in dict.fromkeys([*a, *b]) if a.get(k) != b.get(k)]
+        elif key == "judges":
+            out += _member_differences(a or [], b or [])
+        elif key == "panel_rule":
+            out += ["panel rule"] if panels and a != b else []
         elif a != b:
             out.append(key.replace("_", " "))
     return out
+
+
+def _member_differences(first: list[dict[str, Any]], second: list[dict[str, Any]]) -> list[str]:
+    """`setup_differences` of two panels' members (a single judge has none: ``panel members``)."""
+    labels = [str(m.get("spec")) for m in first], [str(m.get("spec")) for m in second]
+    if sorted(labels[0]) != sorted(labels[1]):
+        return ["panel members"]
+    if labels[0] != labels[1]:
+        return ["panel order"]
+    names = {"url": "endpoint", "settings": "settings"}
+    return [
+        f"{a.get('spec')}'s {names.get(key, key)}"
+        for a, b in zip(first, second, strict=True)
+        for key in dict.fromkeys([*a, *b])
+        if a.get(key) != b.get(key)
+    ]
+
+
+def setup_judges(setup: dict[str, Any]) -> str:
+    """Who graded, from a `grading_setup`: ``judges a, b, c by majority`` or ``judge a``."""
+    if "judges" in setup:
+        labels = ", ".join(str(m.get("spec")) for m in setup["judges"])
+        return f"judges {labels} by {setup.get('panel_rule')}"
+    return f"judge {(setup.get('judge') or {}).get('spec')}"
 
 
 def judge_members(run: RunRecord) -> dict[str, Any]:

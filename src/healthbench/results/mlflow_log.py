@@ -3,8 +3,11 @@ experiment ``$MLFLOW_EXPERIMENT_NAME`` (default ``healthbench``) of the tracking
 ``$MLFLOW_TRACKING_URI`` (default: MLflow's own, ``sqlite:///mlflow.db`` in the current directory).
 
 - parameters: model, judge, dataset and its sha256, profile, grader template sha256, repeats, and the
-  bootstrap's seed and resamples (``none`` for a missing value);
-- metrics: every numeric key of the metrics document ``--metrics-out`` writes, named by
+  bootstrap's seed and resamples (``none`` for a missing value); a panel of judges' run adds ``judges``
+  (its members' specs in panel order, a JSON list; ``judge`` is the chair) and ``panel_rule`` (the rule
+  its scores were combined by);
+- metrics: every numeric key of the metrics document ``--metrics-out`` writes (a panel's
+  ``judge_agreement``, ``judge_fleiss_kappa`` and members' ``judge:<label>:*`` included), named by
   `mlflow_metric_name` (``axis:accuracy:ci_lower`` -> ``axis.accuracy.ci_lower``: flat names, valid in
   every MLflow store, the ``./mlruns`` file store included); nulls and the provenance strings are in the
   metrics artifact only;
@@ -17,6 +20,7 @@ MLflow (``pip install 'healthbench[mlflow]'``) is imported only when a run is lo
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import math
 import os
@@ -98,7 +102,8 @@ def mlflow_metrics(metrics: Mapping[str, Any]) -> dict[str, float]:
 
 
 def mlflow_params(view: RunView, options: ScoringOptions) -> dict[str, str]:
-    """The parameters of a logged run (see the module doc)."""
+    """The parameters of a logged run (see the module doc): a panel's ``judges`` and ``panel_rule``
+    (the rule in force: `RunView.panel_rule`) after a single judge's, which are unchanged."""
     completions = view.config.completions
     values: dict[str, Any] = {
         "model": view.model_spec or (f"{completions} completions" if completions else None),
@@ -111,6 +116,8 @@ def mlflow_params(view: RunView, options: ScoringOptions) -> dict[str, str]:
         "seed": options.seed,
         "n_resamples": options.n_resamples,
     }
+    if view.is_panel:
+        values.update(judges=json.dumps(view.judge_specs), panel_rule=view.panel_rule)
     return {key: "none" if value is None else str(value) for key, value in values.items()}
 
 
