@@ -92,18 +92,20 @@ def test_results_of_a_single_judges_run_loads_no_panel_meta_eval_or_dataset_modu
     tmp_path: Path, fixtures_dir: Path
 ) -> None:
     store = imported_run(tmp_path, fixtures_dir)
-    printed, modules = healthbench_imports("results", "r", "--store", str(store))
+    shown = ("results", "r", "--store", str(store))
+    printed, modules = healthbench_imports(*shown)
     assert "overall_score" in printed  # it did score and show the run
     assert [m for m in PANEL_AND_DATASET if m in modules] == []
     metrics = tmp_path / "metrics.json"  # the metrics document is still built when asked for
-    printed, modules = healthbench_imports("results", "r", "--store", str(store), "--metrics-out", str(metrics))
+    printed, modules = healthbench_imports(*shown, "--metrics-out", str(metrics))
     assert f"metrics written to {metrics}" in printed and "overall_score" in json.loads(metrics.read_text())
     assert [m for m in PANEL_AND_DATASET if m in modules] == []
 
 
 def test_report_of_a_results_file_loads_no_dataset_reader(tmp_path: Path, fixtures_dir: Path) -> None:
     out = tmp_path / "report.html"
-    printed, modules = healthbench_imports("report", str(fixtures_dir / "small_allresults.json"), "-o", str(out))
+    file = fixtures_dir / "small_allresults.json"
+    printed, modules = healthbench_imports("report", str(file), "-o", str(out))
     assert out.exists() and f"report: {out}" in printed
     assert [m for m in PANEL_AND_DATASET if m in modules] == []
 
