@@ -31,7 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-import support_path  # noqa: F401  (src/ and tests/ on sys.path)
+import support_path  # src/ and tests/ on sys.path
 from support.browser import CHROMIUM, chromium_context
 
 from healthbench.analysis.report import build_report
@@ -174,8 +174,8 @@ def report_process(allresults: Path, output: Path, src: Path | None = None) -> t
     command = [sys.executable, "-m", "healthbench", "report", str(allresults), "-o", str(output)]
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPYCACHEPREFIX"] = str(output.parent / ("bytecode" if src is None else "bytecode-base"))
-    if src is not None:
-        env["PYTHONPATH"] = str(src.resolve())
+    # this tree's src (not the interpreter's installed copy) unless another tree's is given
+    env["PYTHONPATH"] = str((support_path.ROOT / "src" if src is None else src).resolve())
     subprocess.run(command, check=True, capture_output=True, env=env)
     # launched by a small Python process whose own children are measured: a child forked (or
     # spawned) by this big process would count this process's pages in its peak RSS until exec

@@ -39,6 +39,7 @@ COMMANDS = (
     ("results", "--help"),
     ("analyze", "--help"),
     ("report", "--help"),
+    ("data", "--help"),  # the slowest help: its module loads the dataset readers and the progress bars
     ("runs",),
     ("results", "demo-run"),
 )

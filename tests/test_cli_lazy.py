@@ -1,10 +1,12 @@
 """Help is fast: `healthbench --help` and every `COMMAND --help` load none of the libraries that take
-a tenth of a second or more to import, nor does listing the runs load numpy; the summaries
-`healthbench --help` shows are the commands' own."""
+a tenth of a second or more to import, nor does listing the runs load numpy; a command loads what it
+uses (`results NAME` of a single judge's run no panel, meta-eval or dataset module, `report FILE`
+no dataset reader); the summaries `healthbench --help` shows are the commands' own."""
 
 from __future__ import annotations
 
 import inspect
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -54,7 +56,20 @@ def test_every_commands_help_loads_no_numpy_polars_or_sqlalchemy(command: str) -
     assert "Usage:" in printed and heavy(modules) == []
 
 
-def test_listing_runs_loads_no_numpy_or_polars(tmp_path: Path, fixtures_dir: Path) -> None:
+# a panel's rules and agreement, the meta-eval and correction core, the dataset readers and their
+# records' pydantic schema: what a single judge's stored run and a results file are shown without
+PANEL_AND_DATASET = (
+    "healthbench.results.panel_scores",
+    "healthbench.scoring.panel",
+    "healthbench.scoring.meta",
+    "healthbench.scoring.correction",
+    "healthbench.data.sources",
+    "healthbench.data.schema",
+)
+
+
+def imported_run(tmp_path: Path, fixtures_dir: Path) -> Path:
+    """A store holding run ``r``: ``small_allresults.json`` imported (one judge)."""
     store = tmp_path / "runs.db"
     command = ["import", str(fixtures_dir / "small_allresults.json"), "--n-resamples", "0"]
     subprocess.run(
@@ -62,10 +77,37 @@ def test_listing_runs_loads_no_numpy_or_polars(tmp_path: Path, fixtures_dir: Pat
         capture_output=True,
         check=True,
     )
+    return store
+
+
+def test_listing_runs_loads_no_numpy_or_polars(tmp_path: Path, fixtures_dir: Path) -> None:
+    store = imported_run(tmp_path, fixtures_dir)
     printed, runs = healthbench_imports("runs", "--store", str(store))
     assert "r" in printed.split()
     assert "sqlalchemy" in runs  # it did read the store
     assert [m for m in ("numpy", "polars") if m in runs] == []
+
+
+def test_results_of_a_single_judges_run_loads_no_panel_meta_eval_or_dataset_module(
+    tmp_path: Path, fixtures_dir: Path
+) -> None:
+    store = imported_run(tmp_path, fixtures_dir)
+    shown = ("results", "r", "--store", str(store))
+    printed, modules = healthbench_imports(*shown)
+    assert "overall_score" in printed  # it did score and show the run
+    assert [m for m in PANEL_AND_DATASET if m in modules] == []
+    metrics = tmp_path / "metrics.json"  # the metrics document is still built when asked for
+    printed, modules = healthbench_imports(*shown, "--metrics-out", str(metrics))
+    assert f"metrics written to {metrics}" in printed and "overall_score" in json.loads(metrics.read_text())
+    assert [m for m in PANEL_AND_DATASET if m in modules] == []
+
+
+def test_report_of_a_results_file_loads_no_dataset_reader(tmp_path: Path, fixtures_dir: Path) -> None:
+    out = tmp_path / "report.html"
+    file = fixtures_dir / "small_allresults.json"
+    printed, modules = healthbench_imports("report", str(file), "-o", str(out))
+    assert out.exists() and f"report: {out}" in printed
+    assert [m for m in PANEL_AND_DATASET if m in modules] == []
 
 
 def test_summaries_are_the_commands_own_first_paragraph() -> None:

@@ -11,8 +11,6 @@ from urllib.parse import unquote, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from healthbench.data.professional import PROFESSIONAL, professional_defaults, resolve_format
-from healthbench.data.sources import META_VARIANTS
 from healthbench.defaults import (
     DEFAULT_BATCH_LINGER,
     DEFAULT_BATCH_MAX_WAIT,
@@ -308,6 +306,11 @@ def build_config(
     it), a profile's settings, then the layers. The layers may not name both ``dataset`` and
     ``data``, unless the dataset is a meta-eval variant (whose rows the file replaces), nor a
     candidate model together with ``completions`` (a baseline run grades the dataset's own)."""
+    # the dataset modules load their records' schema: only a config being built needs them, not a
+    # stored run's (`healthbench results NAME` start-up, docs/benchmarks.md)
+    from healthbench.data.professional import PROFESSIONAL, professional_defaults, resolve_format
+    from healthbench.data.sources import META_VARIANTS
+
     merged: dict[str, Any] = {}
     for layer in layers:
         _merge(merged, layer)

@@ -61,10 +61,13 @@ def _load(
 ) -> list[LoadedRun]:
     """Load the inputs; the store is opened (and loaded) only when an input is not a file or folder."""
     from healthbench.analysis.inputs import load_inputs, needs_store, only_paths_missing
-    from healthbench.data.sources import join_datasets, sha256_of
 
-    conversations = join_datasets(data or [], dataset, cache)
-    data_sha = sha256_of(data[0]) if data and len(data) == 1 and dataset is None else None
+    conversations, data_sha = None, None
+    if data or dataset is not None:  # (the dataset readers, and their records' schema, load only then)
+        from healthbench.data.sources import join_datasets, sha256_of
+
+        conversations = join_datasets(data or [], dataset, cache)
+        data_sha = sha256_of(data[0]) if data and len(data) == 1 and dataset is None else None
     opened = None
     if needs_store(specs):  # (SQLAlchemy is loaded only then)
         from healthbench.store import Store

@@ -1,6 +1,7 @@
 """Showing an eval run's scores and writing its files: after `run` and `regrade` (`finish_eval`) and
 for `results` (`report_eval_run`). Everything heavy is imported when a run is shown, and each file's
-writer only when that file is asked for (`healthbench results NAME` start-up, docs/benchmarks.md)."""
+writer only when that file is asked for, the metrics document only for the outputs that carry it
+(`healthbench results NAME` start-up, docs/benchmarks.md)."""
 
 from __future__ import annotations
 
@@ -49,9 +50,7 @@ def report_eval_run(
     (conversation, repeat) pairs without an answer and all of them (`RunView.unanswered`).
     ``store_flag``: the command's ``--store``, for the command that grades the ungraded criteria.
     ``panel_rule`` / ``calibration``: how a panel's verdicts are combined (None: the stored rule)."""
-    from healthbench.cli.continuable import resume_command
     from healthbench.cli.summary_view import render_summary
-    from healthbench.results.metrics_out import write_metrics
     from healthbench.results.run_results import run_metrics, scored_run
     from healthbench.results.summary import summary_of
     from healthbench.results.views import RunView
@@ -75,9 +74,14 @@ def report_eval_run(
         say(counters_line)
     if judge.startswith("local/"):
         say(f"note: {SMOKE_WARNING}", style="yellow", stderr=True)
-    metrics = run_metrics(view, scored, [extra_metrics] if extra_metrics is not None else [])
+    metrics = None  # the metrics document: built only for the outputs that carry it
+    if files.metrics_out is not None or inspect_log_out is not None or mlflow:
+        metrics = run_metrics(view, scored, [extra_metrics] if extra_metrics is not None else [])
     del scored
     if files.metrics_out is not None:
+        from healthbench.results.metrics_out import write_metrics
+
+        assert metrics is not None
         write_metrics(files.metrics_out, metrics)
         say(f"metrics written to {files.metrics_out}")
     _write_score_files(
@@ -93,6 +97,8 @@ def report_eval_run(
         )
         say(f"{count} row scores written to {row_scores_out}")
     if summary.ungraded_criteria:
+        from healthbench.cli.continuable import resume_command
+
         message = (
             f"{summary.ungraded_criteria} criteria ungraded in {summary.ungraded_samples} conversations "
             f"(left out of the scores); `{resume_command(run.name, store=store_flag)}` grades them"
@@ -107,7 +113,7 @@ def _write_score_files(
     view: RunView,
     samples: list[GradedSample],
     score: RunScore,
-    metrics: dict[str, Any],
+    metrics: dict[str, Any] | None,
     files: ScoreFiles,
     aggregate_out: Path | None,
     inspect_log_out: Path | None,
@@ -116,7 +122,8 @@ def _write_score_files(
     panel: PanelFigures | None,
 ) -> None:
     """The files of `report_eval_run` that are written from the scores and samples themselves
-    (``members``: a panel's members' own samples beside ``samples``, None for a single judge)."""
+    (``members``: a panel's members' own samples beside ``samples``, None for a single judge;
+    ``metrics``: the metrics document, None unless ``inspect_log_out`` or ``mlflow`` asks for it)."""
     run = view.record
     if files.allresults_out is not None:
         from healthbench.results.simple_evals import write_allresults
@@ -133,6 +140,7 @@ def _write_score_files(
     if inspect_log_out is not None:
         from healthbench.results.inspect_log import write_inspect_log
 
+        assert metrics is not None
         write_inspect_log(inspect_log_out, view, score, metrics)
         say(f"Inspect log written to {inspect_log_out}")
     if mlflow:
@@ -140,6 +148,7 @@ def _write_score_files(
         from healthbench.analysis.report import build_report
         from healthbench.results.mlflow_log import log_to_mlflow
 
+        assert metrics is not None
         report = build_report(
             [stored_run(view, samples, members)], options=score.options, title=f"HealthBench run {run.name}"
         )

@@ -1,17 +1,20 @@
 """A stored run scored: shortcuts over `healthbench.results.views.RunView` for eval runs, and the one
 place where a run's scores, its panel's figures and its metrics document are put together (`scored_run`,
-`run_metrics`: `results`, the end of `run` and `regrade`, the service's downloads)."""
+`run_metrics`: `results`, the end of `run` and `regrade`, the service's downloads). A single judge's
+run loads no panel module (`healthbench results NAME` start-up, docs/benchmarks.md)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from healthbench.results.panel_scores import PanelFigures, panel_figures
 from healthbench.results.views import RunView
 from healthbench.scoring.run_score import GradedSample, RunScore, ScoringOptions
 from healthbench.store.runs import RunRecord, Store
+
+if TYPE_CHECKING:
+    from healthbench.results.panel_scores import PanelFigures
 
 
 def graded_samples(store: Store, run: RunRecord) -> list[GradedSample]:
@@ -47,6 +50,8 @@ def scored_run(
             return ScoredRun([], view.score(options))
         samples = view.graded_samples()
         return ScoredRun(samples, view.score_samples(samples, options))
+    from healthbench.results.panel_scores import panel_figures
+
     stored = list(view.iter_samples())
     samples = [sample.graded for sample in stored]
     return ScoredRun(
