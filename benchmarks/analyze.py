@@ -21,6 +21,9 @@ dataset JSONL, then, side by side in each round, in fresh processes:
 - ``decode floor``: this script with ``--decode``: the reader's decode and checks of the files alone
   (`healthbench.results.allresults_reader.decode_allresults`).
 
+Every child runs this checkout's ``src`` (``PYTHONPATH``; a baseline's its own), never the
+installed package.
+
 CPU = user + system seconds of the child process (``resource.getrusage``), best of the rounds; wall
 seconds are shown too. The children run with compiled bytecode (an untimed warm-up first). The
 machine is shared with other engineers' work, so absolute numbers drift; the ratio is measured side
@@ -170,6 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         }
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPATH")}
         env["PYTHONPYCACHEPREFIX"] = str(folder / "bytecode")
+        env["PYTHONPATH"] = str(ROOT / "src")  # this checkout's code, not the installed package
         envs = {name: env for name in commands}
         base_outs: dict[str, Path] = {}  # a baseline's name (the folder of its src) -> its output folder
         for baseline in args.baseline:
