@@ -16,6 +16,7 @@ none of them).
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, get_args
@@ -116,9 +117,14 @@ class Rubrics(Protocol):
     def get(self, prompt_id: str, /) -> Sequence[_Criterion] | None: ...
 
 
+_WHOLE = operator.attrgetter("criterion", "points", "tags")
+
+
 def same_rubric(a: Sequence[_Criterion], b: Sequence[_Criterion]) -> bool:
     """Whether two rubrics have the same criteria, points and tags, in the same order (tags as a
     tuple or a list alike: the reader's are tuples, a record's lists)."""
+    if len(a) == len(b) and list(map(_WHOLE, a)) == list(map(_WHOLE, b)):
+        return True  # (the usual case, in one comparison)
     if len(a) != len(b) or any(list(map(get, a)) != list(map(get, b)) for get in (CRITERION, POINTS)):
         return False
     tags_a, tags_b = list(map(TAGS, a)), list(map(TAGS, b))

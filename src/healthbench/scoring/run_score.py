@@ -179,7 +179,15 @@ def _length_adjustment_on(options: ScoringOptions) -> bool:
     return True
 
 
-_VALUE, _POINTS, _TAGS = (operator.attrgetter(name) for name in ("value", "points", "tags"))
+_VALUE, _POINTS, _TAGS, _EXAMPLE_TAGS = map(operator.attrgetter, ("value", "points", "tags", "example_tags"))
+
+
+class _Numbered(dict[tuple[str, ...], int]):
+    """Tag lists numbered 0, 1, ... as first looked up."""
+
+    def __missing__(self, tags: tuple[str, ...]) -> int:
+        self[tags] = number = len(self)
+        return number
 
 
 def rubric_scores(conversations: Sequence[Scored], met: npt.NDArray[np.float64]) -> Entries:
@@ -188,9 +196,9 @@ def rubric_scores(conversations: Sequence[Scored], met: npt.NDArray[np.float64])
     flattened into arrays of points and key codes for `rubric_columns.rubric_entries`."""
     rubrics = [c.rubrics for c in conversations]
     items = list(chain.from_iterable(rubrics))
-    lists: dict[tuple[str, ...], int] = {}  # the distinct tag lists (criteria's and example tags)
-    tags = chain(map(_TAGS, items), (c.example_tags for c in conversations))
-    list_of = np.fromiter((lists.setdefault(tuple(t), len(lists)) for t in tags), np.intp)
+    lists = _Numbered()  # the distinct tag lists (criteria's and example tags)
+    tags = chain(map(_TAGS, items), map(_EXAMPLE_TAGS, conversations))
+    list_of = np.fromiter(map(lists.__getitem__, map(tuple, tags)), np.intp)
     keys = {OVERALL: 0}
     members = [[keys.setdefault(tag, len(keys)) for tag in dict.fromkeys(t)] for t in lists]
     size = np.fromiter(map(len, members), np.intp, len(members))
