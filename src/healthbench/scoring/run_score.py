@@ -142,8 +142,8 @@ def score_run(samples: Sequence[GradedSample], options: ScoringOptions | None = 
     options = options or ScoringOptions()
     adjust = _length_adjustment_on(options)  # (a half-given adjustment is refused even with nothing graded)
     graded = [s for s in samples if Verdict.UNGRADED not in s.verdicts]
-    met = np.fromiter(map(_VALUE, chain.from_iterable(s.verdicts for s in graded)), np.float64)
-    entries = rubric_scores([s.conversation for s in graded], met)
+    verdicts = np.fromiter(chain.from_iterable(s.verdicts for s in graded), object)
+    entries = rubric_scores([s.conversation for s in graded], (verdicts == Verdict.MET).astype(np.float64))
     if adjust:
         assert options.length_penalty is not None and options.length_center is not None
         penalty, center = options.length_penalty, options.length_center
@@ -179,7 +179,7 @@ def _length_adjustment_on(options: ScoringOptions) -> bool:
     return True
 
 
-_VALUE, _POINTS, _TAGS, _EXAMPLE_TAGS = map(operator.attrgetter, ("value", "points", "tags", "example_tags"))
+_POINTS, _TAGS, _EXAMPLE_TAGS = map(operator.attrgetter, ("points", "tags", "example_tags"))
 
 
 class _Numbered(dict[tuple[str, ...], int]):
