@@ -18,8 +18,11 @@ dataset JSONL, then, side by side in each round, in fresh processes:
   ``--baseline /tmp/base/src``; repeatable), the same command run from that tree (``PYTHONPATH``):
   how many of its seven files are byte for byte ours is printed (a tree from before issue #29's one
   bootstrap draws other CIs: the files holding CIs then differ);
-- ``decode floor``: this script with ``--decode``: the reader's decode and checks of the files alone
-  (`healthbench.results.allresults_reader.decode_allresults`).
+- ``decode floor``: this script with ``--decode``: the reader's decode and checks of the files alone,
+  as ``analyze`` reads them (`healthbench.results.allresults_reader.decode_allresults` without texts).
+
+Every child runs this checkout's ``src`` (``PYTHONPATH``; a baseline's its own), never the
+installed package.
 
 CPU = user + system seconds of the child process (``resource.getrusage``), best of the rounds; wall
 seconds are shown too. The children run with compiled bytecode (an untimed warm-up first). The
@@ -116,7 +119,7 @@ def notebook(dataset: Path, out: Path, files: list[Path], n_resamples: int) -> N
 def decode(files: list[Path]) -> None:
     from healthbench.results.allresults_reader import decode_allresults
 
-    print(sum(len(decode_allresults(file).examples) for file in files))
+    print(sum(len(decode_allresults(file, texts=False).examples) for file in files))
 
 
 def ours(folder: Path) -> dict[tuple[str, str, str, str], tuple[float, int]]:
@@ -170,6 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         }
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPATH")}
         env["PYTHONPYCACHEPREFIX"] = str(folder / "bytecode")
+        env["PYTHONPATH"] = str(ROOT / "src")  # this checkout's code, not the installed package
         envs = {name: env for name in commands}
         base_outs: dict[str, Path] = {}  # a baseline's name (the folder of its src) -> its output folder
         for baseline in args.baseline:

@@ -15,6 +15,9 @@ its dataset JSONL, then, side by side in each round, in fresh processes:
   repeatable): ``import (NAME)``, the same command run on that tree (NAME: the folder holding that
   ``src``), to compare side by side.
 
+Every child runs this checkout's ``src`` (``PYTHONPATH``; a baseline's its own), never the
+installed package.
+
 CPU = user + system seconds of the child process (``resource.getrusage``), best of the rounds. The
 children run as an installed package does, with compiled bytecode: one untimed warm-up run of each
 command first writes it into a temporary ``PYTHONPYCACHEPREFIX`` (even where the environment sets
@@ -116,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         }
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
         env["PYTHONPYCACHEPREFIX"] = str(Path(tmp) / "bytecode")
+        env["PYTHONPATH"] = str(ROOT / "src")  # this checkout's code, not the installed package
         envs = {name: env for name in commands}
         for base in args.base:
             name = f"import ({base.resolve().parent.name})"

@@ -185,3 +185,32 @@ def test_bytes_are_read_as_the_file(run_files: tuple[Path, Path]) -> None:
         load_allresults(broken, name="upload")
     with pytest.raises(DataError, match=r"^<bytes>:1: invalid JSON"):
         load_allresults(b"{oops")
+
+
+def test_read_without_texts_the_same_answers_and_numbers(run_files: tuple[Path, Path]) -> None:
+    """``texts=False`` (what `analyze` and a plain `import` read): the same conversations, verdicts,
+    repeats and scores; no completion, explanation, prompt messages nor usage, and their rules are not
+    checked (a file with two completion messages is read)."""
+    file, dataset = run_files
+    lines = join_datasets([dataset], None)
+    for data in (lines, None):
+        full, lean = (load_allresults(file, data, texts=texts) for texts in (True, False))
+        assert (lean.score, lean.metrics) == (full.score, full.metrics)
+        assert [(s.conversation, s.verdicts, s.repeat) for s in lean.samples] == [
+            (s.conversation, s.verdicts, s.repeat) for s in full.samples
+        ]
+        assert {(s.completion, s.explanations, s.prompt_messages, s.usage) for s in lean.samples} == {
+            ("", (), None, None)
+        }
+        assert score_run(lean.samples, OPTIONS).metrics() == score_run(full.samples, OPTIONS).metrics()
+    two = edit(
+        file,
+        lambda d: d["metadata"]["example_level_metadata"][1]["completion"].append(
+            {"role": "assistant", "content": "again"}
+        ),
+    )
+    with pytest.raises(DataError, match="expected exactly one completion message"):
+        load_allresults(two)
+    assert len(load_allresults(two, texts=False).samples) == 40
+    with pytest.raises(ValueError, match="length adjustment reads the completions"):
+        rescore_allresults(file, texts=False, options=ScoringOptions(length_center=1000, length_penalty=0.1))

@@ -155,6 +155,7 @@ def load_inputs(
     allow_untagged: bool = False,
     model: str | None = None,
     run_id: str | None = None,
+    texts: bool = True,
 ) -> list[LoadedRun]:
     """Every run named by ``inputs``, in order: an existing file is an ``_allresults.json``, an
     existing folder gives its ``*_allresults.json`` files (sorted), anything else is a stored run name
@@ -164,6 +165,7 @@ def load_inputs(
     their example tags, as ``healthbench import`` does; ``data_sha256`` is recorded as their dataset
     version. ``model`` overrides every run's model; ``run_id`` the run id of the single run loaded.
     Two runs with the same model and run id are an error (they would be merged in every table).
+    Without ``texts`` files are read without their completions, usage and explanations (`load_file`).
     """
     entries: list[Path | Callable[[], LoadedRun]] = []  # a file, or a stored run's loader
     for spec in inputs:
@@ -171,7 +173,9 @@ def load_inputs(
     files = [e for e in entries if isinstance(e, Path)]
     interned = Interned()  # runs of the same conversations share them
     read = [
-        load_file(f, data, data_sha256=data_sha256, allow_untagged=allow_untagged, interned=interned)
+        load_file(
+            f, data, data_sha256=data_sha256, allow_untagged=allow_untagged, interned=interned, texts=texts
+        )
         for f in files
     ]
     file_runs = iter(read)
@@ -225,10 +229,12 @@ def load_file(
     data_sha256: str | None = None,
     allow_untagged: bool = False,
     interned: Interned | None = None,
+    texts: bool = True,
 ) -> LoadedRun:
     """One simple-evals ``_allresults.json`` (errors name the file, the example and the field);
-    files read with the same ``interned`` share their rebuilt conversations."""
-    parsed = load_allresults(path, data, allow_missing=allow_untagged, interned=interned)
+    files read with the same ``interned`` share their rebuilt conversations. Without ``texts`` the
+    samples hold no completion, usage nor explanation (what the tables need: `load_allresults`)."""
+    parsed = load_allresults(path, data, allow_missing=allow_untagged, interned=interned, texts=texts)
     name = parse_file_name(path)
     return LoadedRun(
         model=name.model,

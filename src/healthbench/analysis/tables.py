@@ -32,15 +32,15 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from healthbench.analysis.inputs import UNGRADED_CODE, LoadedRun
+from healthbench.analysis.inputs import UNGRADED_CODE, VERDICT_CODES, LoadedRun
 from healthbench.analysis.scores import AXIS_PREFIX, THEME_PREFIX
-from healthbench.scoring.rubric import OVERALL, Scored, conversation_metrics
+from healthbench.scoring.rubric import OVERALL, Scored, Verdict
+from healthbench.scoring.run_score import rubric_scores
 from healthbench.scoring.stats import (
     BootstrapOptions,
     Column,
     KeyStats,
     aggregate_columns,
-    columns_of,
     conversation_clusters,
 )
 from healthbench.scoring.worst_at_k import GroupedScores, worst_at_k_curves
@@ -89,11 +89,13 @@ class RunMetrics:
 
     @classmethod
     def of(cls, run: LoadedRun) -> RunMetrics:
-        per_sample = [conversation_metrics(s.conversation, s.verdicts) for s in run.samples]
-        graded = np.fromiter((m is not None for m in per_sample), bool, len(per_sample))
-        ungraded = int((run.answers.verdicts == UNGRADED_CODE).sum())
-        table = RunTable(columns_of([m for m in per_sample if m is not None]), graded, ungraded)
-        prompt_ids = run.answers.prompt_ids
+        answers = run.answers
+        graded = answers.graded  # (the spec's scores of every graded answer, as columns: `rubric_scores`)
+        met = (answers.verdicts == VERDICT_CODES[Verdict.MET])[np.repeat(graded, answers.n_items)]
+        scores = rubric_scores(list(compress(answers.conversations, graded)), met.astype(np.float64))
+        ungraded = int((answers.verdicts == UNGRADED_CODE).sum())
+        table = RunTable(scores.columns(), graded, ungraded)
+        prompt_ids = answers.prompt_ids
         return cls(run, table, len(set(prompt_ids)) == len(prompt_ids))
 
 

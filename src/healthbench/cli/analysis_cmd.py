@@ -58,8 +58,10 @@ def _load(
     cache: Path | None,
     model: str | None = None,
     run_id: str | None = None,
+    texts: bool = True,
 ) -> list[LoadedRun]:
-    """Load the inputs; the store is opened (and loaded) only when an input is not a file or folder."""
+    """Load the inputs; the store is opened (and loaded) only when an input is not a file or folder.
+    Without ``texts`` files are read without completions, usage and explanations (`load_inputs`)."""
     from healthbench.analysis.inputs import load_inputs, needs_store, only_paths_missing
 
     conversations, data_sha = None, None
@@ -85,6 +87,7 @@ def _load(
         allow_untagged=allow_untagged,
         model=model,
         run_id=run_id,
+        texts=texts,
     )
 
 
@@ -125,6 +128,7 @@ def analyze(
         cache=cache,
         model=model,
         run_id=run_id,
+        texts=False,  # (the tables read verdicts, rubrics and tags only)
     )
     from healthbench.analysis.analyze import analyze as run_analysis
     from healthbench.analysis.analyze import write_analysis

@@ -96,6 +96,8 @@ def import_allresults(
             length_center=center,
             length_penalty=penalty,
         ),
+        # the texts (completions, usage, explanations) only where an output or the length adjustment reads them
+        texts=export is not None or store is not None or center is not None,
     )
     run_score, a = rescored.run_score, rescored.agreement
     render_summary(summary_of(run_score), title=f"{file.name} (re-scored)", console=console)

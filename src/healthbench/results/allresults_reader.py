@@ -8,11 +8,15 @@ them (`healthbench.data.jsonl.decode_json`).
 
 `healthbench.results.simple_evals.load_allresults` builds the graded samples from what this reads. A
 source is a path, or the file's bytes or text with a ``name`` for messages (the service reads uploads
-without writing them to disk).
+without writing them to disk). With ``texts=False`` the same reader decodes a second schema of the
+file, what scores read (`Answer`: prompt_id, prompt, rubric and verdicts): completions, usage and
+explanations are skipped, not decoded nor checked (`healthbench analyze` and a plain `import` need
+none of them).
 """
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, get_args
@@ -39,14 +43,27 @@ EXAMPLES = "metadata.example_level_metadata"
 ROLES = frozenset(get_args(Role))
 
 
-class Item(msgspec.Struct, gc=False):
-    """A graded criterion."""
+class Verdicted(msgspec.Struct, gc=False):
+    """A graded criterion as scores read it (``texts=False``)."""
 
     criterion: str
     points: Points
     tags: tuple[str, ...]  # (as `healthbench.data.shapes.RubricEntry`'s)
     criteria_met: bool | None
+
+
+class Item(Verdicted, gc=False):
+    """A graded criterion."""
+
     explanation: msgspec.Raw = NULL  # any JSON (graders sometimes return structured explanations)
+
+
+class Answer(msgspec.Struct, gc=False):
+    """A graded answer as scores read it (``texts=False``): no completion, usage nor explanations."""
+
+    prompt_id: str
+    rubric_items: list[Verdicted]
+    prompt: list[Message]
 
 
 class Example(msgspec.Struct, gc=False):
@@ -69,7 +86,20 @@ class _File(msgspec.Struct, gc=False):
     metrics: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
+class _AnswersMetadata(msgspec.Struct, gc=False):
+    example_level_metadata: list[Answer]
+
+
+class _Answers(msgspec.Struct, gc=False):
+    """The file as scores read it (``texts=False``)."""
+
+    metadata: _AnswersMetadata
+    score: float | None = None
+    metrics: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
 _DECODER = msgspec.json.Decoder(_File)
+_ANSWERS_DECODER = msgspec.json.Decoder(_Answers)  # (``texts=False``)
 
 
 class _Criterion(Protocol):
@@ -87,9 +117,14 @@ class Rubrics(Protocol):
     def get(self, prompt_id: str, /) -> Sequence[_Criterion] | None: ...
 
 
+_WHOLE = operator.attrgetter("criterion", "points", "tags")
+
+
 def same_rubric(a: Sequence[_Criterion], b: Sequence[_Criterion]) -> bool:
     """Whether two rubrics have the same criteria, points and tags, in the same order (tags as a
     tuple or a list alike: the reader's are tuples, a record's lists)."""
+    if len(a) == len(b) and list(map(_WHOLE, a)) == list(map(_WHOLE, b)):
+        return True  # (the usual case, in one comparison)
     if len(a) != len(b) or any(list(map(get, a)) != list(map(get, b)) for get in (CRITERION, POINTS)):
         return False
     tags_a, tags_b = list(map(TAGS, a)), list(map(TAGS, b))
@@ -98,10 +133,11 @@ def same_rubric(a: Sequence[_Criterion], b: Sequence[_Criterion]) -> bool:
 
 @dataclass(frozen=True)
 class Decoded:
-    """A valid file: its examples (in file order) and the numbers it reports."""
+    """A valid file: its examples (in file order; `Answer`s when read without texts) and the numbers it
+    reports."""
 
     source: str
-    examples: list[Example]
+    examples: Sequence[Example | Answer]
     score: float | None
     metrics: dict[str, Any]
 
@@ -112,11 +148,13 @@ def decode_allresults(
     *,
     allow_missing: bool = False,
     name: str | None = None,
+    texts: bool = True,
 ) -> Decoded:
     """Read and check a file (module doc). With ``rubrics`` (the dataset's rubric by prompt_id) each
     example's rubric must be the dataset's, and a prompt_id absent from the
     dataset is an error unless ``allow_missing``. ``name`` names ``source`` in errors (default: the
-    path; ``<bytes>`` for data)."""
+    path; ``<bytes>`` for data). Without ``texts``, `Answer`s: no completion, usage nor explanation
+    is decoded or checked."""
     data, label = source_bytes(source, name)
     try:  # (msgspec passes bad bytes inside the texts it keeps raw)
         data = utf8_bytes(data)
@@ -124,7 +162,11 @@ def decode_allresults(
         decode_text(data, source=label)  # (raises, naming the line and the byte)
         raise
     try:
-        document = decode_json(data, _DECODER, source=label)
+        document: _File | _Answers = (
+            decode_json(data, _DECODER, source=label)
+            if texts
+            else decode_json(data, _ANSWERS_DECODER, source=label)
+        )
     except DataError as exc:
         if exc.field in ("metadata", f"{EXAMPLES}") and exc.reason.startswith(("missing", "expected an")):
             raise DataError(
@@ -133,7 +175,7 @@ def decode_allresults(
                 path=label,
             ) from None
         raise
-    examples = document.metadata.example_level_metadata
+    examples: Sequence[Example | Answer] = document.metadata.example_level_metadata
     if not examples:
         raise DataError(f"the file holds no graded example ({EXAMPLES} is empty)", path=label)
     missing: list[str] = []
@@ -180,23 +222,26 @@ def raw_kind(raw: msgspec.Raw) -> str:
     )
 
 
-def _check_example(example: Example, source: str, where: str) -> None:
+def _check_example(example: Example | Answer, source: str, where: str) -> None:
     """What the schema cannot say about any example: texts are strings, a prompt, one completion
-    message, usage an object or null, no empty criterion."""
+    message, usage an object or null, no empty criterion (an `Answer`: the prompt and criteria)."""
     _check_texts(example.prompt, source, f"{where}.prompt")
     if not example.prompt:
         raise DataError("the prompt has no messages", path=source, field=f"{where}.prompt")
-    _check_texts(example.completion, source, f"{where}.completion")
-    if len(example.completion) != 1:
-        raise DataError(
-            f"expected exactly one completion message, got {len(example.completion)}",
-            path=source,
-            field=f"{where}.completion",
-        )
-    if not is_object_or_null(example.usage):
-        raise DataError(
-            f"expected an object or null, got {raw_kind(example.usage)}", path=source, field=f"{where}.usage"
-        )
+    if isinstance(example, Example):
+        _check_texts(example.completion, source, f"{where}.completion")
+        if len(example.completion) != 1:
+            raise DataError(
+                f"expected exactly one completion message, got {len(example.completion)}",
+                path=source,
+                field=f"{where}.completion",
+            )
+        if not is_object_or_null(example.usage):
+            raise DataError(
+                f"expected an object or null, got {raw_kind(example.usage)}",
+                path=source,
+                field=f"{where}.usage",
+            )
     for number, item in enumerate(example.rubric_items):
         if not item.criterion.strip():
             raise DataError(
@@ -215,7 +260,7 @@ def _check_texts(messages: Sequence[Message], source: str, field: str) -> None:
             )
 
 
-def check_conversation(example: Example, source: str, where: str) -> None:
+def check_conversation(example: Example | Answer, source: str, where: str) -> None:
     """The rules of `healthbench.data.schema.Conversation` for an example read without a dataset
     entry (its conversation is rebuilt from the file)."""
     for number, message in enumerate(example.prompt):

@@ -53,11 +53,17 @@ def rescore_allresults(
     cache: PathLike | None = None,
     allow_untagged: bool = False,
     options: ScoringOptions | None = None,
+    texts: bool = True,
 ) -> Rescored:
-    """Parse ``path``, join it on prompt_id with the datasets given (`join_datasets`), and score it."""
+    """Parse ``path``, join it on prompt_id with the datasets given (`join_datasets`), and score it.
+    Without ``texts`` the samples hold no completion, usage nor explanation (`load_allresults`): enough
+    to score, unless the length adjustment is on (it reads each completion's length)."""
+    options = options or ScoringOptions()
+    if not texts and options.length_center is not None:
+        raise ValueError("the length adjustment reads the completions: read them (texts=True)")
     conversations = join_datasets(data, dataset, cache)
-    stored = load_allresults(path, conversations, allow_missing=allow_untagged)
-    run_score = score_run(stored.samples, options or ScoringOptions())
+    stored = load_allresults(path, conversations, allow_missing=allow_untagged, texts=texts)
+    run_score = score_run(stored.samples, options)
     untagged = sum(
         1 for s in stored.samples if conversations is None or s.conversation.prompt_id not in conversations
     )

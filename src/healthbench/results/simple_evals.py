@@ -28,7 +28,8 @@ from healthbench.data.jsonl import Source
 from healthbench.data.roles import Role
 from healthbench.data.shapes import ClassicLine, RubricEntry, Turn
 from healthbench.data.shapes import Message as RawMessage
-from healthbench.results.allresults_reader import Item, decode_allresults, texts
+from healthbench.results.allresults_reader import Example, Verdicted, decode_allresults
+from healthbench.results.allresults_reader import texts as decoded_texts
 from healthbench.results.metrics_out import write_json_atomic
 from healthbench.scoring.rubric import OVERALL, Scored
 from healthbench.scoring.run_score import GradedSample, RunScore
@@ -83,7 +84,7 @@ class Interned:
         self.conversations: dict[tuple[object, ...], ClassicLine] = {}
         self.prompts: dict[tuple[str, ...], tuple[dict[str, str], ...]] = {}
 
-    def item(self, raw: Item) -> RubricEntry:
+    def item(self, raw: Verdicted) -> RubricEntry:
         key = (raw.criterion, raw.points, raw.tags)
         item = self.items.get(key)
         if item is None:
@@ -122,6 +123,7 @@ def load_allresults(
     allow_missing: bool = False,
     name: str | None = None,
     interned: Interned | None = None,
+    texts: bool = True,
 ) -> AllResults:
     """Parse an ``_allresults.json`` (a path, or its bytes with ``name`` for messages) through the one
     reader (`healthbench.results.allresults_reader.decode_allresults`): every missing or odd field
@@ -134,36 +136,55 @@ def load_allresults(
     (prompt = the messages as sent, no example tags). Answers to the same prompt_id are numbered
     ``repeat`` 0, 1, ... in file order. Files read with the same ``interned`` share their rubric
     items and rebuilt conversations.
+
+    Without ``texts`` (what scores need: `healthbench.results.allresults_reader`'s second schema) no
+    completion, usage nor explanation is read: each sample's completion is ``""``, its explanations,
+    prompt messages and usage are absent, and only rebuilt conversations decode their prompt.
     """
     interned = interned or Interned()
     rubrics = {p: c.rubrics for p, c in conversations.items()} if conversations is not None else None
-    decoded = decode_allresults(source, rubrics, allow_missing=allow_missing, name=name)
+    decoded = decode_allresults(source, rubrics, allow_missing=allow_missing, name=name, texts=texts)
     examples = decoded.examples
+    prompted = (
+        examples
+        if texts
+        else [e for e in examples if conversations is None or e.prompt_id not in conversations]
+    )
     # the texts of the file decoded in a few calls (a call per text is most of the time)
-    completions = texts([e.completion[0].content for e in examples])
-    contents = iter(texts([m.content for e in examples for m in e.prompt]))
-    explanations = iter(_explanations([i.explanation for e in examples for i in e.rubric_items]))
-    usages = _usages([e.usage for e in examples])
+    contents = iter(decoded_texts([m.content for e in prompted for m in e.prompt]))
+    completions: list[str] | None = None
+    if texts:
+        full = cast(list[Example], examples)
+        completions = decoded_texts([e.completion[0].content for e in full])
+        explanations = iter(_explanations([i.explanation for e in full for i in e.rubric_items]))
+        usages = _usages([e.usage for e in full])
     samples: list[GradedSample] = []
     repeats: dict[str, int] = {}
     item_of = interned.item
-    for example, completion, usage in zip(examples, completions, usages, strict=True):
+    for index, example in enumerate(examples):
         prompt_id, raw_items = example.prompt_id, example.rubric_items
-        prompt = interned.prompt(example.prompt, list(islice(contents, len(example.prompt))))
         known: Scored | None = conversations.get(prompt_id) if conversations is not None else None
+        prompt = None
+        if texts or known is None:
+            prompt = interned.prompt(example.prompt, list(islice(contents, len(example.prompt))))
         if known is None:
+            assert prompt is not None
             known = interned.conversation(prompt_id, prompt, list(map(item_of, raw_items)))
         repeat = repeats.get(prompt_id, 0)
         repeats[prompt_id] = repeat + 1
+        verdicts = tuple(map(VERDICTS.__getitem__, map(MET, raw_items)))
+        if completions is None:
+            samples.append(GradedSample(known, "", verdicts, repeat=repeat))
+            continue
         samples.append(
             GradedSample(
                 conversation=known,
-                completion=completion,
-                verdicts=tuple(map(VERDICTS.__getitem__, map(MET, raw_items))),
+                completion=completions[index],
+                verdicts=verdicts,
                 explanations=tuple(islice(explanations, len(raw_items))),
                 repeat=repeat,
                 prompt_messages=prompt,
-                usage=usage,
+                usage=usages[index],
             )
         )
     return AllResults(samples, decoded.score, decoded.metrics)

@@ -7,16 +7,21 @@ additions (CI bounds, ungraded counts, optional length-adjusted score and consen
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
 from healthbench.scoring.rubric import OVERALL, Scored, Verdict, conversation_metrics, length_adjusted
+from healthbench.scoring.rubric_columns import Entries, rubric_entries
 from healthbench.scoring.stats import (
     BootstrapOptions,
     KeyStats,
     aggregate_columns,
-    columns_of,
     conversation_clusters,
     flatten,
 )
@@ -128,20 +133,30 @@ def score_run(samples: Sequence[GradedSample], options: ScoringOptions | None = 
     """Score a run: the one entry point from verdicts to figures. Ungraded samples are counted and
     left out; ``score`` mirrors simple-evals.
 
-    Each sample's metrics are `sample_metrics`; the aggregate is that of simple-evals' rows (each
-    graded sample's metrics followed by ``score``, the overall score again), keys in first-seen
-    order, as columns so that the bootstrap (`healthbench.scoring.stats`) shares its draws. Samples
-    of one conversation (by prompt_id: repeats) make its CIs conversation-level; the means and
-    ``bootstrap_std`` stay simple-evals'.
+    Each sample's metrics are `sample_metrics` (computed for all samples at once: `rubric_scores`); the
+    aggregate is that of simple-evals' rows (each graded sample's metrics followed by ``score``, the
+    overall score again), keys in first-seen order, as columns so that the bootstrap
+    (`healthbench.scoring.stats`) shares its draws. Samples of one conversation (by prompt_id:
+    repeats) make its CIs conversation-level; the means and ``bootstrap_std`` stay simple-evals'.
     """
     options = options or ScoringOptions()
-    _length_adjustment_on(options)  # (a half-given adjustment is refused even with nothing graded)
-    per_sample = [sample_metrics(sample, options) for sample in samples]
-    graded = [
-        (m, s.conversation.prompt_id) for m, s in zip(per_sample, samples, strict=True) if m is not None
-    ]
-    columns = columns_of([dict(metrics, score=metrics[OVERALL]) for metrics, _ in graded])
-    clusters = conversation_clusters([prompt_id for _, prompt_id in graded])
+    adjust = _length_adjustment_on(options)  # (a half-given adjustment is refused even with nothing graded)
+    graded = [s for s in samples if Verdict.UNGRADED not in s.verdicts]
+    verdicts = np.fromiter(chain.from_iterable(s.verdicts for s in graded), object)
+    entries = rubric_scores([s.conversation for s in graded], (verdicts == Verdict.MET).astype(np.float64))
+    if adjust:
+        assert options.length_penalty is not None and options.length_center is not None
+        penalty, center = options.length_penalty, options.length_center
+        overall = entries.value[entries.key == 0].tolist()
+        adjusted = [
+            length_adjusted(score, len(s.completion), penalty=penalty, center=center)
+            for score, s in zip(overall, graded, strict=True)
+        ]
+        entries = entries.then(LENGTH_ADJUSTED, np.array(adjusted, np.float64))
+    metrics = iter(_dicts(entries, len(graded)))
+    per_sample = [next(metrics) if Verdict.UNGRADED not in s.verdicts else None for s in samples]
+    clusters = conversation_clusters([s.conversation.prompt_id for s in graded])
+    columns = entries.then("score", entries.value[entries.key == 0]).columns()
     columns = {key: column.in_clusters(clusters) for key, column in columns.items()}
     return RunScore(
         stats=aggregate_columns(columns, len(graded), options=options),
@@ -162,3 +177,51 @@ def _length_adjustment_on(options: ScoringOptions) -> bool:
     if penalty < 0 or center < 0:
         raise ValueError("the length adjustment's center and penalty must be >= 0")
     return True
+
+
+_POINTS, _TAGS, _EXAMPLE_TAGS = map(operator.attrgetter, ("points", "tags", "example_tags"))
+
+
+class _Numbered(dict[tuple[str, ...], int]):
+    """Tag lists numbered 0, 1, ... as first looked up."""
+
+    def __missing__(self, tags: tuple[str, ...]) -> int:
+        self[tags] = number = len(self)
+        return number
+
+
+def rubric_scores(conversations: Sequence[Scored], met: npt.NDArray[np.float64]) -> Entries:
+    """`conversation_metrics` of graded answers to ``conversations`` (``met``: per criterion of theirs,
+    one answer's after another's, 1.0 or 0.0), as `rubric_columns.Entries`: their rubrics and tags
+    flattened into arrays of points and key codes for `rubric_columns.rubric_entries`."""
+    rubrics = [c.rubrics for c in conversations]
+    items = list(chain.from_iterable(rubrics))
+    lists = _Numbered()  # the distinct tag lists (criteria's and example tags)
+    tags = chain(map(_TAGS, items), map(_EXAMPLE_TAGS, conversations))
+    list_of = np.fromiter(map(lists.__getitem__, map(tuple, tags)), np.intp)
+    keys = {OVERALL: 0}
+    members = [[keys.setdefault(tag, len(keys)) for tag in dict.fromkeys(t)] for t in lists]
+    size = np.fromiter(map(len, members), np.intp, len(members))
+    flat = np.fromiter(chain.from_iterable(members), np.intp, int(size.sum()))
+
+    def pairs(owners: npt.NDArray[np.intp]) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
+        """(owner, key) per key of each owner's tag list (``owners``: each owner's list)."""
+        k = size[owners]
+        start = np.repeat(np.cumsum(size)[owners] - np.cumsum(k), k)
+        return np.repeat(np.arange(k.size), k), flat[np.arange(k.sum(), dtype=np.intp) + start]
+
+    n_items = np.fromiter(map(len, rubrics), np.intp, len(rubrics))
+    points = np.fromiter(map(_POINTS, items), np.float64, len(items))
+    tagged, example = pairs(list_of[: len(items)]), pairs(list_of[len(items) :])
+    entries = rubric_entries(list(keys), n_items, points, met, tagged, example)
+    unscored = np.flatnonzero(~np.isfinite(entries.value[entries.key == 0]))
+    if unscored.size:
+        raise ValueError(f"conversation {conversations[unscored[0]].prompt_id} has no positive points")
+    return entries
+
+
+def _dicts(entries: Entries, n: int) -> list[dict[str, float]]:
+    """Per answer (0 .. n - 1), its scores as a dict, in their order."""
+    names, values = [entries.keys[k] for k in entries.key.tolist()], entries.value.tolist()
+    ends = np.cumsum(np.bincount(entries.row, minlength=n)).tolist()
+    return [dict(zip(names[a:b], values[a:b], strict=True)) for a, b in zip([0, *ends], ends, strict=False)]
