@@ -25,7 +25,8 @@ Issue #29's guardrail: efficiency >= 0.70 alone, >= 0.85 in this side-by-side ru
 
     python benchmarks/inspect_pipeline.py [--latency 1] [--concurrency 256] [--limit N]
 
-Needs `pip install inspect-evals` (a benchmark-only requirement, not one of the project's extras).
+Needs `pip install inspect-evals openai` (benchmark-only: Inspect's OpenAI provider needs the
+`openai` package; neither is one of the project's extras).
 """
 
 from __future__ import annotations
