@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 import support_path  # noqa: E402, F401  (src/ and tests/ on sys.path)
 from support.process import fake_server_process  # noqa: E402
 
-from healthbench.config import build_config  # noqa: E402
+from healthbench.config import RunConfig, build_config  # noqa: E402
 from healthbench.runner.run import run_eval  # noqa: E402
 from healthbench.store import Store  # noqa: E402
 from healthbench.testing.fake_server import fetch_stats, reset_stats  # noqa: E402
@@ -81,11 +81,19 @@ def cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def one(
-    url: str, data: Path, concurrency: int, latency: float, workdir: Path, warm_first: bool = True
-) -> dict[str, float]:
-    store = Store(workdir / f"bench-{concurrency}-{warm_first}.db")
-    cfg = build_config(
+def bench_data(workdir: Path) -> Path:
+    """The 527-conversation shared file, or a synthetic file of the same shape in `workdir`."""
+    return SHARED if SHARED.is_file() else synthetic(workdir / "synthetic.jsonl")
+
+
+def ideal_seconds(calls: int, latency: float, concurrency: int) -> float:
+    """The physical limit: calls x latency / concurrency, never below 2 x latency (answer, then grade)."""
+    return max(calls * latency / concurrency, 2 * latency)
+
+
+def bench_config(url: str, data: Path, concurrency: int, warm_first: bool = True) -> RunConfig:
+    """The benchmark run's configuration: candidate and judge both on the fake server at `url`."""
+    return build_config(
         {
             "data": str(data),
             "max_connections": concurrency,
@@ -94,13 +102,20 @@ def one(
             "judge": {"spec": "bench-judge", "base_url": url},
         }
     )
+
+
+def one(
+    url: str, data: Path, concurrency: int, latency: float, workdir: Path, warm_first: bool = True
+) -> dict[str, float]:
+    store = Store(workdir / f"bench-{concurrency}-{warm_first}.db")
+    cfg = bench_config(url, data, concurrency, warm_first)
     reset_stats(url)
     cpu0, t0 = cpu_seconds(), time.perf_counter()
     outcome = run_eval(cfg, store=store, name="bench")
     wall, cpu = time.perf_counter() - t0, cpu_seconds() - cpu0
     calls = fetch_stats(url)["requests"]
     assert outcome.counters.ungraded == 0 and calls == outcome.counters.tally.made
-    ideal = max(calls * latency / concurrency, 2 * latency)
+    ideal = ideal_seconds(calls, latency, concurrency)
     criteria = [len(json.loads(line)["rubrics"]) for line in data.read_text().splitlines() if line.strip()]
     best = structural_ceiling(criteria, concurrency) * latency
     reset_stats(url)
@@ -118,6 +133,7 @@ def one(
         "ideal": ideal,
         "efficiency": ideal / wall,
         "ceiling": ideal / best,
+        "cpu": cpu,
         "calls_per_s": calls / wall,
         "cpu_per_1000": 1000 * cpu / calls,
         "rerun": rerun,
@@ -134,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
-        data = SHARED if SHARED.is_file() else synthetic(workdir / "synthetic.jsonl")
+        data = bench_data(workdir)
         print(f"data: {data.name}; fake server latency {args.latency}s (separate process)")
         rows = []
         with fake_server_process("--latency", str(args.latency)) as url:
