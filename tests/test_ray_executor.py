@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import json
 import os
 import signal
 import subprocess
@@ -18,7 +19,7 @@ from typing import Any, NamedTuple
 
 import pytest
 from service_helpers import completed_job, roles
-from support.fake_runs import fake_run_config
+from support.fake_runs import FAKE_JUDGE, fake_run_config
 from support.process import GARBAGE_JUDGE, fake_server_process, free_port
 from test_engine import demo, expected_samples
 from typer.testing import CliRunner
@@ -31,10 +32,13 @@ from healthbench.data.sources import read_records
 from healthbench.errors import ConfigError
 from healthbench.executors import ray as ray_executor
 from healthbench.executors.vllm import VllmEndpoint, vllm_answer_row, vllm_input_row
-from healthbench.results.run_results import score_stored_run
+from healthbench.models.tally import CallTally
+from healthbench.results.run_results import run_metrics, score_stored_run, scored_run
+from healthbench.results.views import RunView
 from healthbench.runner.run import resume_run, run_eval
 from healthbench.scoring.run_score import ScoringOptions, score_run
 from healthbench.store import Store
+from healthbench.store.runs import RunRecord
 from healthbench.testing.fake_server import fetch_stats, reset_stats
 from healthbench.testing.fake_vllm import fake_vllm_engine
 
@@ -138,6 +142,10 @@ def test_demo_on_ray_equals_the_core_and_a_repeat_calls_nothing(
     assert outcome.run.status == "finished"
     assert outcome.counters.tally.made == calls(server) == len(demo()) + criteria
     assert outcome.counters.tally.input_tokens > 0 and outcome.counters.tally.output_tokens > 0
+    # a single judge is a panel of one: its calls are counted as the member's, as the local engine does
+    assert list(outcome.counters.members) == [FAKE_JUDGE]
+    assert outcome.counters.members[FAKE_JUDGE] == outcome.counters.judge
+    assert outcome.counters.judge.made == criteria
     assert score_stored_run(store, outcome.run).metrics() == score_run(expected_samples(demo())).metrics()
     again = run_eval(fake_run_config(server, executor="ray"), store=store, name="ray-demo")
     assert calls(server) == outcome.counters.tally.made  # nothing left: no call
@@ -145,7 +153,77 @@ def test_demo_on_ray_equals_the_core_and_a_repeat_calls_nothing(
     # a new run with the same requests is answered from the call cache, on Ray too
     fresh = run_eval(fake_run_config(server, executor="ray"), store=store, name="ray-demo-2")
     assert fresh.counters.tally.made == 0 and fresh.counters.tally.cached_calls == len(demo()) + criteria
+    assert fresh.counters.members[FAKE_JUDGE].cached_calls == criteria
     assert calls(server) == outcome.counters.tally.made
+
+
+PANEL = ["judge-a-err10", "judge-b-err20", "judge-c-err30"]  # the fake's judges of known error rates
+
+
+def metrics_of(store: Store, run: RunRecord) -> dict[str, Any]:
+    """The run's metrics document, as ``--metrics-out`` writes it."""
+    view = RunView.of(store, run)
+    return run_metrics(view, scored_run(view))
+
+
+def tallied(tally: CallTally) -> tuple[Any, ...]:
+    """A tally's counts and tokens exactly, its cost (and cost by kind) to rounding: the sums' order
+    follows the calls' order."""
+    parts = {kind: pytest.approx(dollars) for kind, dollars in tally.cost_parts.items()}
+    counts = (tally.calls, tally.cached_calls, tally.failed_calls, tally.unpriced_calls, tally.tokens)
+    return (*counts, pytest.approx(tally.cost), parts)
+
+
+@needs_ray
+def test_a_panel_on_ray_stores_counts_and_scores_as_on_the_local_engine(
+    ray_cluster: str, server: str, tmp_path: Path
+) -> None:
+    """Three judges that disagree (`-errNN`: each flips the truth on its own prompts): on Ray as on the
+    local engine, exactly one call per criterion and member, the same grade row per (item, repeat,
+    criterion, member), the same counters per member (calls, tokens, cost: two members priced) and the
+    same metrics, the panel's and each member's."""
+    prices = tmp_path / "prices.json"
+    priced = {
+        "openai/judge-a-err10": {"input": 1, "output": 2},
+        "openai/judge-b-err20": {"input": 3, "output": 5},
+    }
+    prices.write_text(json.dumps(priced))
+    members = [{"spec": label, "base_url": server} for label in PANEL]
+    criteria = sum(len(c.rubrics) for c in demo())
+    outcomes, stores, stats = {}, {}, {}
+    for executor in ("local", "ray"):
+        stores[executor] = Store(tmp_path / f"{executor}.db")
+        config = fake_run_config(server, judge=None, judges=members, executor=executor, prices=str(prices))
+        reset_stats(server)
+        outcomes[executor] = run_eval(config, store=stores[executor], name="panel")
+        stats[executor] = fetch_stats(server)
+    local, on_ray = outcomes["local"], outcomes["ray"]
+    assert on_ray.run.status == "finished"
+    assert (stats["ray"]["candidate"], stats["ray"]["judge"]) == (len(demo()), len(PANEL) * criteria)
+    assert (stats["local"]["candidate"], stats["local"]["judge"]) == (len(demo()), len(PANEL) * criteria)
+
+    def graded(executor: str) -> dict[Any, Any]:
+        rows = stores[executor].load_grades(outcomes[executor].run.id)
+        return {k: (r.status, r.explanation, r.usage, r.cost, r.attempts) for k, r in rows.items()}
+
+    assert graded("ray") == graded("local")
+    assert len(graded("ray")) == len(PANEL) * criteria and {k[3] for k in graded("ray")} == set(PANEL)
+    assert list(on_ray.counters.members) == PANEL  # asked member after member, the chair first
+    counted = {e: {m: tallied(t) for m, t in o.counters.members.items()} for e, o in outcomes.items()}
+    assert counted["ray"] == counted["local"]
+    assert tallied(on_ray.counters.judge) == tallied(local.counters.judge)
+    assert all(on_ray.counters.members[m].made == criteria for m in PANEL)
+    assert on_ray.counters.judge.made == len(PANEL) * criteria
+    costs = [on_ray.counters.members[m].cost for m in PANEL]
+    assert costs[0] > 0 and costs[1] > costs[0] and costs[2] == 0.0
+    assert on_ray.counters.members[PANEL[2]].unpriced_calls == criteria
+    metrics = {e: metrics_of(stores[e], outcomes[e].run) for e in outcomes}
+    # the metrics document (--metrics-out): panel and members' keys exactly, costs to rounding
+    assert metrics["ray"] == pytest.approx(metrics["local"], rel=1e-12, abs=1e-15)
+    own = [metrics["ray"][f"judge:{m}:overall_score"] for m in PANEL]
+    assert len(set(own)) == len(PANEL)  # the members disagree: three scores, not one number thrice
+    assert metrics["ray"]["overall_score"] == metrics["local"]["overall_score"]
+    assert 0 < metrics["ray"]["judge_agreement"] < 1 and metrics["ray"]["cost_usd:judge"] is None
 
 
 @needs_ray
