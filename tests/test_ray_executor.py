@@ -259,42 +259,6 @@ def failed_calls(store: Store, run_id: int) -> tuple[set[tuple[str, int]], dict[
     return missing, {key: status for key, (status, _) in store.grade_progress(run_id).items()}
 
 
-@needs_ray
-def test_a_call_failing_after_the_retries_is_stored_like_the_local_engine_does(
-    ray_cluster: str, tmp_path: Path
-) -> None:
-    """One conversation whose candidate call always fails, one criterion whose judge call always does:
-    a failed sample and an ungraded criterion, the rest graded, the run incomplete, as with the local
-    engine; then --resume against a healthy server finishes with the core's metrics."""
-    retry = {"max_retries": 2, "initial_delay": 0.01, "max_delay": 0.05}
-    port = free_port()
-    faults = [arg for marker in FAILING for arg in ("--fail-containing", marker)]
-    outcomes, stores = {}, {}
-    with fake_server_process(*faults, port=port) as url:
-        for executor in ("local", "ray"):
-            stores[executor] = Store(tmp_path / f"{executor}.db")
-            outcomes[executor] = run_eval(
-                fake_run_config(url, executor=executor, retry=retry), store=stores[executor], name="f"
-            )
-        assert fetch_stats(url)["faults"]["server_error"] == 2 * 2 * 3  # 2 calls × 3 tries, per executor
-    for executor, outcome in outcomes.items():
-        assert outcome.run.status == "incomplete", executor
-        assert (outcome.counters.samples_failed, outcome.counters.ungraded) == (1, 1), executor
-    local, on_ray = (failed_calls(stores[e], outcomes[e].run.id) for e in ("local", "ray"))
-    assert on_ray == local
-    assert on_ray[0] == {("demo-0007", 0)}
-    assert sorted(key[:3] for key, status in on_ray[1].items() if status == "ungraded") == [
-        ("demo-0006", 0, 2)
-    ]
-    with fake_server_process(port=port) as url:
-        resumed = resume_run("f", store=stores["ray"])
-        stats = fetch_stats(url)
-    assert (stats["candidate"], stats["judge"]) == (1, 1 + len(demo()[6].rubrics))
-    assert resumed.run.status == "finished"
-    want = score_run(expected_samples(demo())).metrics()
-    assert score_stored_run(stores["ray"], resumed.run).metrics() == want
-
-
 def observed_figures(role: str, model: str) -> dict[str, float]:
     """This process's Prometheus figures of ``role`` (service/metrics.py's registry): calls by outcome,
     tokens by type, timed calls."""
@@ -312,12 +276,18 @@ def observed_figures(role: str, model: str) -> dict[str, float]:
 
 
 @needs_ray
-def test_ray_calls_are_counted_and_traced_as_the_fake_server_billed(ray_cluster: str, tmp_path: Path) -> None:
-    """A Ray run tells the engine's one observer (Prometheus metrics and OpenTelemetry spans) of every
-    call: calls by outcome, retries, tokens and timed calls equal what the fake server answered and
-    billed, with one CLIENT span per call inside the run's span; a second run answered from the call
-    cache counts those calls as cached, not as model calls, and makes no span for them (it asks only
-    what failed: a sample, and so its criteria, and one criterion)."""
+def test_failed_calls_are_stored_like_the_local_engine_and_every_call_counted_and_traced(
+    ray_cluster: str, tmp_path: Path
+) -> None:
+    """One conversation whose candidate call always fails, one criterion whose judge call always does:
+    on Ray as on the local engine, a failed sample and an ungraded criterion, the rest graded, the run
+    incomplete. The Ray run tells the engine's one observer (Prometheus metrics and OpenTelemetry spans)
+    of every call: calls by outcome, retries, tokens and timed calls equal what the fake server answered
+    and billed, with one CLIENT span per call inside the run's span. Against a healthy server, a new run
+    with the same requests counts those answered before as cached, not as model calls, and makes no span
+    for them (it asks only what failed: a sample, and so its criteria, and one criterion); then --resume
+    of the first run finds the sample and its criteria in the call cache, asks the ungraded criterion
+    anew (one call) and ends with the core's metrics."""
     pytest.importorskip("opentelemetry.sdk.trace")
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
     from opentelemetry.trace import SpanKind, StatusCode
@@ -330,39 +300,68 @@ def test_ray_calls_are_counted_and_traced_as_the_fake_server_billed(ray_cluster:
     tracing = configure(exporter=exporter)
     observer = observing(MetricsObserver(), tracing.observer())
     models = {"candidate": "fake-candidate", "judge": "fake-judge"}
-    store = Store(tmp_path / "s.db")
     retry = {"max_retries": 2, "initial_delay": 0.01, "max_delay": 0.05}
     faults = [arg for marker in FAILING for arg in ("--fail-containing", marker)]
+    stores = {name: Store(tmp_path / f"{name}.db") for name in ("local", "ray")}
     figures, port = [], free_port()  # the same URL: the same call-cache keys
     for name, server_args in (("first", faults), ("again", [])):
         with fake_server_process(*server_args, port=port) as url:
+            if name == "first":
+                local = run_eval(fake_run_config(url, retry=retry), store=stores["local"], name="f")
+                assert fetch_stats(url)["faults"]["server_error"] == 2 * 3  # 2 calls × 3 tries
+                reset_stats(url)
             before = {role: observed_figures(role, model) for role, model in models.items()}
             with tracing.span("healthbench run"):
                 config = fake_run_config(url, executor="ray", retry=retry)
-                run_eval(config, store=store, name=name, observer=observer)
+                run_name = "f" if name == "first" else name
+                outcome = run_eval(config, store=stores["ray"], name=run_name, observer=observer)
             after = {role: observed_figures(role, model) for role, model in models.items()}
             delta = {r: {k: after[r][k] - before[r][k] for k in after[r]} for r in models}
             figures.append((delta, fetch_stats(url), list(exporter.get_finished_spans())))
             exporter.clear()
+            if name == "first":
+                on_ray, failed = outcome, failed_calls(stores["ray"], outcome.run.id)
+            else:  # the first run resumed: what it lacks, the second run has just asked
+                resumed = resume_run("f", store=stores["ray"])
+                stats = fetch_stats(url)  # one further call: the ungraded criterion, asked anew
+                asked = figures[-1][1]
+                assert (stats["candidate"], stats["judge"]) == (asked["candidate"], asked["judge"] + 1)
+    for run in (local, on_ray):
+        assert run.run.status == "incomplete"
+        assert (run.counters.samples_failed, run.counters.ungraded) == (1, 1)
+    assert failed == failed_calls(stores["local"], local.run.id)
+    assert failed[0] == {("demo-0007", 0)}
+    assert sorted(key[:3] for key, status in failed[1].items() if status == "ungraded") == [
+        ("demo-0006", 0, 2)
+    ]
+    # the failed sample and its criteria from the call cache; the ungraded criterion with a new key
+    # (its next attempt: not answered by the failure that left it ungraded)
+    assert resumed.counters.tally.made == 1
+    assert resumed.counters.tally.cached_calls == 1 + len(demo()[6].rubrics)
+    assert resumed.run.status == "finished"
+    want = score_run(expected_samples(demo())).metrics()
+    assert score_stored_run(stores["ray"], resumed.run).metrics() == want
+
     (first, billed, spans), (again, billed_again, spans_again) = figures
+    assert billed["faults"]["server_error"] == 2 * 3
     for role in models:
-        asked, failed = first[role], 1  # one call of each role fails after 1 + 2 attempts
-        assert billed[role] == asked["ok"] + 3 * failed
+        asked, failed_call = first[role], 1  # one call of each role fails after 1 + 2 attempts
+        assert billed[role] == asked["ok"] + 3 * failed_call
         assert (asked["failed"], asked["retried"], asked["rate_limited"], asked["cached"]) == (1, 2, 0, 0)
-        assert asked["timed"] == asked["ok"] + failed
+        assert asked["timed"] == asked["ok"] + failed_call
         for kind in ("input", "cached_input", "cache_write_input", "output"):
             assert asked[kind] == billed["billed"][role][f"{kind}_tokens"], (role, kind)
         assert asked["input"] > 0 and asked["output"] > 0
         # the second run (a healthy server): what was answered before comes from the call cache
         assert (again[role]["cached"], again[role]["ok"]) == (asked["ok"], billed_again[role])
         assert again[role]["input"] == billed_again["billed"][role]["input_tokens"]
-    (run,) = [s for s in spans if s.name == "healthbench run"]
-    calls = [s for s in spans if s is not run]
+    (run_span,) = [s for s in spans if s.name == "healthbench run"]
+    call_spans = [s for s in spans if s is not run_span]
     for role, model in models.items():
-        mine = [s for s in calls if (s.attributes or {})["healthbench.role"] == role]
+        mine = [s for s in call_spans if (s.attributes or {})["healthbench.role"] == role]
         assert len(mine) == first[role]["ok"] + 1 and {s.name for s in mine} == {f"chat {model}"}
         assert all(s.kind is SpanKind.CLIENT and s.parent is not None for s in mine)
-        assert {s.parent.span_id for s in mine if s.parent is not None} == {run.context.span_id}
+        assert {s.parent.span_id for s in mine if s.parent is not None} == {run_span.context.span_id}
         (failed_span,) = [s for s in mine if s.status.status_code is StatusCode.ERROR]
         assert (failed_span.attributes or {})["error.type"] == "ModelError"
         tokens = sum(int((s.attributes or {}).get("gen_ai.usage.input_tokens", 0)) for s in mine)
@@ -370,7 +369,7 @@ def test_ray_calls_are_counted_and_traced_as_the_fake_server_billed(ray_cluster:
         assert all(
             s.end_time is not None and s.start_time is not None and s.end_time > s.start_time for s in mine
         )
-    verdicts = [e for s in calls for e in s.events if e.name == "gen_ai.evaluation.result"]
+    verdicts = [e for s in call_spans for e in s.events if e.name == "gen_ai.evaluation.result"]
     assert len(verdicts) == first["judge"]["ok"]  # every judge answer here is a final verdict
     # the second run: the run's span and one span per call asked (none for the cached answers)
     assert len(spans_again) == 1 + billed_again["requests"] == 1 + 1 + 1 + len(demo()[6].rubrics)
