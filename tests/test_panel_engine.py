@@ -1,6 +1,7 @@
 """A panel of judges through the one engine (docs/runs.md): every member grades every criterion, each
 member's verdicts stored under its label; resume, re-run, regrade --add-judge/--drop-judge and --batch
-per member, against the fake server (no faults)."""
+per member, against the fake server (no faults). The same panel on ``--executor ray``, against the
+local engine: tests/test_ray_executor.py (where the session's one local Ray lives)."""
 
 from __future__ import annotations
 
@@ -163,11 +164,6 @@ def test_per_judge_flags_apply_to_every_member_or_to_each_in_order() -> None:
         config_layer({"judge": ["a", "b", "c"], "judge_base_url": ["u", "v"]})
     with pytest.raises(ConfigError, match="--judge-api-key-env given 2 times for one --judge"):
         config_layer({"judge": ["a"], "judge_api_key_env": ["A", "B"]})
-
-
-def test_a_panel_refuses_the_ray_executor() -> None:
-    with pytest.raises(ConfigError, match="a panel of judges runs on the local engine"):
-        build_config({"judges": [{"spec": "openai/a"}, {"spec": "openai/b"}], "executor": "ray"})
 
 
 def test_a_job_body_with_judges_makes_the_run_config_of_the_cli(server: str, tmp_path: Path) -> None:

@@ -241,12 +241,6 @@ class RunConfig(BaseModel):
             raise ValueError("--batch runs on the local engine; drop --executor ray")
         return self
 
-    @model_validator(mode="after")
-    def _panel_on_the_engine(self) -> RunConfig:
-        if len(self.judges) > 1 and self.executor == "ray":
-            raise ValueError("a panel of judges runs on the local engine; drop --executor ray")
-        return self
-
     @property
     def panel(self) -> list[ModelConfig]:
         """The judges that grade every criterion, the chair first: ``judges``, or ``judge`` alone."""

@@ -8,8 +8,10 @@ for a ``vllm/`` candidate). Results stream back to the driver, which parses verd
 and commits each call (call cache + sample or grade row) through the same `Store` API; the pipeline gets
 more work only once what came back is committed, so killing the driver repeats at most ``in_flight``
 calls on ``--resume`` (reported as `RunCounters.repeat_bound`). Stage 1 samples, stage 2 grades each
-criterion (its own request); unparseable verdicts are re-asked in further rounds, up to
-``judge_retries``.
+criterion (its own request) with each member of the judge panel, one member's pipeline after another
+(a single judge is a panel of one); unparseable verdicts are re-asked in further rounds, up to
+``judge_retries``. Each member's verdicts, calls and cost are stored and counted under its label, as the
+local engine stores and counts them.
 
 A call that fails after the retries is stored like the local engine stores it (a failed sample, an
 ungraded criterion); a fatal failure (wrong key) or a model that fails without ever answering stops the
@@ -38,6 +40,7 @@ from healthbench.config import RunConfig
 from healthbench.defaults import DEFAULT_RAY_CONNECT_TIMEOUT
 from healthbench.errors import ConfigError, ModelError, RunError
 from healthbench.executors.grading import (
+    Caller,
     CallResult,
     EngineOptions,
     Grading,
@@ -111,7 +114,7 @@ class RayExecutor:
         run_id: int,
         *,
         candidate: RayEndpoint | None,
-        judge: RayEndpoint,
+        judges: Mapping[str, RayEndpoint],
         template: GraderTemplate,
         options: EngineOptions,
         prices: PriceTable,
@@ -120,7 +123,8 @@ class RayExecutor:
     ) -> None:
         self.store, self.run_id = store, run_id
         self.observer = observer  # told of every call as the driver takes its answer (metrics, traces)
-        self.candidate, self.judge, self.template, self.options = candidate, judge, template, options
+        self.candidate, self.template, self.options = candidate, template, options
+        self.judges = dict(judges)  # the panel: each member's endpoint by its label, the chair first
         self.progress = progress or NoProgress()
         self.ledger = Ledger(store, run_id, prices)
         self.counters = self.ledger.counters
@@ -130,7 +134,7 @@ class RayExecutor:
     def run(self, work_plan: Plan, *, interrupted_before: bool = False) -> RunCounters:
         """Do the plan's pending work. ``interrupted_before``: an earlier session of the run ended
         without finishing (killed driver): its lost answers are asked again, at most ``in_flight``."""
-        endpoints = (self.candidate, self.judge)
+        endpoints = (self.candidate, *self.judges.values())  # one pipeline at a time
         lost = max(e.in_flight for e in endpoints if e is not None) if interrupted_before else None
         c = self.ledger.start(work_plan, repeat_bound=lost)
         self.progress.update(c)
@@ -146,10 +150,10 @@ class RayExecutor:
         """One page of the plan: its samples (stage 1), then its criteria, re-asked in rounds (stage 2)."""
         completions = self._sample_all([(w, done) for w, done, _ in page])
         grading = [
-            Grading.start(w, completion, index, first, self.options)
+            Grading.start(w, completion, index, first, self.options, judge)
             for (w, _, missing), completion in zip(page, completions, strict=True)
             if completion is not None
-            for index, first, _ in missing  # (a panel of one: config refuses several judges on Ray)
+            for index, first, judge in missing
         ]
         while grading:
             grading = self._grade_round(grading)
@@ -177,7 +181,8 @@ class RayExecutor:
         if self.candidate is not None:
             for answer in call_through_ray(self.candidate, bodies, flush=self._flush):
                 pos, key, messages = asks[answer.tag]
-                out[pos] = self._sampled(items[pos][0], key, self._real(self.candidate, answer, messages))
+                taken = self._real(self.candidate, answer, messages, False)
+                out[pos] = self._sampled(items[pos][0], key, taken)
         return out
 
     def _sampled(self, w: WorkItem, key: str, taken: _Taken) -> str | None:
@@ -186,49 +191,56 @@ class RayExecutor:
         outcome = str(result) if isinstance(result, ModelError) else result
         rows, text = self.ledger.sampled(w, self.candidate.settings, outcome)
         self._commit(None if isinstance(outcome, str) else outcome, key, self.candidate.spec, rows)
-        self._tell(self.candidate, taken)
+        self._tell(self.candidate, False, taken)
         return text
 
-    # -- stage 2: grades, one request per criterion, re-asked in rounds ----------------------
-    def _grade_round(self, grading: Iterable[Grading]) -> list[Grading]:
+    # -- stage 2: grades, one request per criterion and member, re-asked in rounds -------------
+    def _grade_round(self, grading: Sequence[Grading]) -> list[Grading]:
+        """One round: each member asked the criteria it has left, member after member (the chair
+        first); the criteria to ask again in the next round."""
+        again: list[Grading] = []
+        for label, judge in self.judges.items():
+            again += self._grade_with(label, judge, [g for g in grading if g.judge == label])
+        return again
+
+    def _grade_with(self, label: str, judge: RayEndpoint, grading: Iterable[Grading]) -> list[Grading]:
+        """Member ``label`` asked these criteria: from the call cache, or through its own pipeline."""
         again: list[Grading] = []
         asks: list[tuple[Grading, str, Messages]] = []
         bodies: list[dict[str, Any]] = []
-        requests = [
-            (g, *g.request(self.judge.spec, self.judge.settings, self.template, self.options))
-            for g in grading
-        ]
-        hits = self.ledger.lookup([key for _, _, _, key in requests], judge=True)
+        requests = [(g, *g.request(judge.spec, judge.settings, self.template, self.options)) for g in grading]
+        hits = self.ledger.lookup([key for _, _, _, key in requests], judge=label)
         for (g, messages, schema, key), hit in zip(requests, hits, strict=True):
             if hit is not None:
-                if not self._judged(g, key, _Taken(hit, messages)):
+                if not self._judged(judge, g, key, _Taken(hit, messages)):
                     again.append(g)
             else:
                 asks.append((g, key, messages))
-                bodies.append(self.judge.body(messages, schema))
-        for answer in call_through_ray(self.judge, bodies, flush=self._flush):
+                bodies.append(judge.body(messages, schema))
+        for answer in call_through_ray(judge, bodies, flush=self._flush):
             g, key, messages = asks[answer.tag]
-            if not self._judged(g, key, self._real(self.judge, answer, messages)):
+            if not self._judged(judge, g, key, self._real(judge, answer, messages, label)):
                 again.append(g)
         return again
 
-    def _judged(self, g: Grading, key: str, taken: _Taken) -> bool:
-        """Record one judge answer; False when the criterion is to be asked again."""
+    def _judged(self, judge: RayEndpoint, g: Grading, key: str, taken: _Taken) -> bool:
+        """Record one answer of member ``judge``; False when the criterion is to be asked again."""
         result = taken.result
         if isinstance(result, ModelError):
-            self._commit(None, key, self.judge.spec, self.ledger.graded(g.failed(str(result))))
-            self._tell(self.judge, taken)
+            self._commit(None, key, judge.spec, self.ledger.graded(g.failed(str(result))))
+            self._tell(judge, g.judge, taken)
             return True
         row = g.answered(result)
-        self._commit(result, key, self.judge.spec, self.ledger.graded(row))
-        self._tell(self.judge, taken, None if row is None else str(row.status))
+        self._commit(result, key, judge.spec, self.ledger.graded(row))
+        self._tell(judge, g.judge, taken, None if row is None else str(row.status))
         return row is not None
 
     # -- calls and commits ---------------------------------------------------------------------
-    def _real(self, endpoint: RayEndpoint, answer: Answer, messages: Messages) -> _Taken:
-        """The answer of a real call, counted (calls, tokens, cost) like the engine counts them; a call
-        that failed is a ModelError to store, unless it is fatal or the model has never answered (the
-        run stops: the observer is told of the call first, as the local engine tells it)."""
+    def _real(self, endpoint: RayEndpoint, answer: Answer, messages: Messages, caller: Caller) -> _Taken:
+        """The answer of a real call, counted (calls, tokens, cost) like the engine counts them, as the
+        call of ``caller`` (False: the candidate; else the member's label); a call that failed is a
+        ModelError to store, unless it is fatal or the model has never answered (the run stops: the
+        observer is told of the call first, as the local engine tells it)."""
         name = endpoint.spec.name
         try:
             if answer.error is not None:  # the retry loop's message, naming the model (as the engine's)
@@ -238,20 +250,21 @@ class RayExecutor:
             error = exc if isinstance(exc, ModelError) else ModelError(f"{name}: {exc}")
             taken = _Taken(error, messages, answer)
             if answer.fatal or self._answers.never_answered(name):
-                self._tell(endpoint, taken)
+                self._tell(endpoint, caller, taken)
                 why = "retrying cannot help" if answer.fatal else f"no call to {name} has succeeded"
                 raise run_stopped(error, why) from None
             return taken
         self._answers.record(name)
-        result = self.ledger.real(endpoint.spec, completion, judge=endpoint is self.judge)
+        result = self.ledger.real(endpoint.spec, completion, judge=caller)
         return _Taken(result, messages, answer, completion.model)
 
-    def _tell(self, endpoint: RayEndpoint, taken: _Taken, verdict: str | None = None) -> None:
-        """The observer told of one call, as the local engine tells it (`CallReport`): each retried
-        attempt, then how the call ended (a judge call: with its criterion's final verdict)."""
+    def _tell(self, endpoint: RayEndpoint, caller: Caller, taken: _Taken, verdict: str | None = None) -> None:
+        """The observer told of one call of ``caller`` (as in `_real`), as the local engine tells it
+        (`CallReport`): each retried attempt, then how the call ended (a judge call: with its
+        criterion's final verdict)."""
         if self.observer is None:
             return
-        role = "judge" if endpoint is self.judge else "candidate"
+        role = "candidate" if caller is False else "judge"
         result, answer = taken.result, taken.answer
         for reason in answer.retries if answer is not None else ():
             self.observer.call_retried(role, endpoint.spec, reason)
@@ -317,7 +330,7 @@ def run_plan(
     joined already, or a new local Ray (shut down afterwards). ``interrupted_before``: see
     `RayExecutor.run`; ``observer``: told of every call (metrics, traces)."""
     require_ray()
-    judge = endpoint_for(config.judge.parsed(), config.judge.settings, config, environ)
+    judges = {m.label: endpoint_for(m.parsed(), m.settings, config, environ) for m in config.panel}
     candidate = None
     if with_candidate and config.model is not None:
         candidate = endpoint_for(config.model.parsed(), config.model.settings, config, environ)
@@ -325,7 +338,7 @@ def run_plan(
         store,
         run_id,
         candidate=candidate,
-        judge=judge,
+        judges=judges,
         template=template or load_template(config.grader_template, config.cache_dir),
         options=options,
         prices=PriceTable.load(config.prices),
