@@ -29,7 +29,7 @@ from healthbench.client import Client, ServiceError
 from healthbench.config import build_config
 from healthbench.data.schema import Conversation
 from healthbench.data.sources import read_records
-from healthbench.errors import ConfigError
+from healthbench.errors import ConfigError, RunError
 from healthbench.executors import ray as ray_executor
 from healthbench.executors.vllm import VllmEndpoint, vllm_answer_row, vllm_input_row
 from healthbench.models.tally import CallTally
@@ -111,6 +111,19 @@ def test_without_ray_the_executor_is_a_one_line_error(monkeypatch: pytest.Monkey
     assert result.exit_code != 0
     assert "pip install 'healthbench[ray]'" in result.output
     assert "Traceback" not in result.output
+
+
+@needs_ray
+def test_a_process_joined_to_one_ray_refuses_a_run_naming_another(ray_cluster: str) -> None:
+    """Ray's connection is one per process: a run naming another cluster is refused in one line rather
+    than sent to the Ray this process has; the Ray it is connected to, named as its GCS, is joined."""
+    with pytest.raises(RunError) as refused:
+        ray_executor.join_ray("127.0.0.1:1", timeout=2)
+    assert str(refused.value) == (
+        f"cannot join the Ray cluster at 127.0.0.1:1: this process is already connected to Ray at "
+        f"{ray_cluster} (one Ray connection per process)"
+    )
+    assert ray_executor.join_ray(ray_cluster) is False  # already connected there: nothing started
 
 
 def test_a_provider_ray_cannot_call_is_refused(server: str) -> None:

@@ -363,9 +363,11 @@ def join_ray(address: str | None, *, timeout: float = DEFAULT_RAY_CONNECT_TIMEOU
     import ray
     import ray.data
 
-    if ray.is_initialized():
-        return False
     remote = address not in (None, "", "auto", "local")
+    if ray.is_initialized():
+        if remote and address is not None:
+            check_same_cluster(address, ray.get_runtime_context().gcs_address)
+        return False
     if remote:
         assert address is not None
         check_reachable(address, timeout)
@@ -404,6 +406,26 @@ def join_ray(address: str | None, *, timeout: float = DEFAULT_RAY_CONNECT_TIMEOU
     context = ray.data.DataContext.get_current()
     context.enable_progress_bars = False
     return True
+
+
+def check_same_cluster(address: str, joined: str) -> None:
+    """A RunError unless ``address`` (``HOST:PORT``) is the cluster this process is connected to (GCS
+    address ``joined``): Ray's connection is one per process, and a run must not go to another cluster
+    than the one it names. A ``ray://`` client address (another port than the GCS's) is not compared."""
+    if address.startswith("ray://"):
+        return
+    host, _, port = address.rpartition(":")
+    joined_host, _, joined_port = joined.rpartition(":")
+    try:
+        ip, joined_ip = socket.gethostbyname(host.strip("[]")), socket.gethostbyname(joined_host)
+        same = port == joined_port and ip == joined_ip
+    except OSError:
+        same = False
+    if not same:
+        raise RunError(
+            f"cannot join the Ray cluster at {address}: this process is already connected to Ray at "
+            f"{joined} (one Ray connection per process)"
+        )
 
 
 def check_reachable(address: str, timeout: float) -> None:
