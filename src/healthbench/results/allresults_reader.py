@@ -63,17 +63,17 @@ class Answer(msgspec.Struct, gc=False):
     """A graded answer as scores read it (``texts=False``): no completion, usage nor explanations."""
 
     prompt_id: str
-    rubric_items: list[Verdicted]
-    prompt: list[Message]
+    rubric_items: tuple[Verdicted, ...]  # (tuples of untracked structs: the collector untracks them)
+    prompt: tuple[Message, ...]
 
 
 class Example(msgspec.Struct, gc=False):
     """A graded answer."""
 
     prompt_id: str
-    rubric_items: list[Item]
-    prompt: list[Message]
-    completion: list[Message]
+    rubric_items: tuple[Item, ...]
+    prompt: tuple[Message, ...]
+    completion: tuple[Message, ...]
     usage: msgspec.Raw = NULL  # an object or null (checked, not decoded)
 
 

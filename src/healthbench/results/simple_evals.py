@@ -91,7 +91,7 @@ class Interned:
             item = self.items[key] = RubricEntry(raw.criterion, raw.points, raw.tags)
         return item
 
-    def prompt(self, messages: list[RawMessage], contents: Sequence[str]) -> tuple[dict[str, str], ...]:
+    def prompt(self, messages: Sequence[RawMessage], contents: Sequence[str]) -> tuple[dict[str, str], ...]:
         """The messages as sent (their ``contents`` decoded); equal prompts (a dataset's, in every run)
         are one object."""
         roles = [m.role for m in messages]
