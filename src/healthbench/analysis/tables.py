@@ -35,7 +35,8 @@ import polars as pl
 from healthbench.analysis.inputs import UNGRADED_CODE, VERDICT_CODES, LoadedRun
 from healthbench.analysis.scores import AXIS_PREFIX, THEME_PREFIX
 from healthbench.scoring.rubric import OVERALL, Scored, Verdict
-from healthbench.scoring.run_score import Ints, RubricTable
+from healthbench.scoring.rubric_columns import Ints
+from healthbench.scoring.run_score import RubricTable
 from healthbench.scoring.stats import (
     BootstrapOptions,
     Column,

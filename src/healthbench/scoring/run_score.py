@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from healthbench.scoring.rubric import OVERALL, Scored, Verdict, conversation_metrics, length_adjusted
-from healthbench.scoring.rubric_columns import Entries, rubric_entries
+from healthbench.scoring.rubric_columns import Entries, Ints, rubric_entries
 from healthbench.scoring.stats import (
     BootstrapOptions,
     KeyStats,
@@ -194,9 +194,6 @@ def rubric_scores(conversations: Sequence[Scored], met: npt.NDArray[np.float64])
     """`conversation_metrics` of graded answers to ``conversations`` (``met``: per criterion of theirs,
     one answer's after another's, 1.0 or 0.0), as `rubric_columns.Entries` (`RubricTable.scores`)."""
     return RubricTable.of(conversations).scores(np.arange(len(conversations)), met)
-
-
-Ints = npt.NDArray[np.intp]
 
 
 @dataclass(frozen=True)
