@@ -25,7 +25,15 @@ import numpy as np
 import numpy.typing as npt
 
 from healthbench.errors import DataError, RunError
-from healthbench.results.simple_evals import VERDICTS, Answers, Interned, load_allresults, load_answers
+from healthbench.results.allresults_reader import DatasetRubrics
+from healthbench.results.simple_evals import (
+    VERDICTS,
+    Answers,
+    Interned,
+    dataset_rubrics,
+    load_allresults,
+    load_answers,
+)
 from healthbench.scoring.rubric import Scored
 from healthbench.scoring.run_score import GradedSample
 from healthbench.scoring.verdict import Verdict
@@ -221,9 +229,16 @@ def load_inputs(
         entries.extend(_resolve(str(spec), store))
     files = [e for e in entries if isinstance(e, Path)]
     interned = Interned()  # runs of the same conversations share them
+    rubrics = dataset_rubrics(data) if files else None  # (and the dataset's rubrics, as the reader checks)
     read = [
         load_file(
-            f, data, data_sha256=data_sha256, allow_untagged=allow_untagged, interned=interned, texts=texts
+            f,
+            data,
+            data_sha256=data_sha256,
+            allow_untagged=allow_untagged,
+            interned=interned,
+            texts=texts,
+            rubrics=rubrics,
         )
         for f in files
     ]
@@ -279,16 +294,18 @@ def load_file(
     allow_untagged: bool = False,
     interned: Interned | None = None,
     texts: bool = True,
+    rubrics: DatasetRubrics | None = None,
 ) -> LoadedRun:
     """One simple-evals ``_allresults.json`` (errors name the file, the example and the field);
     files read with the same ``interned`` share their rebuilt conversations. Without ``texts`` the
-    samples hold no completion, usage nor explanation (what the tables need: `load_allresults`)."""
+    samples hold no completion, usage nor explanation (what the tables need: `load_answers`, which
+    checks the rubrics against ``rubrics``, `dataset_rubrics` of ``data`` made once for many files)."""
     samples: Sequence[GradedSample]
     if texts:
         parsed = load_allresults(path, data, allow_missing=allow_untagged, interned=interned)
         samples, metrics = tuple(parsed.samples), parsed.metrics
     else:  # (columns, no sample per answer)
-        answers = load_answers(path, data, allow_missing=allow_untagged, interned=interned)
+        answers = load_answers(path, data, allow_missing=allow_untagged, interned=interned, rubrics=rubrics)
         samples, metrics = AnswerSamples(RunAnswers.read(answers)), answers.metrics
     name = parse_file_name(path)
     return LoadedRun(

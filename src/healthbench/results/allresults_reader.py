@@ -132,6 +132,25 @@ def same_rubric(a: Sequence[_Criterion], b: Sequence[_Criterion]) -> bool:
     return tags_a == tags_b or list(map(tuple, tags_a)) == list(map(tuple, tags_b))
 
 
+class DatasetRubrics:
+    """A dataset's rubrics by prompt_id (`Rubrics`), each kept beside its criteria as `same_rubric`
+    first compares them: made once, it serves every file read against the dataset."""
+
+    def __init__(self, rubrics: Rubrics) -> None:
+        self._rubrics = rubrics
+        self._wholes: dict[str, list[Any]] = {}
+
+    def get(self, prompt_id: str, /) -> Sequence[_Criterion] | None:
+        return self._rubrics.get(prompt_id)
+
+    def same(self, rubric: Sequence[_Criterion], prompt_id: str, expected: Sequence[_Criterion]) -> bool:
+        """`same_rubric` of ``rubric`` and ``expected``, the dataset's rubric of ``prompt_id``."""
+        whole = self._wholes.get(prompt_id)
+        if whole is None:
+            whole = self._wholes[prompt_id] = list(map(_WHOLE, expected))
+        return list(map(_WHOLE, rubric)) == whole or same_rubric(rubric, expected)
+
+
 @dataclass(frozen=True)
 class Decoded:
     """A valid file: its examples (in file order; `Answer`s when read without texts) and the numbers it
@@ -151,7 +170,8 @@ def decode_allresults(
     name: str | None = None,
     texts: bool = True,
 ) -> Decoded:
-    """Read and check a file (module doc). With ``rubrics`` (the dataset's rubric by prompt_id) each
+    """Read and check a file (module doc). With ``rubrics`` (the dataset's rubric by prompt_id; a
+    `DatasetRubrics` serves many files) each
     example's rubric must be the dataset's, and a prompt_id absent from the
     dataset is an error unless ``allow_missing``. ``name`` names ``source`` in errors (default: the
     path; ``<bytes>`` for data). Without ``texts``, `Answer`s: no completion, usage nor explanation
@@ -176,6 +196,7 @@ def decode_allresults(
                 path=label,
             ) from None
         raise
+    dataset = rubrics if rubrics is None or isinstance(rubrics, DatasetRubrics) else DatasetRubrics(rubrics)
     examples: Sequence[Example | Answer] = document.metadata.example_level_metadata
     if not examples:
         raise DataError(f"the file holds no graded example ({EXAMPLES} is empty)", path=label)
@@ -195,12 +216,12 @@ def decode_allresults(
                 path=label,
                 field=f"{where}.rubric_items",
             )
-        expected = rubrics.get(example.prompt_id) if rubrics is not None else None
-        if expected is None:
-            if rubrics is not None:
+        expected = dataset.get(example.prompt_id) if dataset is not None else None
+        if dataset is None or expected is None:
+            if dataset is not None:
                 missing.append(example.prompt_id)
             check_conversation(example, label, where)
-        elif not same_rubric(rubric, expected):
+        elif not dataset.same(rubric, example.prompt_id, expected):
             raise DataError(
                 f"the rubric stored for prompt_id {example.prompt_id} differs from the dataset's "
                 f"({len(rubric)} vs {len(expected)} criteria); join the dataset the run used",

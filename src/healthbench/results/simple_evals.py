@@ -28,10 +28,16 @@ from healthbench.data.jsonl import Source
 from healthbench.data.roles import Role
 from healthbench.data.shapes import ClassicLine, RubricEntry, Turn
 from healthbench.data.shapes import Message as RawMessage
-from healthbench.results.allresults_reader import Answer, Example, Verdicted, decode_allresults
+from healthbench.results.allresults_reader import (
+    Answer,
+    DatasetRubrics,
+    Example,
+    Verdicted,
+    decode_allresults,
+)
 from healthbench.results.allresults_reader import texts as decoded_texts
 from healthbench.results.metrics_out import write_json_atomic
-from healthbench.scoring.rubric import OVERALL, Criterion, Scored
+from healthbench.scoring.rubric import OVERALL, Scored
 from healthbench.scoring.run_score import GradedSample, RunScore
 from healthbench.scoring.verdict import Verdict
 
@@ -154,7 +160,9 @@ def load_allresults(
         ]
         return AllResults(samples, answers.score, answers.metrics)
     interned = interned or Interned()
-    decoded = decode_allresults(source, _rubrics(conversations), allow_missing=allow_missing, name=name)
+    decoded = decode_allresults(
+        source, dataset_rubrics(conversations), allow_missing=allow_missing, name=name
+    )
     examples = cast(list[Example], decoded.examples)
     # the texts of the file decoded in a few calls (a call per text is most of the time)
     contents = iter(decoded_texts([m.content for e in examples for m in e.prompt]))
@@ -199,13 +207,14 @@ def load_answers(
     allow_missing: bool = False,
     name: str | None = None,
     interned: Interned | None = None,
+    rubrics: DatasetRubrics | None = None,
 ) -> Answers:
     """An ``_allresults.json`` read without texts (`load_allresults` with ``texts=False``, as columns:
-    no sample per answer): only rebuilt conversations decode their prompt."""
+    no sample per answer): only rebuilt conversations decode their prompt. ``rubrics``:
+    `dataset_rubrics` of ``conversations``, made once for many files (default: for this one)."""
     interned = interned or Interned()
-    decoded = decode_allresults(
-        source, _rubrics(conversations), allow_missing=allow_missing, name=name, texts=False
-    )
+    expected = rubrics if rubrics is not None else dataset_rubrics(conversations)
+    decoded = decode_allresults(source, expected, allow_missing=allow_missing, name=name, texts=False)
     examples = decoded.examples
     prompted = [e for e in examples if conversations is None or e.prompt_id not in conversations]
     contents = iter(decoded_texts([m.content for e in prompted for m in e.prompt]))
@@ -229,9 +238,11 @@ def load_answers(
 _RUBRIC_ITEMS = operator.attrgetter("rubric_items")
 
 
-def _rubrics(conversations: Mapping[str, Scored] | None) -> dict[str, Sequence[Criterion]] | None:
-    """The dataset's rubric by prompt_id, what the reader checks a file's against."""
-    return {p: c.rubrics for p, c in conversations.items()} if conversations is not None else None
+def dataset_rubrics(conversations: Mapping[str, Scored] | None) -> DatasetRubrics | None:
+    """The dataset's rubrics by prompt_id, what the reader checks a file's against (one for many files)."""
+    if conversations is None:
+        return None
+    return DatasetRubrics({p: c.rubrics for p, c in conversations.items()})
 
 
 def _answered(
