@@ -120,13 +120,10 @@ def run_metrics(runs: Sequence[LoadedRun]) -> list[RunMetrics]:
 def distinct_positions(conversations: Sequence[Scored]) -> tuple[list[Scored], Ints]:
     """The conversations answered (each object once, in first-answer order: runs of one dataset share
     them) and per answer its conversation's index among them."""
-    position: dict[int, int] = {}
-    distinct: list[Scored] = []
-    for conversation in conversations:
-        if position.setdefault(id(conversation), len(distinct)) == len(distinct):
-            distinct.append(conversation)
-    which = np.fromiter(map(position.__getitem__, map(id, conversations)), np.intp, len(conversations))
-    return distinct, which
+    ids = list(map(id, conversations))
+    of_id = dict(zip(ids, conversations, strict=True))  # (in first-answer order)
+    position = dict(zip(of_id, range(len(of_id)), strict=True))
+    return list(of_id.values()), np.fromiter(map(position.__getitem__, ids), np.intp, len(ids))
 
 
 # --- the granular table ---------------------------------------------------------------------------
