@@ -204,9 +204,8 @@ def decode_allresults(
     first_of: dict[str, int] = {}  # prompt_id -> its first example
     valid = _all_valid(examples)  # (else each example is checked in turn, for the first failure's words)
     for index, example in enumerate(examples):
-        where = f"{EXAMPLES}[{index}]"
         if not valid:
-            _check_example(example, label, where)
+            _check_example(example, label, f"{EXAMPLES}[{index}]")
         rubric = example.rubric_items
         first = first_of.setdefault(example.prompt_id, index)
         if first != index and not same_rubric(examples[first].rubric_items, rubric):
@@ -214,19 +213,19 @@ def decode_allresults(
                 f"prompt_id {example.prompt_id!r} is also example {first} with another rubric: answers "
                 "to one prompt_id are pooled as repeats, so their rubrics must be the same",
                 path=label,
-                field=f"{where}.rubric_items",
+                field=f"{EXAMPLES}[{index}].rubric_items",
             )
         expected = dataset.get(example.prompt_id) if dataset is not None else None
         if dataset is None or expected is None:
             if dataset is not None:
                 missing.append(example.prompt_id)
-            check_conversation(example, label, where)
+            check_conversation(example, label, f"{EXAMPLES}[{index}]")
         elif not dataset.same(rubric, example.prompt_id, expected):
             raise DataError(
                 f"the rubric stored for prompt_id {example.prompt_id} differs from the dataset's "
                 f"({len(rubric)} vs {len(expected)} criteria); join the dataset the run used",
                 path=label,
-                field=f"{where}.rubric_items",
+                field=f"{EXAMPLES}[{index}].rubric_items",
             )
     if missing and not allow_missing:
         shown = ", ".join(dict.fromkeys(missing[:5]))
