@@ -14,7 +14,7 @@ import fnmatch
 import json
 import os
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property, partial
 from itertools import chain, islice
@@ -132,6 +132,9 @@ class AnswerSamples(Sequence[GradedSample]):
 
     def __len__(self) -> int:
         return len(self.answers.conversations)
+
+    def __iter__(self) -> Iterator[GradedSample]:
+        return iter(self.samples)
 
     @overload
     def __getitem__(self, index: int) -> GradedSample: ...
