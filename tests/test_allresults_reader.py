@@ -11,6 +11,7 @@ import msgspec
 import pytest
 from synthetic_runs import conversations, graded
 
+from healthbench.analysis.inputs import AnswerSamples, load_inputs
 from healthbench.data.shapes import ClassicLine
 from healthbench.data.sources import join_datasets
 from healthbench.errors import DataError
@@ -214,3 +215,23 @@ def test_read_without_texts_the_same_answers_and_numbers(run_files: tuple[Path, 
     assert len(load_allresults(two, texts=False).samples) == 40
     with pytest.raises(ValueError, match="length adjustment reads the completions"):
         rescore_allresults(file, texts=False, options=ScoringOptions(length_center=1000, length_penalty=0.1))
+
+
+def test_files_read_as_columns_against_one_dataset(run_files: tuple[Path, Path], tmp_path: Path) -> None:
+    """`analyze`'s read (`load_inputs` without texts: columns, the dataset's rubrics made once for every
+    file): the samples `load_allresults` gives, and a later file's differing rubric is still refused."""
+    file, dataset = run_files
+    lines = join_datasets([dataset], None)
+    second = tmp_path / "second_allresults.json"
+    second.write_bytes(file.read_bytes())
+    runs = load_inputs([file, second], data=lines, texts=False)
+    assert isinstance(runs[0].samples, AnswerSamples)
+    expected = load_allresults(file, lines, texts=False).samples
+    assert [list(run.samples) for run in runs] == [expected, expected]
+    assert runs[1].samples == tuple(expected)
+    edit(second, lambda d: d["metadata"]["example_level_metadata"][5]["rubric_items"][0].update(points=-7))
+    field = r"metadata\.example_level_metadata\[5\]\.rubric_items"
+    with pytest.raises(
+        DataError, match=f"^{second} field '{field}': the rubric stored for prompt_id conv-0005 "
+    ):
+        load_inputs([file, second], data=lines, texts=False)

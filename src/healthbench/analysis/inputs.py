@@ -14,18 +14,26 @@ import fnmatch
 import json
 import os
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property, partial
-from itertools import chain
+from itertools import chain, islice
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 import numpy.typing as npt
 
 from healthbench.errors import DataError, RunError
-from healthbench.results.simple_evals import Interned, load_allresults
+from healthbench.results.allresults_reader import DatasetRubrics
+from healthbench.results.simple_evals import (
+    VERDICTS,
+    Answers,
+    Interned,
+    dataset_rubrics,
+    load_allresults,
+    load_answers,
+)
 from healthbench.scoring.rubric import Scored
 from healthbench.scoring.run_score import GradedSample
 from healthbench.scoring.verdict import Verdict
@@ -43,6 +51,8 @@ _FILE_NAME = re.compile(
 _GLOB_CHARS = frozenset("*?[")
 VERDICT_CODES = {Verdict.MET: 0, Verdict.NOT_MET: 1, Verdict.UNGRADED: 2}  # a verdict's code in `RunAnswers`
 UNGRADED_CODE = VERDICT_CODES[Verdict.UNGRADED]
+_MET_CODES = {met: VERDICT_CODES[verdict] for met, verdict in VERDICTS.items()}  # criteria_met -> code
+_VERDICT_OF = {code: verdict for verdict, code in VERDICT_CODES.items()}
 
 
 @dataclass(frozen=True)
@@ -63,6 +73,8 @@ class RunAnswers:
 
     @classmethod
     def of(cls, samples: Sequence[GradedSample]) -> RunAnswers:
+        if isinstance(samples, AnswerSamples):  # (a file read as columns)
+            return samples.answers
         n_items = np.fromiter((len(s.verdicts) for s in samples), np.intp, len(samples))
         return cls(
             [s.conversation for s in samples],
@@ -73,6 +85,16 @@ class RunAnswers:
                 int(n_items.sum()),
             ),
             n_items,
+        )
+
+    @classmethod
+    def read(cls, answers: Answers) -> RunAnswers:
+        """A file's answers (`healthbench.results.simple_evals.load_answers`)."""
+        return cls(
+            answers.conversations,
+            np.array(answers.repeats, np.int64),
+            np.fromiter(map(_MET_CODES.__getitem__, answers.met), np.int8, len(answers.met)),
+            np.array(answers.n_items, np.intp),
         )
 
     @cached_property
@@ -87,6 +109,44 @@ class RunAnswers:
     def distinct(self) -> list[Scored]:
         """The conversations answered (each object once, in first-answer order)."""
         return list(dict(zip(map(id, self.conversations), self.conversations, strict=True)).values())
+
+
+class AnswerSamples(Sequence[GradedSample]):
+    """A run read as columns (`RunAnswers`) seen as its graded samples, built on first use: no
+    completion, explanation, prompt messages nor usage (a file read without texts, as
+    `load_allresults` reads it)."""
+
+    def __init__(self, answers: RunAnswers) -> None:
+        self.answers = answers
+
+    @cached_property
+    def samples(self) -> tuple[GradedSample, ...]:
+        answers = self.answers
+        verdicts = iter(map(_VERDICT_OF.__getitem__, answers.verdicts.tolist()))
+        return tuple(
+            GradedSample(conversation, "", tuple(islice(verdicts, n)), repeat=repeat)
+            for conversation, n, repeat in zip(
+                answers.conversations, answers.n_items.tolist(), answers.repeats.tolist(), strict=True
+            )
+        )
+
+    def __len__(self) -> int:
+        return len(self.answers.conversations)
+
+    def __iter__(self) -> Iterator[GradedSample]:
+        return iter(self.samples)
+
+    @overload
+    def __getitem__(self, index: int) -> GradedSample: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[GradedSample, ...]: ...
+    def __getitem__(self, index: int | slice) -> GradedSample | tuple[GradedSample, ...]:
+        return self.samples[index]
+
+    def __eq__(self, other: object) -> bool:
+        return self.samples == (other.samples if isinstance(other, AnswerSamples) else other)
+
+    __hash__ = None  # type: ignore[assignment]
 
 
 @dataclass(frozen=True)
@@ -172,9 +232,16 @@ def load_inputs(
         entries.extend(_resolve(str(spec), store))
     files = [e for e in entries if isinstance(e, Path)]
     interned = Interned()  # runs of the same conversations share them
+    rubrics = dataset_rubrics(data) if files else None  # (and the dataset's rubrics, as the reader checks)
     read = [
         load_file(
-            f, data, data_sha256=data_sha256, allow_untagged=allow_untagged, interned=interned, texts=texts
+            f,
+            data,
+            data_sha256=data_sha256,
+            allow_untagged=allow_untagged,
+            interned=interned,
+            texts=texts,
+            rubrics=rubrics,
         )
         for f in files
     ]
@@ -230,20 +297,28 @@ def load_file(
     allow_untagged: bool = False,
     interned: Interned | None = None,
     texts: bool = True,
+    rubrics: DatasetRubrics | None = None,
 ) -> LoadedRun:
     """One simple-evals ``_allresults.json`` (errors name the file, the example and the field);
     files read with the same ``interned`` share their rebuilt conversations. Without ``texts`` the
-    samples hold no completion, usage nor explanation (what the tables need: `load_allresults`)."""
-    parsed = load_allresults(path, data, allow_missing=allow_untagged, interned=interned, texts=texts)
+    samples hold no completion, usage nor explanation (what the tables need: `load_answers`, which
+    checks the rubrics against ``rubrics``, `dataset_rubrics` of ``data`` made once for many files)."""
+    samples: Sequence[GradedSample]
+    if texts:
+        parsed = load_allresults(path, data, allow_missing=allow_untagged, interned=interned)
+        samples, metrics = tuple(parsed.samples), parsed.metrics
+    else:  # (columns, no sample per answer)
+        answers = load_answers(path, data, allow_missing=allow_untagged, interned=interned, rubrics=rubrics)
+        samples, metrics = AnswerSamples(RunAnswers.read(answers)), answers.metrics
     name = parse_file_name(path)
     return LoadedRun(
         model=name.model,
         run_id=name.run_id,
-        samples=tuple(parsed.samples),
+        samples=samples,
         source=str(path),
         dataset_variant=name.variant,
         dataset_sha256=data_sha256,
-        reported=dict(parsed.metrics),
+        reported=dict(metrics),
     )
 
 

@@ -35,7 +35,8 @@ import polars as pl
 from healthbench.analysis.inputs import UNGRADED_CODE, VERDICT_CODES, LoadedRun
 from healthbench.analysis.scores import AXIS_PREFIX, THEME_PREFIX
 from healthbench.scoring.rubric import OVERALL, Scored, Verdict
-from healthbench.scoring.run_score import rubric_scores
+from healthbench.scoring.rubric_columns import Ints
+from healthbench.scoring.run_score import RubricTable
 from healthbench.scoring.stats import (
     BootstrapOptions,
     Column,
@@ -88,11 +89,16 @@ class RunMetrics:
     one_answer_each: bool | None = None  # every sample of its own conversation (None: not known)
 
     @classmethod
-    def of(cls, run: LoadedRun) -> RunMetrics:
+    def of(cls, run: LoadedRun, rubrics: RubricTable | None = None, which: Ints | None = None) -> RunMetrics:
+        """``run``'s metrics; ``rubrics`` (with ``which``, per answer its conversation's index there): the
+        rubrics of its conversations flattened once for many runs (default: its own)."""
         answers = run.answers
-        graded = answers.graded  # (the spec's scores of every graded answer, as columns: `rubric_scores`)
+        if rubrics is None or which is None:
+            distinct, which = distinct_positions(answers.conversations)
+            rubrics = RubricTable.of(distinct)
+        graded = answers.graded  # (the spec's scores of every graded answer, as columns: `RubricTable`)
         met = (answers.verdicts == VERDICT_CODES[Verdict.MET])[np.repeat(graded, answers.n_items)]
-        scores = rubric_scores(list(compress(answers.conversations, graded)), met.astype(np.float64))
+        scores = rubrics.scores(which[graded], met.astype(np.float64))
         ungraded = int((answers.verdicts == UNGRADED_CODE).sum())
         table = RunTable(scores.columns(), graded, ungraded)
         prompt_ids = answers.prompt_ids
@@ -100,8 +106,24 @@ class RunMetrics:
 
 
 def run_metrics(runs: Sequence[LoadedRun]) -> list[RunMetrics]:
-    """Every run's metrics."""
-    return [RunMetrics.of(run) for run in runs]
+    """Every run's metrics (the rubrics of every conversation answered flattened once)."""
+    conversations = [c for run in runs for c in run.answers.conversations]
+    distinct, which = distinct_positions(conversations)
+    rubrics = RubricTable.of(distinct)
+    ends = np.cumsum([len(run.answers.conversations) for run in runs]).tolist()
+    return [
+        RunMetrics.of(run, rubrics, which[start:end])
+        for run, start, end in zip(runs, [0, *ends], ends, strict=False)
+    ]
+
+
+def distinct_positions(conversations: Sequence[Scored]) -> tuple[list[Scored], Ints]:
+    """The conversations answered (each object once, in first-answer order: runs of one dataset share
+    them) and per answer its conversation's index among them."""
+    ids = list(map(id, conversations))
+    of_id = dict(zip(ids, conversations, strict=True))  # (in first-answer order)
+    position = dict(zip(of_id, range(len(of_id)), strict=True))
+    return list(of_id.values()), np.fromiter(map(position.__getitem__, ids), np.intp, len(ids))
 
 
 # --- the granular table ---------------------------------------------------------------------------
@@ -121,14 +143,9 @@ def granular_frame(runs: Sequence[LoadedRun], *, enums: bool = False) -> pl.Data
     text = _enum if enums else _strings
     answers = [run.answers for run in runs]
     conversations = [c for a in answers for c in a.conversations]
-    position: dict[int, int] = {}
-    distinct: list[Scored] = []
-    for conversation in conversations:
-        if position.setdefault(id(conversation), len(distinct)) == len(distinct):
-            distinct.append(conversation)
+    distinct, which = distinct_positions(conversations)
     n_items = np.fromiter((len(c.rubrics) for c in distinct), np.intp, len(distinct))
     starts = np.cumsum(n_items) - n_items
-    which = np.fromiter(map(position.__getitem__, map(id, conversations)), np.intp, len(conversations))
     per_sample = n_items[which]
     # row r of the frame is criterion `within[r]` of distinct conversation `which` of its sample
     first_row = np.cumsum(per_sample) - per_sample

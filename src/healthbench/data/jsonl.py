@@ -104,7 +104,8 @@ def utf8_bytes(data: bytes) -> bytes:
     """``data`` without a UTF-8 BOM, checked to be UTF-8 (msgspec passes bad bytes inside strings it
     keeps raw): a `UnicodeDecodeError` otherwise."""
     data = data.removeprefix(codecs.BOM_UTF8)
-    data.decode("utf-8")
+    if not data.isascii():  # (ASCII is UTF-8: checked without decoding a copy)
+        data.decode("utf-8")
     return data
 
 

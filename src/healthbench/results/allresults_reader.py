@@ -19,7 +19,8 @@ from __future__ import annotations
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, get_args
+from itertools import chain
+from typing import Any, Protocol, cast, get_args
 
 import msgspec
 
@@ -62,17 +63,17 @@ class Answer(msgspec.Struct, gc=False):
     """A graded answer as scores read it (``texts=False``): no completion, usage nor explanations."""
 
     prompt_id: str
-    rubric_items: list[Verdicted]
-    prompt: list[Message]
+    rubric_items: tuple[Verdicted, ...]  # (tuples of untracked structs: the collector untracks them)
+    prompt: tuple[Message, ...]
 
 
 class Example(msgspec.Struct, gc=False):
     """A graded answer."""
 
     prompt_id: str
-    rubric_items: list[Item]
-    prompt: list[Message]
-    completion: list[Message]
+    rubric_items: tuple[Item, ...]
+    prompt: tuple[Message, ...]
+    completion: tuple[Message, ...]
     usage: msgspec.Raw = NULL  # an object or null (checked, not decoded)
 
 
@@ -131,6 +132,25 @@ def same_rubric(a: Sequence[_Criterion], b: Sequence[_Criterion]) -> bool:
     return tags_a == tags_b or list(map(tuple, tags_a)) == list(map(tuple, tags_b))
 
 
+class DatasetRubrics:
+    """A dataset's rubrics by prompt_id (`Rubrics`), each kept beside its criteria as `same_rubric`
+    first compares them: made once, it serves every file read against the dataset."""
+
+    def __init__(self, rubrics: Rubrics) -> None:
+        self._rubrics = rubrics
+        self._wholes: dict[str, list[Any]] = {}
+
+    def get(self, prompt_id: str, /) -> Sequence[_Criterion] | None:
+        return self._rubrics.get(prompt_id)
+
+    def same(self, rubric: Sequence[_Criterion], prompt_id: str, expected: Sequence[_Criterion]) -> bool:
+        """`same_rubric` of ``rubric`` and ``expected``, the dataset's rubric of ``prompt_id``."""
+        whole = self._wholes.get(prompt_id)
+        if whole is None:
+            whole = self._wholes[prompt_id] = list(map(_WHOLE, expected))
+        return list(map(_WHOLE, rubric)) == whole or same_rubric(rubric, expected)
+
+
 @dataclass(frozen=True)
 class Decoded:
     """A valid file: its examples (in file order; `Answer`s when read without texts) and the numbers it
@@ -150,7 +170,8 @@ def decode_allresults(
     name: str | None = None,
     texts: bool = True,
 ) -> Decoded:
-    """Read and check a file (module doc). With ``rubrics`` (the dataset's rubric by prompt_id) each
+    """Read and check a file (module doc). With ``rubrics`` (the dataset's rubric by prompt_id; a
+    `DatasetRubrics` serves many files) each
     example's rubric must be the dataset's, and a prompt_id absent from the
     dataset is an error unless ``allow_missing``. ``name`` names ``source`` in errors (default: the
     path; ``<bytes>`` for data). Without ``texts``, `Answer`s: no completion, usage nor explanation
@@ -175,14 +196,16 @@ def decode_allresults(
                 path=label,
             ) from None
         raise
+    dataset = rubrics if rubrics is None or isinstance(rubrics, DatasetRubrics) else DatasetRubrics(rubrics)
     examples: Sequence[Example | Answer] = document.metadata.example_level_metadata
     if not examples:
         raise DataError(f"the file holds no graded example ({EXAMPLES} is empty)", path=label)
     missing: list[str] = []
     first_of: dict[str, int] = {}  # prompt_id -> its first example
+    valid = _all_valid(examples)  # (else each example is checked in turn, for the first failure's words)
     for index, example in enumerate(examples):
-        where = f"{EXAMPLES}[{index}]"
-        _check_example(example, label, where)
+        if not valid:
+            _check_example(example, label, f"{EXAMPLES}[{index}]")
         rubric = example.rubric_items
         first = first_of.setdefault(example.prompt_id, index)
         if first != index and not same_rubric(examples[first].rubric_items, rubric):
@@ -190,19 +213,19 @@ def decode_allresults(
                 f"prompt_id {example.prompt_id!r} is also example {first} with another rubric: answers "
                 "to one prompt_id are pooled as repeats, so their rubrics must be the same",
                 path=label,
-                field=f"{where}.rubric_items",
+                field=f"{EXAMPLES}[{index}].rubric_items",
             )
-        expected = rubrics.get(example.prompt_id) if rubrics is not None else None
-        if expected is None:
-            if rubrics is not None:
+        expected = dataset.get(example.prompt_id) if dataset is not None else None
+        if dataset is None or expected is None:
+            if dataset is not None:
                 missing.append(example.prompt_id)
-            check_conversation(example, label, where)
-        elif not same_rubric(rubric, expected):
+            check_conversation(example, label, f"{EXAMPLES}[{index}]")
+        elif not dataset.same(rubric, example.prompt_id, expected):
             raise DataError(
                 f"the rubric stored for prompt_id {example.prompt_id} differs from the dataset's "
                 f"({len(rubric)} vs {len(expected)} criteria); join the dataset the run used",
                 path=label,
-                field=f"{where}.rubric_items",
+                field=f"{EXAMPLES}[{index}].rubric_items",
             )
     if missing and not allow_missing:
         shown = ", ".join(dict.fromkeys(missing[:5]))
@@ -219,6 +242,28 @@ def raw_kind(raw: msgspec.Raw) -> str:
     first = bytes(memoryview(raw)[:1])
     return {b'"': "a string", b"{": "an object", b"[": "a list", b"n": "null", b"t": "a boolean"}.get(
         first, "a boolean" if first == b"f" else "a number"
+    )
+
+
+_PROMPT, _COMPLETION, _USAGE, _RUBRIC_ITEMS, _CONTENT = map(
+    operator.attrgetter, ("prompt", "completion", "usage", "rubric_items", "content")
+)
+
+
+def _all_valid(examples: Sequence[Example | Answer]) -> bool:
+    """Whether every example passes `_check_example`, checked over all examples at once."""
+    prompts = list(map(_PROMPT, examples))
+    messages = list(chain.from_iterable(prompts))
+    if isinstance(examples[0], Example):
+        full = cast(Sequence[Example], examples)
+        completions = list(map(_COMPLETION, full))
+        if any(len(c) != 1 for c in completions) or not all(map(is_object_or_null, map(_USAGE, full))):
+            return False
+        messages.extend(chain.from_iterable(completions))
+    return (
+        all(prompts)
+        and all(map(is_text, map(_CONTENT, messages)))
+        and all(map(str.strip, map(CRITERION, chain.from_iterable(map(_RUBRIC_ITEMS, examples)))))
     )
 
 

@@ -16,9 +16,9 @@ import html as html_lib
 import json
 import operator
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import islice
+from itertools import chain, islice
 from pathlib import Path
 from typing import Any, cast
 
@@ -28,7 +28,13 @@ from healthbench.data.jsonl import Source
 from healthbench.data.roles import Role
 from healthbench.data.shapes import ClassicLine, RubricEntry, Turn
 from healthbench.data.shapes import Message as RawMessage
-from healthbench.results.allresults_reader import Example, Verdicted, decode_allresults
+from healthbench.results.allresults_reader import (
+    Answer,
+    DatasetRubrics,
+    Example,
+    Verdicted,
+    decode_allresults,
+)
 from healthbench.results.allresults_reader import texts as decoded_texts
 from healthbench.results.metrics_out import write_json_atomic
 from healthbench.scoring.rubric import OVERALL, Scored
@@ -91,7 +97,7 @@ class Interned:
             item = self.items[key] = RubricEntry(raw.criterion, raw.points, raw.tags)
         return item
 
-    def prompt(self, messages: list[RawMessage], contents: Sequence[str]) -> tuple[dict[str, str], ...]:
+    def prompt(self, messages: Sequence[RawMessage], contents: Sequence[str]) -> tuple[dict[str, str], ...]:
         """The messages as sent (their ``contents`` decoded); equal prompts (a dataset's, in every run)
         are one object."""
         roles = [m.role for m in messages]
@@ -141,53 +147,129 @@ def load_allresults(
     completion, usage nor explanation is read: each sample's completion is ``""``, its explanations,
     prompt messages and usage are absent, and only rebuilt conversations decode their prompt.
     """
-    interned = interned or Interned()
-    rubrics = {p: c.rubrics for p, c in conversations.items()} if conversations is not None else None
-    decoded = decode_allresults(source, rubrics, allow_missing=allow_missing, name=name, texts=texts)
-    examples = decoded.examples
-    prompted = (
-        examples
-        if texts
-        else [e for e in examples if conversations is None or e.prompt_id not in conversations]
-    )
-    # the texts of the file decoded in a few calls (a call per text is most of the time)
-    contents = iter(decoded_texts([m.content for e in prompted for m in e.prompt]))
-    completions: list[str] | None = None
-    if texts:
-        full = cast(list[Example], examples)
-        completions = decoded_texts([e.completion[0].content for e in full])
-        explanations = iter(_explanations([i.explanation for e in full for i in e.rubric_items]))
-        usages = _usages([e.usage for e in full])
-    samples: list[GradedSample] = []
-    repeats: dict[str, int] = {}
-    item_of = interned.item
-    for index, example in enumerate(examples):
-        prompt_id, raw_items = example.prompt_id, example.rubric_items
-        known: Scored | None = conversations.get(prompt_id) if conversations is not None else None
-        prompt = None
-        if texts or known is None:
-            prompt = interned.prompt(example.prompt, list(islice(contents, len(example.prompt))))
-        if known is None:
-            assert prompt is not None
-            known = interned.conversation(prompt_id, prompt, list(map(item_of, raw_items)))
-        repeat = repeats.get(prompt_id, 0)
-        repeats[prompt_id] = repeat + 1
-        verdicts = tuple(map(VERDICTS.__getitem__, map(MET, raw_items)))
-        if completions is None:
-            samples.append(GradedSample(known, "", verdicts, repeat=repeat))
-            continue
-        samples.append(
-            GradedSample(
-                conversation=known,
-                completion=completions[index],
-                verdicts=verdicts,
-                explanations=tuple(islice(explanations, len(raw_items))),
-                repeat=repeat,
-                prompt_messages=prompt,
-                usage=usages[index],
-            )
+    if not texts:
+        answers = load_answers(
+            source, conversations, allow_missing=allow_missing, name=name, interned=interned
         )
+        verdicts = iter(map(VERDICTS.__getitem__, answers.met))
+        samples = [
+            GradedSample(conversation, "", tuple(islice(verdicts, n)), repeat=repeat)
+            for conversation, n, repeat in zip(
+                answers.conversations, answers.n_items, answers.repeats, strict=True
+            )
+        ]
+        return AllResults(samples, answers.score, answers.metrics)
+    interned = interned or Interned()
+    decoded = decode_allresults(
+        source, dataset_rubrics(conversations), allow_missing=allow_missing, name=name
+    )
+    examples = cast(list[Example], decoded.examples)
+    # the texts of the file decoded in a few calls (a call per text is most of the time)
+    contents = iter(decoded_texts([m.content for e in examples for m in e.prompt]))
+    prompts = [interned.prompt(e.prompt, list(islice(contents, len(e.prompt)))) for e in examples]
+    answered, repeats = _answered(examples, conversations, interned, prompts.__getitem__)
+    completions = decoded_texts([e.completion[0].content for e in examples])
+    explanations = iter(_explanations([i.explanation for e in examples for i in e.rubric_items]))
+    usages = _usages([e.usage for e in examples])
+    samples = [
+        GradedSample(
+            conversation=known,
+            completion=completions[index],
+            verdicts=tuple(map(VERDICTS.__getitem__, map(MET, example.rubric_items))),
+            explanations=tuple(islice(explanations, len(example.rubric_items))),
+            repeat=repeats[index],
+            prompt_messages=prompts[index],
+            usage=usages[index],
+        )
+        for index, (example, known) in enumerate(zip(examples, answered, strict=True))
+    ]
     return AllResults(samples, decoded.score, decoded.metrics)
+
+
+@dataclass(frozen=True)
+class Answers:
+    """A file's answers as columns, what scores read (no completion, usage, explanation nor prompt
+    messages): per answer its conversation, its repeat and its number of criteria, per criterion its
+    ``criteria_met`` (one answer's after another's), and the numbers the file reports."""
+
+    conversations: list[Scored]
+    repeats: list[int]
+    n_items: list[int]
+    met: list[bool | None]
+    score: float | None
+    metrics: dict[str, Any]
+
+
+def load_answers(
+    source: Source,
+    conversations: Mapping[str, Scored] | None = None,
+    *,
+    allow_missing: bool = False,
+    name: str | None = None,
+    interned: Interned | None = None,
+    rubrics: DatasetRubrics | None = None,
+) -> Answers:
+    """An ``_allresults.json`` read without texts (`load_allresults` with ``texts=False``, as columns:
+    no sample per answer): only rebuilt conversations decode their prompt. ``rubrics``:
+    `dataset_rubrics` of ``conversations``, made once for many files (default: for this one)."""
+    interned = interned or Interned()
+    expected = rubrics if rubrics is not None else dataset_rubrics(conversations)
+    decoded = decode_allresults(source, expected, allow_missing=allow_missing, name=name, texts=False)
+    examples = decoded.examples
+    prompted = [e for e in examples if conversations is None or e.prompt_id not in conversations]
+    contents = iter(decoded_texts([m.content for e in prompted for m in e.prompt]))
+
+    def prompt(index: int) -> tuple[dict[str, str], ...]:  # (asked in file order)
+        messages = examples[index].prompt
+        return interned.prompt(messages, list(islice(contents, len(messages))))
+
+    answered, repeats = _answered(examples, conversations, interned, prompt)
+    rubric_items = list(map(_RUBRIC_ITEMS, examples))
+    return Answers(
+        answered,
+        repeats,
+        list(map(len, rubric_items)),
+        list(map(MET, chain.from_iterable(rubric_items))),
+        decoded.score,
+        decoded.metrics,
+    )
+
+
+_RUBRIC_ITEMS = operator.attrgetter("rubric_items")
+
+
+def dataset_rubrics(conversations: Mapping[str, Scored] | None) -> DatasetRubrics | None:
+    """The dataset's rubrics by prompt_id, what the reader checks a file's against (one for many files)."""
+    if conversations is None:
+        return None
+    return DatasetRubrics({p: c.rubrics for p, c in conversations.items()})
+
+
+def _answered(
+    examples: Sequence[Example | Answer],
+    conversations: Mapping[str, Scored] | None,
+    interned: Interned,
+    prompt: Callable[[int], tuple[dict[str, str], ...]],
+) -> tuple[list[Scored], list[int]]:
+    """Per example its conversation (the dataset's, else rebuilt from the file with ``prompt``, asked
+    for those examples' indices in file order) and its repeat (0, 1, ... per prompt_id in file order)."""
+    prompt_ids = [e.prompt_id for e in examples]
+    answered: list[Scored | None] = (
+        list(map(conversations.get, prompt_ids)) if conversations is not None else [None] * len(examples)
+    )
+    for index, known in enumerate(answered):
+        if known is None:
+            items = list(map(interned.item, examples[index].rubric_items))
+            answered[index] = interned.conversation(prompt_ids[index], prompt(index), items)
+    if len(set(prompt_ids)) == len(prompt_ids):  # (one answer each, the usual case)
+        return cast(list[Scored], answered), [0] * len(prompt_ids)
+    counts: dict[str, int] = {}
+    repeats: list[int] = []
+    for prompt_id in prompt_ids:
+        repeat = counts.get(prompt_id, 0)
+        counts[prompt_id] = repeat + 1
+        repeats.append(repeat)
+    return cast(list[Scored], answered), repeats
 
 
 def _explanations(raws: list[msgspec.Raw]) -> list[str | None]:

@@ -28,9 +28,10 @@ class Entries:
         return _merged(keys, np.r_[self.row, rows], np.r_[self.key, code], np.r_[self.value, values])
 
     def columns(self) -> dict[str, Column]:  # `healthbench.scoring.stats.columns_of` of the scores
-        codes, first = np.unique(self.key, return_index=True)
-        named = [(self.keys[k], self.key == k) for k in codes[first.argsort()]]
-        return {name: Column(self.row[at], self.value[at]) for name, at in named}
+        by = np.argsort(self.key, kind="stable")  # (each key's entries together, in row order)
+        codes, first = np.unique(self.key[by], return_index=True)
+        at = np.split(by, first[1:])
+        return {self.keys[codes[i]]: Column(self.row[at[i]], self.value[at[i]]) for i in by[first].argsort()}
 
 
 def rubric_entries(

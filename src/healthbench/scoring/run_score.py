@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from healthbench.scoring.rubric import OVERALL, Scored, Verdict, conversation_metrics, length_adjusted
-from healthbench.scoring.rubric_columns import Entries, rubric_entries
+from healthbench.scoring.rubric_columns import Entries, Ints, rubric_entries
 from healthbench.scoring.stats import (
     BootstrapOptions,
     KeyStats,
@@ -192,32 +192,70 @@ class _Numbered(dict[tuple[str, ...], int]):
 
 def rubric_scores(conversations: Sequence[Scored], met: npt.NDArray[np.float64]) -> Entries:
     """`conversation_metrics` of graded answers to ``conversations`` (``met``: per criterion of theirs,
-    one answer's after another's, 1.0 or 0.0), as `rubric_columns.Entries`: their rubrics and tags
-    flattened into arrays of points and key codes for `rubric_columns.rubric_entries`."""
-    rubrics = [c.rubrics for c in conversations]
-    items = list(chain.from_iterable(rubrics))
-    lists = _Numbered()  # the distinct tag lists (criteria's and example tags)
-    tags = chain(map(_TAGS, items), map(_EXAMPLE_TAGS, conversations))
-    list_of = np.fromiter(map(lists.__getitem__, map(tuple, tags)), np.intp)
-    keys = {OVERALL: 0}
-    members = [[keys.setdefault(tag, len(keys)) for tag in dict.fromkeys(t)] for t in lists]
-    size = np.fromiter(map(len, members), np.intp, len(members))
-    flat = np.fromiter(chain.from_iterable(members), np.intp, int(size.sum()))
+    one answer's after another's, 1.0 or 0.0), as `rubric_columns.Entries` (`RubricTable.scores`)."""
+    return RubricTable.of(conversations).scores(np.arange(len(conversations)), met)
 
-    def pairs(owners: npt.NDArray[np.intp]) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
+
+@dataclass(frozen=True)
+class RubricTable:
+    """Conversations' rubrics and tags flattened once into arrays of points and key codes for
+    `rubric_columns.rubric_entries`; any answers to them are scored by gathering (`scores`): many runs
+    of one dataset flatten it once."""
+
+    conversations: Sequence[Scored]
+    keys: list[str]  # every tag met, after `OVERALL`
+    n_items: Ints  # per conversation, its number of criteria
+    starts: Ints  # per conversation, its first criterion
+    points: npt.NDArray[np.float64]  # per criterion
+    tag_list: Ints  # per criterion, its tag list
+    example_list: Ints  # per conversation, its example tags' list
+    size: Ints  # per tag list, its number of distinct keys
+    flat: Ints  # the lists' key codes, one list after another
+
+    @classmethod
+    def of(cls, conversations: Sequence[Scored]) -> RubricTable:
+        rubrics = [c.rubrics for c in conversations]
+        items = list(chain.from_iterable(rubrics))
+        lists = _Numbered()  # the distinct tag lists (criteria's and example tags)
+        tags = chain(map(_TAGS, items), map(_EXAMPLE_TAGS, conversations))
+        list_of = np.fromiter(map(lists.__getitem__, map(tuple, tags)), np.intp)
+        keys = {OVERALL: 0}
+        members = [[keys.setdefault(tag, len(keys)) for tag in dict.fromkeys(t)] for t in lists]
+        size = np.fromiter(map(len, members), np.intp, len(members))
+        n_items = np.fromiter(map(len, rubrics), np.intp, len(rubrics))
+        return cls(
+            conversations,
+            list(keys),
+            n_items,
+            np.cumsum(n_items) - n_items,
+            np.fromiter(map(_POINTS, items), np.float64, len(items)),
+            list_of[: len(items)],
+            list_of[len(items) :],
+            size,
+            np.fromiter(chain.from_iterable(members), np.intp, int(size.sum())),
+        )
+
+    def scores(self, which: Ints, met: npt.NDArray[np.float64]) -> Entries:
+        """The scores of answers to conversations ``which`` (indices into ``conversations``; ``met``: per
+        criterion of theirs, one answer's after another's, 1.0 or 0.0)."""
+        n_items = self.n_items[which]
+        first = np.cumsum(n_items) - n_items  # (each answer's first criterion among theirs)
+        criterion = np.arange(int(n_items.sum()), dtype=np.intp) + np.repeat(
+            self.starts[which] - first, n_items
+        )
+        tagged, example = self._pairs(self.tag_list[criterion]), self._pairs(self.example_list[which])
+        entries = rubric_entries(self.keys, n_items, self.points[criterion], met, tagged, example)
+        unscored = np.flatnonzero(~np.isfinite(entries.value[entries.key == 0]))
+        if unscored.size:
+            prompt_id = self.conversations[which[unscored[0]]].prompt_id
+            raise ValueError(f"conversation {prompt_id} has no positive points")
+        return entries
+
+    def _pairs(self, owners: Ints) -> tuple[Ints, Ints]:
         """(owner, key) per key of each owner's tag list (``owners``: each owner's list)."""
-        k = size[owners]
-        start = np.repeat(np.cumsum(size)[owners] - np.cumsum(k), k)
-        return np.repeat(np.arange(k.size), k), flat[np.arange(k.sum(), dtype=np.intp) + start]
-
-    n_items = np.fromiter(map(len, rubrics), np.intp, len(rubrics))
-    points = np.fromiter(map(_POINTS, items), np.float64, len(items))
-    tagged, example = pairs(list_of[: len(items)]), pairs(list_of[len(items) :])
-    entries = rubric_entries(list(keys), n_items, points, met, tagged, example)
-    unscored = np.flatnonzero(~np.isfinite(entries.value[entries.key == 0]))
-    if unscored.size:
-        raise ValueError(f"conversation {conversations[unscored[0]].prompt_id} has no positive points")
-    return entries
+        k = self.size[owners]
+        start = np.repeat(np.cumsum(self.size)[owners] - np.cumsum(k), k)
+        return np.repeat(np.arange(k.size), k), self.flat[np.arange(k.sum(), dtype=np.intp) + start]
 
 
 def _dicts(entries: Entries, n: int) -> list[dict[str, float]]:
