@@ -19,8 +19,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import chain
-from typing import Any, Protocol, cast, get_args
+from typing import Any, Protocol, get_args
 
 import msgspec
 
@@ -202,10 +201,8 @@ def decode_allresults(
         raise DataError(f"the file holds no graded example ({EXAMPLES} is empty)", path=label)
     missing: list[str] = []
     first_of: dict[str, int] = {}  # prompt_id -> its first example
-    valid = _all_valid(examples)  # (else each example is checked in turn, for the first failure's words)
     for index, example in enumerate(examples):
-        if not valid:
-            _check_example(example, label, f"{EXAMPLES}[{index}]")
+        _check_example(example, label, f"{EXAMPLES}[{index}]")
         rubric = example.rubric_items
         first = first_of.setdefault(example.prompt_id, index)
         if first != index and not same_rubric(examples[first].rubric_items, rubric):
@@ -242,28 +239,6 @@ def raw_kind(raw: msgspec.Raw) -> str:
     first = bytes(memoryview(raw)[:1])
     return {b'"': "a string", b"{": "an object", b"[": "a list", b"n": "null", b"t": "a boolean"}.get(
         first, "a boolean" if first == b"f" else "a number"
-    )
-
-
-_PROMPT, _COMPLETION, _USAGE, _RUBRIC_ITEMS, _CONTENT = map(
-    operator.attrgetter, ("prompt", "completion", "usage", "rubric_items", "content")
-)
-
-
-def _all_valid(examples: Sequence[Example | Answer]) -> bool:
-    """Whether every example passes `_check_example`, checked over all examples at once."""
-    prompts = list(map(_PROMPT, examples))
-    messages = list(chain.from_iterable(prompts))
-    if isinstance(examples[0], Example):
-        full = cast(Sequence[Example], examples)
-        completions = list(map(_COMPLETION, full))
-        if any(len(c) != 1 for c in completions) or not all(map(is_object_or_null, map(_USAGE, full))):
-            return False
-        messages.extend(chain.from_iterable(completions))
-    return (
-        all(prompts)
-        and all(map(is_text, map(_CONTENT, messages)))
-        and all(map(str.strip, map(CRITERION, chain.from_iterable(map(_RUBRIC_ITEMS, examples)))))
     )
 
 

@@ -1,5 +1,4 @@
-"""`rubric.conversation_metrics` of many graded answers at once (numpy), the hot spot of `score_run` and the
-tables; tests/test_rubric_columns.py checks it equals the spec, key order and overwrites included."""
+"""`rubric.conversation_metrics` of many answers at once (numpy); tests/test_rubric_columns.py pins it."""
 
 from dataclasses import dataclass
 
