@@ -19,7 +19,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, get_args
+from typing import Any, Generic, Protocol, TypeVar, get_args
 
 import msgspec
 
@@ -76,30 +76,23 @@ class Example(msgspec.Struct, gc=False):
     usage: msgspec.Raw = NULL  # an object or null (checked, not decoded)
 
 
-class _Metadata(msgspec.Struct, gc=False):
-    example_level_metadata: list[Example]
+ExampleT = TypeVar("ExampleT", Example, Answer)
 
 
-class _File(msgspec.Struct, gc=False):
-    metadata: _Metadata
+class _Metadata(msgspec.Struct, Generic[ExampleT], gc=False):
+    example_level_metadata: list[ExampleT]
+
+
+class _File(msgspec.Struct, Generic[ExampleT], gc=False):
+    """The file: its examples as `Example` or, as scores read it (``texts=False``), as `Answer`."""
+
+    metadata: _Metadata[ExampleT]
     score: float | None = None
     metrics: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
-class _AnswersMetadata(msgspec.Struct, gc=False):
-    example_level_metadata: list[Answer]
-
-
-class _Answers(msgspec.Struct, gc=False):
-    """The file as scores read it (``texts=False``)."""
-
-    metadata: _AnswersMetadata
-    score: float | None = None
-    metrics: dict[str, Any] = msgspec.field(default_factory=dict)
-
-
-_DECODER = msgspec.json.Decoder(_File)
-_ANSWERS_DECODER = msgspec.json.Decoder(_Answers)  # (``texts=False``)
+_DECODER = msgspec.json.Decoder(_File[Example])
+_ANSWERS_DECODER = msgspec.json.Decoder(_File[Answer])  # (``texts=False``)
 
 
 class _Criterion(Protocol):
@@ -182,7 +175,7 @@ def decode_allresults(
         decode_text(data, source=label)  # (raises, naming the line and the byte)
         raise
     try:
-        document: _File | _Answers = (
+        document: _File[Example] | _File[Answer] = (
             decode_json(data, _DECODER, source=label)
             if texts
             else decode_json(data, _ANSWERS_DECODER, source=label)
