@@ -195,8 +195,13 @@ def decode_allresults(
     missing: list[str] = []
     first_of: dict[str, int] = {}  # prompt_id -> its first example
     for index, example in enumerate(examples):
-        _check_example(example, label, f"{EXAMPLES}[{index}]")
         rubric = example.rubric_items
+        expected = dataset.get(example.prompt_id) if dataset is not None else None
+        joined = (
+            dataset is not None and expected is not None and dataset.same(rubric, example.prompt_id, expected)
+        )
+        # (the dataset's rubric has no empty criterion: the dataset reader refuses them)
+        _check_example(example, label, f"{EXAMPLES}[{index}]", criteria=not joined)
         first = first_of.setdefault(example.prompt_id, index)
         if first != index and not same_rubric(examples[first].rubric_items, rubric):
             raise DataError(
@@ -205,12 +210,11 @@ def decode_allresults(
                 path=label,
                 field=f"{EXAMPLES}[{index}].rubric_items",
             )
-        expected = dataset.get(example.prompt_id) if dataset is not None else None
         if dataset is None or expected is None:
             if dataset is not None:
                 missing.append(example.prompt_id)
             check_conversation(example, label, f"{EXAMPLES}[{index}]")
-        elif not dataset.same(rubric, example.prompt_id, expected):
+        elif not joined:
             raise DataError(
                 f"the rubric stored for prompt_id {example.prompt_id} differs from the dataset's "
                 f"({len(rubric)} vs {len(expected)} criteria); join the dataset the run used",
@@ -235,9 +239,10 @@ def raw_kind(raw: msgspec.Raw) -> str:
     )
 
 
-def _check_example(example: Example | Answer, source: str, where: str) -> None:
+def _check_example(example: Example | Answer, source: str, where: str, *, criteria: bool = True) -> None:
     """What the schema cannot say about any example: texts are strings, a prompt, one completion
-    message, usage an object or null, no empty criterion (an `Answer`: the prompt and criteria)."""
+    message, usage an object or null, no empty criterion (an `Answer`: the prompt and criteria;
+    without ``criteria`` the criteria are not looked at: a rubric that is the dataset's)."""
     _check_texts(example.prompt, source, f"{where}.prompt")
     if not example.prompt:
         raise DataError("the prompt has no messages", path=source, field=f"{where}.prompt")
@@ -255,7 +260,7 @@ def _check_example(example: Example | Answer, source: str, where: str) -> None:
                 path=source,
                 field=f"{where}.usage",
             )
-    for number, item in enumerate(example.rubric_items):
+    for number, item in enumerate(example.rubric_items if criteria else ()):
         if not item.criterion.strip():
             raise DataError(
                 "the criterion is empty", path=source, field=f"{where}.rubric_items[{number}].criterion"
