@@ -12,6 +12,7 @@ import math
 import sqlite3
 import subprocess
 import sys
+from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -435,3 +436,19 @@ def test_a_local_file_run_is_named_by_its_file_and_one_model_in_both_roles_sums_
     (logged,) = client.search_runs([experiment.experiment_id])
     assert logged.data.params["dataset"] == "my-cases.jsonl"
     assert logged.data.params["dataset_sha256"] == sha
+
+
+def test_a_stored_runs_scores_are_those_of_its_whole_samples(run_store: Path) -> None:
+    """`RunView.score` keeps of each sample only what scoring reads: its figures are `score_run`'s of
+    the samples with every text (repeats, an ungraded criterion, a failed sample, the length penalty)."""
+    from healthbench.scoring.run_score import score_run
+
+    store = Store(run_store)
+    view = RunView.open(store, RUN)
+    options = replace(view.scoring_options(seed=3, n_resamples=50), length_penalty=0.1, length_center=20.0)
+    whole = score_run(view.graded_samples(), options)
+    lean = view.score(options)
+    assert lean.metrics() == whole.metrics() and lean.per_sample == whole.per_sample
+    assert "overall_score_length_adjusted" in lean.metrics() and lean.ungraded_samples == 2
+    assert view.score().metrics() == score_run(view.graded_samples(), view.scoring_options()).metrics()
+    store.close()

@@ -331,8 +331,10 @@ class RunView:
         )
 
     def score(self, options: ScoringOptions | None = None) -> RunScore:
-        """The run's `RunScore` (the numbers of ``--metrics-out``): `score_samples` of `graded_samples`."""
-        return self.score_samples(self.graded_samples(), options)
+        """The run's `RunScore` (the numbers of ``--metrics-out``): `score_samples` of `graded_samples`,
+        read a page at a time, each sample kept as scoring reads it (`_scored_only`, no explanation):
+        a 5,000-conversation run's scores do not hold its ~70 MB of texts at once."""
+        return self.score_samples([_scored_only(stored.graded) for stored in self.iter_samples()], options)
 
     def score_samples(
         self, samples: Sequence[GradedSample], options: ScoringOptions | None = None
@@ -386,6 +388,18 @@ def _graded(
         prompt_messages=tuple(sample.messages or ()) if sample else None,
         usage=sample.usage if sample else None,
     )
+
+
+def _scored_only(sample: GradedSample) -> GradedSample:
+    """What scoring reads of a sample: its verdicts, repeat and completion (its length), and of its
+    conversation the prompt id, each criterion's points and tags and the example tags; no prompt,
+    criterion text, explanation or usage."""
+    from healthbench.data.shapes import ClassicLine, RubricEntry
+
+    c = sample.conversation
+    rubrics = [RubricEntry("", item.points, tuple(item.tags)) for item in c.rubrics]
+    conversation = ClassicLine([], c.prompt_id, rubrics, list(c.example_tags))
+    return replace(sample, conversation=conversation, explanations=(), prompt_messages=None, usage=None)
 
 
 def _panel_explanations(members: Mapping[str, GradedSample], labels: Sequence[str]) -> tuple[str | None, ...]:
