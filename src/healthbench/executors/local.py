@@ -113,7 +113,7 @@ class Engine:
                         # a page is read only when its first item can be opened: the items alive are
                         # the open ones and the rest of one page. It is read on the event loop, not in
                         # a worker thread: there, each page's memory would stay in that thread's
-                        # malloc arena (+17 MB of RSS at 5,000 conversations, docs/benchmarks.md)
+                        # malloc arena (+17 MB of RSS at 5,000 conversations: benchmarks/full_run.py)
                         while page := next(pages, None):
                             for w, completion, missing in page:  # a task per open item, not per item
                                 await self._open_items.acquire()
