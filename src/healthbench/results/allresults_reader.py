@@ -156,15 +156,14 @@ class Decoded:
 
 def decode_allresults(
     source: Source,
-    rubrics: Rubrics | None = None,
+    rubrics: DatasetRubrics | None = None,
     *,
     allow_missing: bool = False,
     name: str | None = None,
     texts: bool = True,
 ) -> Decoded:
-    """Read and check a file (module doc). With ``rubrics`` (the dataset's rubric by prompt_id; a
-    `DatasetRubrics` serves many files) each
-    example's rubric must be the dataset's, and a prompt_id absent from the
+    """Read and check a file (module doc). With ``rubrics`` (the dataset's rubrics, made once for
+    many files) each example's rubric must be the dataset's, and a prompt_id absent from the
     dataset is an error unless ``allow_missing``. ``name`` names ``source`` in errors (default: the
     path; ``<bytes>`` for data). Without ``texts``, `Answer`s: no completion, usage nor explanation
     is decoded or checked."""
@@ -188,20 +187,14 @@ def decode_allresults(
                 path=label,
             ) from None
         raise
-    dataset = rubrics if rubrics is None or isinstance(rubrics, DatasetRubrics) else DatasetRubrics(rubrics)
     examples: Sequence[Example | Answer] = document.metadata.example_level_metadata
     if not examples:
         raise DataError(f"the file holds no graded example ({EXAMPLES} is empty)", path=label)
     missing: list[str] = []
     first_of: dict[str, int] = {}  # prompt_id -> its first example
     for index, example in enumerate(examples):
+        _check_example(example, label, f"{EXAMPLES}[{index}]")
         rubric = example.rubric_items
-        expected = dataset.get(example.prompt_id) if dataset is not None else None
-        joined = (
-            dataset is not None and expected is not None and dataset.same(rubric, example.prompt_id, expected)
-        )
-        # (the dataset's rubric has no empty criterion: the dataset reader refuses them)
-        _check_example(example, label, f"{EXAMPLES}[{index}]", criteria=not joined)
         first = first_of.setdefault(example.prompt_id, index)
         if first != index and not same_rubric(examples[first].rubric_items, rubric):
             raise DataError(
@@ -210,11 +203,12 @@ def decode_allresults(
                 path=label,
                 field=f"{EXAMPLES}[{index}].rubric_items",
             )
-        if dataset is None or expected is None:
-            if dataset is not None:
+        expected = rubrics.get(example.prompt_id) if rubrics is not None else None
+        if rubrics is None or expected is None:
+            if rubrics is not None:
                 missing.append(example.prompt_id)
             check_conversation(example, label, f"{EXAMPLES}[{index}]")
-        elif not joined:
+        elif not rubrics.same(rubric, example.prompt_id, expected):
             raise DataError(
                 f"the rubric stored for prompt_id {example.prompt_id} differs from the dataset's "
                 f"({len(rubric)} vs {len(expected)} criteria); join the dataset the run used",
@@ -239,10 +233,9 @@ def raw_kind(raw: msgspec.Raw) -> str:
     )
 
 
-def _check_example(example: Example | Answer, source: str, where: str, *, criteria: bool = True) -> None:
+def _check_example(example: Example | Answer, source: str, where: str) -> None:
     """What the schema cannot say about any example: texts are strings, a prompt, one completion
-    message, usage an object or null, no empty criterion (an `Answer`: the prompt and criteria;
-    without ``criteria`` the criteria are not looked at: a rubric that is the dataset's)."""
+    message, usage an object or null, no empty criterion (an `Answer`: the prompt and criteria)."""
     _check_texts(example.prompt, source, f"{where}.prompt")
     if not example.prompt:
         raise DataError("the prompt has no messages", path=source, field=f"{where}.prompt")
@@ -260,7 +253,7 @@ def _check_example(example: Example | Answer, source: str, where: str, *, criter
                 path=source,
                 field=f"{where}.usage",
             )
-    for number, item in enumerate(example.rubric_items if criteria else ()):
+    for number, item in enumerate(example.rubric_items):
         if not item.criterion.strip():
             raise DataError(
                 "the criterion is empty", path=source, field=f"{where}.rubric_items[{number}].criterion"
