@@ -261,8 +261,6 @@ def _answered(
         if known is None:
             items = list(map(interned.item, examples[index].rubric_items))
             answered[index] = interned.conversation(prompt_ids[index], prompt(index), items)
-    if len(set(prompt_ids)) == len(prompt_ids):  # (one answer each, the usual case)
-        return cast(list[Scored], answered), [0] * len(prompt_ids)
     counts: dict[str, int] = {}
     repeats: list[int] = []
     for prompt_id in prompt_ids:
